@@ -1,0 +1,119 @@
+package events
+
+import (
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+// State is a recipe machine's state. The contention engine's states are
+// those of ZooKeeper's LeaderElectionSupport, with LEADER for "holds it".
+type State string
+
+// The states of every recipe machine.
+const (
+	StateStart     State = "START"
+	StateOffer     State = "OFFER"
+	StateDetermine State = "DETERMINE"
+	StateReady     State = "READY"
+	StateLeader    State = "LEADER"
+	StateFailed    State = "FAILED"
+	StateStop      State = "STOP"
+)
+
+// States lists every State, in lifecycle order.
+var States = []State{StateStart, StateOffer, StateDetermine, StateReady, StateLeader, StateFailed, StateStop}
+
+// Type is the kind of a lifecycle event.
+type Type int
+
+// Lifecycle event types. The _START/_COMPLETE pairs and FAILED bracket the
+// phases of the contention engine; SUSPENDED, RECONNECTED and LOST report
+// the session; OVERFLOW is delivered to a bounded subscriber in place of the
+// events it missed.
+const (
+	Start Type = iota + 1
+	OfferStart
+	OfferComplete
+	DetermineStart
+	DetermineComplete
+	ReadyStart
+	ReadyComplete
+	ElectedStart
+	ElectedComplete
+	Failed
+	StopStart
+	StopComplete
+	Suspended
+	Reconnected
+	Lost
+	Overflow
+)
+
+var typeNames = [...]string{
+	Start:             "START",
+	OfferStart:        "OFFER_START",
+	OfferComplete:     "OFFER_COMPLETE",
+	DetermineStart:    "DETERMINE_START",
+	DetermineComplete: "DETERMINE_COMPLETE",
+	ReadyStart:        "READY_START",
+	ReadyComplete:     "READY_COMPLETE",
+	ElectedStart:      "ELECTED_START",
+	ElectedComplete:   "ELECTED_COMPLETE",
+	Failed:            "FAILED",
+	StopStart:         "STOP_START",
+	StopComplete:      "STOP_COMPLETE",
+	Suspended:         "SUSPENDED",
+	Reconnected:       "RECONNECTED",
+	Lost:              "LOST",
+	Overflow:          "OVERFLOW",
+}
+
+func (t Type) String() string {
+	if t > 0 && int(t) < len(typeNames) {
+		return typeNames[t]
+	}
+	return fmt.Sprintf("Type(%d)", int(t))
+}
+
+// Event is one lifecycle event of one recipe instance.
+type Event struct {
+	Time      time.Time
+	Recipe    string // "lock", "election", ...
+	Path      string // the recipe's directory
+	Instance  string // the instance's id (its node uuid, or the user's id)
+	Type      Type
+	State     State  // the machine's state after the event
+	Node      string // our node's full path, once known
+	SessionID int64  // the session the event happened on
+	Token     int64  // the fencing token (czxid of our node) once determined
+	Term      uint64 // which acquisition/campaign of this instance (1, 2, ...)
+	Err       error  // the cause, for FAILED and LOST
+	TraceID   trace.TraceID
+	SpanID    trace.SpanID
+	Missed    uint64 // OVERFLOW only: how many events this subscriber missed
+}
+
+func (e Event) String() string {
+	s := fmt.Sprintf("%s %s %s %s state=%s", e.Time.Format("15:04:05.000000"), e.Recipe, e.Instance, e.Type, e.State)
+	if e.Term != 0 {
+		s += fmt.Sprintf(" term=%d", e.Term)
+	}
+	if e.Node != "" {
+		s += " node=" + e.Node
+	}
+	if e.Token != 0 {
+		s += fmt.Sprintf(" token=%#x", e.Token)
+	}
+	if e.SessionID != 0 {
+		s += fmt.Sprintf(" session=%#x", e.SessionID)
+	}
+	if e.Err != nil {
+		s += " err=" + e.Err.Error()
+	}
+	if e.Type == Overflow {
+		s += fmt.Sprintf(" missed=%d", e.Missed)
+	}
+	return s
+}
