@@ -1,0 +1,50 @@
+package testkit
+
+import (
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+)
+
+// OpKind names a kind of ZooKeeper request, for the reply faults.
+type OpKind string
+
+// Request kinds a reply fault can match.
+const (
+	OpCreate   OpKind = "create"
+	OpDelete   OpKind = "delete"
+	OpExists   OpKind = "exists"
+	OpGet      OpKind = "get"
+	OpChildren OpKind = "children"
+	OpSet      OpKind = "set"
+	OpMulti    OpKind = "multi"
+)
+
+// Target is a ZooKeeper that behavioural tests run against: the simulator
+// or a real server. The same test, run on every target, must pass on each;
+// where they differ, one of them is wrong.
+type Target interface {
+	// Name is "sim" or the real server's kind ("zk").
+	Name() string
+	// Connect opens a new session, connected when it returns, closed at the
+	// end of the test.
+	Connect(t testing.TB) zk.Conn
+	// Disconnect cuts c's connection and keeps it cut: c sees SUSPENDED and
+	// its session stays alive on the server. Requests wait.
+	Disconnect(t testing.TB, c zk.Conn)
+	// Reconnect lets c connect again; it returns once c saw RECONNECTED.
+	Reconnect(t testing.TB, c zk.Conn)
+	// Expire makes c's session expire. It returns once c saw LOST (the
+	// server has deleted the session's ephemerals) and c has a new session.
+	Expire(t testing.TB, c zk.Conn)
+	// LoseNextReply arms a one-shot fault on c: the next request of kind op
+	// whose path starts with pathPrefix reaches the server and is applied,
+	// but its reply is lost: the caller gets zk.ErrConnectionLoss, c sees
+	// SUSPENDED and then, by itself, RECONNECTED with the same session.
+	LoseNextReply(t testing.TB, c zk.Conn, op OpKind, pathPrefix string)
+	// HoldNextReply arms a one-shot fault on c: the next matching request is
+	// applied by the server but its reply is held back until release is
+	// called (release is idempotent and is also called at the end of the
+	// test). It returns a channel closed once the request was applied.
+	HoldNextReply(t testing.TB, c zk.Conn, op OpKind, pathPrefix string) (applied <-chan struct{}, release func())
+}
