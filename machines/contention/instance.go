@@ -1,0 +1,392 @@
+package contention
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// Options of an Instance, filled by the recipe packages from their own
+// options.
+type Options struct {
+	Recipe       string // "lock", "election": names spans and events
+	Instance     string // the instance id shown on events
+	Tracer       trace.Tracer
+	CloseTimeout time.Duration // how long Close waits for our nodes to be deleted
+}
+
+// Instance runs a Machine in an actor on a connection: the thin shell that
+// makes the machine's commands on ZooKeeper, feeds the replies back, and
+// publishes its events and spans. Its methods are safe for concurrent use.
+type Instance struct {
+	conn  zk.Conn
+	opts  Options
+	dir   string
+	bus   *events.Bus
+	actor *runtime.Actor[message]
+	state atomic.Value // events.State, after each step
+
+	nextReq     atomic.Uint64
+	unsubscribe func()
+	closeOnce   sync.Once
+
+	// Owned by the actor goroutine.
+	m        *Machine
+	calls    map[uint64]*call
+	lost     map[uint64]chan struct{} // per term, closed when its grant ends
+	spans    map[uint64]context.Context
+	curSpan  context.Context // span context of the input being handled
+	termSpan map[uint64]trace.SpanContext
+}
+
+// message is what the actor's mailbox carries: one machine input, with the
+// caller waiting for its answer, or a watch to forward.
+type message struct {
+	in    Input
+	call  *call
+	watch <-chan zk.WatchEvent
+}
+
+type call struct {
+	req   uint64
+	ctx   context.Context // the caller's (span) context
+	reply chan Result
+}
+
+// Result is a call's answer: the machine's reply, and for a grant the
+// channel closed when the grant ends.
+type Result struct {
+	Reply
+	Lost <-chan struct{}
+}
+
+// Start runs m on conn. The Instance owns m from now on.
+func Start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
+	in := &Instance{
+		conn:     conn,
+		opts:     opts,
+		dir:      dir,
+		bus:      events.NewBus(),
+		m:        m,
+		calls:    make(map[uint64]*call),
+		lost:     make(map[uint64]chan struct{}),
+		spans:    make(map[uint64]context.Context),
+		termSpan: make(map[uint64]trace.SpanContext),
+	}
+	in.state.Store(m.State())
+	in.actor = runtime.Spawn(in.handle)
+	in.unsubscribe = runtime.WatchSession(in.actor, conn, func(ev zk.SessionEvent) message {
+		return message{in: Session{State: ev.State, SessionID: ev.SessionID}}
+	})
+	in.curSpan = context.Background()
+	in.actor.Post(message{}) // emits START from the actor
+	return in
+}
+
+// State is the machine's current state.
+func (in *Instance) State() events.State { return in.state.Load().(events.State) }
+
+// Subscribe returns a subscription to this instance's lifecycle events.
+func (in *Instance) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
+	return in.bus.Subscribe(opts...)
+}
+
+// Do sends the input made by mk (given a fresh request id) and waits for its
+// answer. When ctx ends first it returns ctx.Err(); for an Acquire it also
+// cancels the request, and a grant that raced the cancel is handed back.
+func (in *Instance) Do(ctx context.Context, mk func(req uint64) Input) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	c := &call{req: in.nextReq.Add(1), ctx: ctx, reply: make(chan Result, 1)}
+	input := mk(c.req)
+	if !in.actor.Post(message{in: input, call: c}) {
+		return Result{}, in.m.cfg.Errors.Closed
+	}
+	select {
+	case r := <-c.reply:
+		return r, r.Err
+	case <-ctx.Done():
+		if _, ok := input.(Acquire); ok {
+			in.actor.Post(message{in: Cancel{Req: c.req}})
+		}
+		return Result{}, ctx.Err()
+	case <-in.actor.Done():
+		select {
+		case r := <-c.reply:
+			return r, r.Err
+		default:
+			return Result{}, in.m.cfg.Errors.Closed
+		}
+	}
+}
+
+// Close shuts the machine down: waiters fail, our node is deleted (waiting
+// at most CloseTimeout for that), and the actor stops. Safe to call more
+// than once.
+func (in *Instance) Close() error {
+	var err error
+	in.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), in.opts.CloseTimeout)
+		_, err = in.Do(ctx, func(req uint64) Input { return Shutdown{Req: req} })
+		cancel()
+		in.actor.Kill()
+		<-in.actor.Done()
+		in.unsubscribe()
+		in.bus.Close()
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, in.m.cfg.Errors.Closed) {
+			err = nil // the session's end removes what is left: our nodes are ephemeral
+		}
+	})
+	return err
+}
+
+// handle runs on the actor goroutine.
+func (in *Instance) handle(actx context.Context, msg message) bool {
+	if msg.watch != nil {
+		cmd := msg.in.(Watching).Cmd
+		runtime.Forward(in.actor, msg.watch, func(ev zk.WatchEvent) message {
+			return message{in: WatchFired{Cmd: cmd, Event: ev}}
+		})
+	}
+	var out Output
+	switch {
+	case msg.in == nil:
+		out = in.m.Start()
+	default:
+		in.curSpan = context.Background()
+		if msg.call != nil {
+			in.calls[msg.call.req] = msg.call
+			in.curSpan = msg.call.ctx
+		} else if id := replyCmd(msg.in); id != 0 {
+			if s, ok := in.spans[id]; ok {
+				in.curSpan = s
+				if _, armed := msg.in.(Watching); !armed || msg.watch == nil {
+					delete(in.spans, id) // a watch keeps its span for WatchFired
+				}
+			}
+		}
+		out = in.m.Step(msg.in)
+	}
+	in.state.Store(in.m.State())
+	in.apply(actx, out)
+	return !out.Done
+}
+
+func (in *Instance) apply(actx context.Context, out Output) {
+	sc := trace.SpanContextFromContext(in.curSpan)
+	for _, e := range out.Events {
+		if e.Type == events.OfferStart {
+			in.termSpan[e.Term] = sc
+		}
+		tsc := in.termSpan[e.Term]
+		if !tsc.IsValid() {
+			tsc = sc
+		}
+		in.bus.Publish(events.Event{
+			Time: time.Now(), Recipe: in.opts.Recipe, Path: in.dir, Instance: in.opts.Instance,
+			Type: e.Type, State: e.State, Node: e.Node, SessionID: in.conn.SessionID(),
+			Token: e.Token, Term: e.Term, Err: e.Err, TraceID: tsc.TraceID(), SpanID: tsc.SpanID(),
+		})
+	}
+	for _, r := range out.Replies {
+		c, ok := in.calls[r.Req]
+		if !ok {
+			continue // its caller gave up; a grant comes back as Cancel
+		}
+		delete(in.calls, r.Req)
+		res := Result{Reply: r}
+		if r.Granted {
+			ch, ok := in.lost[r.Grant.Term]
+			if !ok {
+				ch = make(chan struct{})
+				in.lost[r.Grant.Term] = ch
+			}
+			res.Lost = ch
+		}
+		c.reply <- res
+	}
+	for _, n := range out.TermEnded {
+		if ch, ok := in.lost[n]; ok {
+			close(ch)
+			delete(in.lost, n)
+		}
+		delete(in.termSpan, n)
+	}
+	for _, cmd := range out.Commands {
+		in.spans[cmd.ID()] = in.curSpan
+		in.run(cmd)
+	}
+}
+
+func replyCmd(i Input) uint64 {
+	switch i := i.(type) {
+	case Created:
+		return i.Cmd
+	case DirEnsured:
+		return i.Cmd
+	case DirRead:
+		return i.Cmd
+	case DirListed:
+		return i.Cmd
+	case Watching:
+		return i.Cmd
+	case WatchFired:
+		return i.Cmd
+	case Deleted:
+		return i.Cmd
+	}
+	return 0
+}
+
+// run makes cmd's requests off the actor, each in a CLIENT span named by
+// operation and directory.
+func (in *Instance) run(cmd Command) {
+	parent := in.curSpan
+	conn, dir := in.conn, in.dir
+	tr := in.opts.Tracer
+	op := func(ctx context.Context, name string, f func(context.Context) error) {
+		ctx = trace.ContextWithSpanContext(ctx, trace.SpanContextFromContext(parent))
+		ctx, span := tr.Start(ctx, "zk."+name+" "+dir, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("zk.path", dir), attribute.Int64("zk.session_id", conn.SessionID())))
+		err := f(ctx)
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+			span.SetAttributes(attribute.String("error.type", ErrorType(err)))
+		}
+		span.End()
+	}
+	switch c := cmd.(type) {
+	case CreateNode:
+		in.actor.Go(func(ctx context.Context) message {
+			var path string
+			var err error
+			op(ctx, "create", func(ctx context.Context) error {
+				path, err = conn.Create(ctx, c.Prefix, c.Data, zk.ModeEphemeralSequential)
+				return err
+			})
+			return message{in: Created{Cmd: c.Cmd, Path: path, Err: err}}
+		})
+	case EnsureDir:
+		in.actor.Go(func(ctx context.Context) message {
+			var err error
+			op(ctx, "create", func(ctx context.Context) error {
+				err = EnsurePath(ctx, conn, c.Dir)
+				return err
+			})
+			return message{in: DirEnsured{Cmd: c.Cmd, Err: err}}
+		})
+	case ReadDir:
+		in.actor.Go(func(ctx context.Context) message {
+			r := DirRead{Cmd: c.Cmd}
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				op(ctx, "exists", func(ctx context.Context) error {
+					var err error
+					r.Own, r.OwnExists, err = conn.Exists(ctx, c.Own)
+					return err
+				})
+			}()
+			var childErr error
+			op(ctx, "children", func(ctx context.Context) error {
+				r.Children, _, childErr = conn.Children(ctx, c.Dir)
+				return childErr
+			})
+			wg.Wait()
+			r.Err = childErr
+			return message{in: r}
+		})
+	case ListDir:
+		in.actor.Go(func(ctx context.Context) message {
+			r := DirListed{Cmd: c.Cmd}
+			op(ctx, "children", func(ctx context.Context) error {
+				r.Children, _, r.Err = conn.Children(ctx, c.Dir)
+				return r.Err
+			})
+			return message{in: r}
+		})
+	case WatchNode:
+		in.actor.Go(func(ctx context.Context) message {
+			r := Watching{Cmd: c.Cmd}
+			var ch <-chan zk.WatchEvent
+			op(ctx, "exists", func(ctx context.Context) error {
+				_, r.Exists, ch, r.Err = conn.ExistsW(ctx, c.Path)
+				return r.Err
+			})
+			return message{in: r, watch: ch}
+		})
+	case DeleteNode:
+		in.actor.Go(func(ctx context.Context) message {
+			var err error
+			if c.Release {
+				op(ctx, "multi", func(ctx context.Context) error {
+					_, err = conn.Multi(ctx,
+						&zk.SetOp{Path: c.Path, Data: ReleasedMark, Version: zk.AnyVersion},
+						&zk.DeleteOp{Path: c.Path, Version: zk.AnyVersion})
+					return err
+				})
+			} else {
+				op(ctx, "delete", func(ctx context.Context) error {
+					err = conn.Delete(ctx, c.Path, zk.AnyVersion)
+					return err
+				})
+			}
+			return message{in: Deleted{Cmd: c.Cmd, Err: err}}
+		})
+	}
+}
+
+// EnsurePath creates path and its missing ancestors as container nodes
+// (persistent where the server has no containers). Nodes that exist are
+// left as they are.
+func EnsurePath(ctx context.Context, conn zk.Conn, path string) error {
+	if path == "/" {
+		return nil
+	}
+	_, err := conn.Create(ctx, path, nil, zk.ModeContainer)
+	if errors.Is(err, zk.ErrNoNode) {
+		if err = EnsurePath(ctx, conn, zk.Parent(path)); err == nil {
+			_, err = conn.Create(ctx, path, nil, zk.ModeContainer)
+		}
+	}
+	if errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	return err
+}
+
+// ErrorType is the span attribute error.type for err: a short stable name.
+func ErrorType(err error) string {
+	for _, e := range []struct {
+		err  error
+		name string
+	}{
+		{context.Canceled, "canceled"},
+		{context.DeadlineExceeded, "deadline_exceeded"},
+		{zk.ErrConnectionLoss, "connection_loss"},
+		{zk.ErrSessionExpired, "session_expired"},
+		{zk.ErrClosed, "closed"},
+		{zk.ErrNoNode, "no_node"},
+		{zk.ErrNodeExists, "node_exists"},
+		{zk.ErrNotEmpty, "not_empty"},
+		{zk.ErrBadVersion, "bad_version"},
+		{zk.ErrNoAuth, "no_auth"},
+	} {
+		if errors.Is(err, e.err) {
+			return e.name
+		}
+	}
+	return "_OTHER"
+}

@@ -1,0 +1,767 @@
+package contention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// ReleasedMark is the data a holder writes to its node in the same multi
+// that deletes it, so the waiter watching the node sees NodeDataChanged
+// (not NodeDeleted) and knows a holder left: every node below it is gone,
+// since nodes below ours can only disappear, and it holds next with no
+// read. A plain NodeDeleted (a waiter gave up, a session expired, a Curator
+// holder released) makes the waiter look at the next lower node it saw.
+var ReleasedMark = []byte("released")
+
+// Errors are the recipe's sentinel errors, so that a lock reports
+// "lock: session lost" and an election "election: session lost".
+type Errors struct {
+	SessionLost error // the session ended (expired or replaced)
+	Suspended   error // the connection was lost while holding, under LoseOnSuspend
+	NodeDeleted error // our node was deleted by someone else
+	NotHeld     error // Release without a hold
+	Closed      error // the handle or the connection was closed
+}
+
+// Config describes one contender.
+type Config struct {
+	Dir    string // the directory the contenders' nodes live in
+	Marker string // node name marker before the sequence: "lock-", "latch-"
+	Data   []byte // our node's data
+	// LoseOnSuspend ends a grant as soon as the connection is SUSPENDED
+	// (the safe default for recipes); when false only LOST ends it.
+	LoseOnSuspend bool
+	Errors        Errors
+	NewID         func() string // a fresh uuid per term
+	SessionID     int64         // the connection's session when the machine starts (0: none yet)
+}
+
+// Machine is the contention engine: the pure state machine behind the
+// exclusive lock and leader election. Step takes one Input and returns what
+// to do; it has no goroutines, no I/O and no clock, so a transcript of its
+// inputs replays exactly. Not safe for concurrent use.
+//
+// Lifecycle of a term: START → OFFER (create our protected ephemeral
+// sequential node; after a lost create reply, find it by uuid) → DETERMINE
+// (list the directory and read our node together; our node must belong to
+// the term's session; its czxid is the fencing token) → READY (watch only
+// the next lower node) → LEADER → STOP (released) or FAILED.
+type Machine struct {
+	cfg       Config
+	fsm       *runtime.FSM
+	session   int64
+	connected bool
+	connGone  bool // the connection was closed: nothing can be sent anymore
+
+	lastCmd  uint64
+	inflight map[uint64]*request // commands sent or stalled, by id
+	stalled  []uint64            // commands waiting for a connection, in order
+
+	termN     uint64
+	term      *term
+	acquirers []acquirer
+	holds     int
+	granted   map[uint64]bool // requests holding in the current term
+
+	closing     bool
+	shutdownReq []uint64
+
+	out Output
+}
+
+type acquirer struct {
+	req uint64
+	try bool
+}
+
+// term is one attempt, from OFFER until it ends.
+type term struct {
+	n       uint64
+	prefix  string // Dir/_c_<uuid>-<Marker>
+	session int64  // the session the term's node is (to be) created on
+	node    string
+	seq     int32
+	token   int64
+	below   []string // lower nodes we saw, ascending; we watch the last
+	pending uint64   // the term's outstanding command, 0 when only a watch is armed
+	watch   uint64   // the command whose watch we wait for
+	try     bool     // only TryAcquire callers: give up instead of waiting
+}
+
+// request is a command in flight (or stalled) and what it is for.
+type request struct {
+	cmd       Command
+	term      *term    // the term it serves; nil for deletes
+	releasers []uint64 // Release/Shutdown calls answered when this delete completes
+	stopTerm  uint64   // a delete that completes STOP for this term
+}
+
+const (
+	trOffer     runtime.Trigger = "offer"
+	trDetermine runtime.Trigger = "determine"
+	trWait      runtime.Trigger = "wait"
+	trElect     runtime.Trigger = "elect"
+	trFail      runtime.Trigger = "fail"
+	trStop      runtime.Trigger = "stop"
+)
+
+var transitions = []runtime.Transition{
+	{Trigger: trOffer, From: []events.State{events.StateStart, events.StateStop, events.StateFailed}, To: events.StateOffer},
+	{Trigger: trDetermine, From: []events.State{events.StateOffer}, To: events.StateDetermine},
+	{Trigger: trWait, From: []events.State{events.StateDetermine}, To: events.StateReady},
+	{Trigger: trElect, From: []events.State{events.StateDetermine, events.StateReady}, To: events.StateLeader},
+	{Trigger: trFail, From: []events.State{events.StateOffer, events.StateDetermine, events.StateReady, events.StateLeader}, To: events.StateFailed},
+	{Trigger: trStop, From: events.States, To: events.StateStop},
+}
+
+// NewMachine returns a machine in START. Start's output (the START event)
+// comes from Start.
+func NewMachine(cfg Config) (*Machine, error) {
+	f, err := runtime.NewFSM(events.StateStart, transitions)
+	if err != nil {
+		return nil, err
+	}
+	return &Machine{
+		cfg:       cfg,
+		fsm:       f,
+		session:   cfg.SessionID,
+		connected: cfg.SessionID != 0,
+		inflight:  make(map[uint64]*request),
+		granted:   make(map[uint64]bool),
+	}, nil
+}
+
+// FSM exposes the state machine (for State and diagrams).
+func (m *Machine) FSM() *runtime.FSM { return m.fsm }
+
+// State is the machine's state.
+func (m *Machine) State() events.State { return m.fsm.Current() }
+
+// Start emits the START event.
+func (m *Machine) Start() Output {
+	m.out = Output{}
+	m.emit(events.Start, nil)
+	return m.out
+}
+
+// Step handles one input.
+func (m *Machine) Step(in Input) Output {
+	m.out = Output{}
+	switch in := in.(type) {
+	case Acquire:
+		m.acquire(in)
+	case Cancel:
+		m.cancel(in.Req)
+	case Release:
+		m.release(in.Req)
+	case Shutdown:
+		m.shutdown(in.Req)
+	case Session:
+		m.sessionChanged(in)
+	case Created:
+		m.created(in)
+	case DirEnsured:
+		m.dirEnsured(in)
+	case DirRead:
+		m.dirRead(in)
+	case DirListed:
+		m.dirListed(in)
+	case Watching:
+		m.watching(in)
+	case WatchFired:
+		m.watchFired(in)
+	case Deleted:
+		m.deleted(in)
+	}
+	m.checkDone()
+	return m.out
+}
+
+// ---- user calls
+
+func (m *Machine) acquire(in Acquire) {
+	if m.closing || m.connGone {
+		m.reply(Reply{Req: in.Req, Err: m.cfg.Errors.Closed})
+		return
+	}
+	if m.State() == events.StateLeader {
+		m.grant(in.Req)
+		return
+	}
+	m.acquirers = append(m.acquirers, acquirer{req: in.Req, try: in.Try})
+	if t := m.term; t != nil {
+		t.try = t.try && in.Try
+		return
+	}
+	m.termN++
+	t := &term{n: m.termN, prefix: zk.Join(m.cfg.Dir, "_c_"+m.cfg.NewID()+"-"+m.cfg.Marker), try: in.Try}
+	m.term = t
+	m.fire(trOffer)
+	m.emit(events.OfferStart, nil)
+	m.createNode(t)
+}
+
+func (m *Machine) cancel(req uint64) {
+	for i, a := range m.acquirers {
+		if a.req == req {
+			m.acquirers = append(m.acquirers[:i], m.acquirers[i+1:]...)
+			if t := m.term; t != nil && len(m.acquirers) == 0 {
+				m.abandon(t, context.Canceled)
+			}
+			return
+		}
+	}
+	if m.granted[req] {
+		// The grant raced the caller's cancel: hand it back.
+		delete(m.granted, req)
+		m.releaseOne(nil)
+	}
+}
+
+func (m *Machine) release(req uint64) {
+	if m.State() != events.StateLeader || m.holds == 0 {
+		m.reply(Reply{Req: req, Err: m.cfg.Errors.NotHeld})
+		return
+	}
+	m.releaseOne([]uint64{req})
+}
+
+// releaseOne drops one hold; the last one deletes our node, answering
+// releasers once it is gone.
+func (m *Machine) releaseOne(releasers []uint64) {
+	m.holds--
+	if m.holds > 0 {
+		for _, r := range releasers {
+			m.reply(Reply{Req: r})
+		}
+		return
+	}
+	m.stop(m.term, releasers)
+}
+
+func (m *Machine) shutdown(req uint64) {
+	m.closing = true
+	m.shutdownReq = append(m.shutdownReq, req)
+	m.failAcquirers(m.cfg.Errors.Closed)
+	switch t := m.term; {
+	case t != nil && m.State() == events.StateLeader:
+		m.stop(t, nil)
+	case t != nil:
+		m.abandon(t, m.cfg.Errors.Closed)
+	case m.State() != events.StateStop:
+		m.fire(trStop)
+		m.emit(events.StopStart, nil)
+		m.emit(events.StopComplete, nil)
+	}
+}
+
+// ---- session
+
+func (m *Machine) sessionChanged(in Session) {
+	switch in.State {
+	case zk.StateSuspended:
+		m.connected = false
+		m.emit(events.Suspended, nil)
+		if t := m.term; t != nil && m.State() == events.StateLeader && m.cfg.LoseOnSuspend {
+			m.fail(t, m.cfg.Errors.Suspended)
+		}
+	case zk.StateReconnected:
+		m.connected = true
+		m.emit(events.Reconnected, nil)
+		m.flushStalled()
+	case zk.StateLost:
+		m.connected = false
+		m.session = 0
+		m.emit(events.Lost, m.cfg.Errors.SessionLost)
+		if t := m.term; t != nil {
+			m.fail(t, m.cfg.Errors.SessionLost)
+		}
+	case zk.StateConnected:
+		m.session = in.SessionID
+		m.connected = true
+		m.flushStalled()
+	case zk.StateClosed:
+		m.connected = false
+		m.connGone = true
+		if t := m.term; t != nil {
+			m.fail(t, m.cfg.Errors.Closed)
+		}
+		m.failAcquirers(m.cfg.Errors.Closed)
+		for id, r := range m.inflight {
+			m.finishDelete(r, nil)
+			delete(m.inflight, id)
+		}
+		m.stalled = nil
+	}
+}
+
+// ---- replies
+
+func (m *Machine) created(in Created) {
+	r, t := m.take(in.Cmd)
+	if r == nil {
+		return
+	}
+	prefix := r.cmd.(CreateNode).Prefix
+	switch {
+	case in.Err == nil && t != nil:
+		m.offered(t, in.Path)
+	case in.Err == nil:
+		m.deleteNode(in.Path, false, nil, 0) // the term ended while the create was in flight
+	case errors.Is(in.Err, zk.ErrConnectionLoss):
+		// The create may have been applied: find it by its uuid.
+		m.listDir(prefix, t)
+	case t == nil:
+	case errors.Is(in.Err, zk.ErrNoNode):
+		m.send(&request{cmd: EnsureDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir}, term: t})
+	case errors.Is(in.Err, zk.ErrSessionExpired):
+		m.fail(t, m.cfg.Errors.SessionLost)
+	default:
+		m.fail(t, in.Err)
+	}
+}
+
+func (m *Machine) dirEnsured(in DirEnsured) {
+	r, t := m.take(in.Cmd)
+	switch {
+	case t == nil:
+	case in.Err == nil:
+		m.createNode(t)
+	case errors.Is(in.Err, zk.ErrConnectionLoss):
+		m.send(r)
+	default:
+		m.fail(t, in.Err)
+	}
+}
+
+func (m *Machine) dirListed(in DirListed) {
+	r, t := m.take(in.Cmd)
+	if r == nil {
+		return
+	}
+	if errors.Is(in.Err, zk.ErrConnectionLoss) {
+		m.send(r)
+		return
+	}
+	prefix := r.prefix()
+	var found string
+	if in.Err == nil {
+		want := zk.Base(prefix)
+		for _, c := range in.Children {
+			if strings.HasPrefix(c, want) {
+				found = zk.Join(m.cfg.Dir, c)
+				break
+			}
+		}
+	}
+	switch {
+	case t == nil && found != "":
+		m.deleteNode(found, false, nil, 0)
+	case t == nil:
+	case found != "":
+		m.offered(t, found) // DETERMINE checks it belongs to the term's session
+	case in.Err == nil || errors.Is(in.Err, zk.ErrNoNode):
+		m.createNode(t)
+	default:
+		m.fail(t, in.Err)
+	}
+}
+
+func (m *Machine) dirRead(in DirRead) {
+	r, t := m.take(in.Cmd)
+	switch {
+	case t == nil:
+		return
+	case errors.Is(in.Err, zk.ErrConnectionLoss):
+		m.send(r)
+		return
+	case in.Err != nil && !errors.Is(in.Err, zk.ErrNoNode):
+		m.fail(t, in.Err)
+		return
+	case in.Err != nil || !in.OwnExists:
+		t.node = ""
+		m.fail(t, m.vanished(t))
+		return
+	case in.Own.EphemeralOwner != t.session:
+		// Created on another session than the term's (go-zookeeper runs
+		// requests queued across an expiry on the new session): not ours
+		// to hold, and not to be left behind.
+		m.fail(t, m.cfg.Errors.SessionLost)
+		return
+	}
+	t.token = in.Own.Czxid
+	t.below = lower(in.Children, m.cfg.Marker, zk.Base(t.node), t.seq, m.cfg.Dir)
+	m.emit(events.DetermineComplete, nil)
+	m.advance(t)
+}
+
+func (m *Machine) watching(in Watching) {
+	r, t := m.take(in.Cmd)
+	switch {
+	case t == nil:
+	case errors.Is(in.Err, zk.ErrConnectionLoss):
+		m.send(r)
+	case in.Err != nil:
+		m.fail(t, in.Err)
+	case !in.Exists:
+		t.below = t.below[:len(t.below)-1]
+		m.advance(t)
+	}
+}
+
+func (m *Machine) watchFired(in WatchFired) {
+	t := m.term
+	if t == nil || in.Cmd != t.watch || t.pending != 0 {
+		return
+	}
+	t.watch = 0
+	switch in.Event.Type {
+	case zk.EventNodeDataChanged:
+		// A holder released it (ReleasedMark): nothing below is left.
+		t.below = nil
+	case zk.EventNodeDeleted:
+		t.below = t.below[:len(t.below)-1]
+	case zk.EventNotWatching:
+		return // the session ended; LOST follows
+	}
+	m.advance(t)
+}
+
+func (m *Machine) deleted(in Deleted) {
+	r, _ := m.take(in.Cmd)
+	if r == nil {
+		return
+	}
+	switch {
+	case errors.Is(in.Err, zk.ErrConnectionLoss), errors.Is(in.Err, zk.ErrSessionExpired):
+		// Retry once connected: the node is gone with its session, or it
+		// is still ours to delete.
+		m.send(r)
+	case in.Err == nil, errors.Is(in.Err, zk.ErrNoNode), errors.Is(in.Err, zk.ErrClosed):
+		m.finishDelete(r, nil)
+	default:
+		m.finishDelete(r, in.Err)
+	}
+}
+
+// ---- the term
+
+func (m *Machine) createNode(t *term) {
+	m.send(&request{cmd: CreateNode{Cmd: m.nextCmd(), Prefix: t.prefix, Data: m.cfg.Data}, term: t})
+}
+
+func (m *Machine) listDir(prefix string, t *term) {
+	r := &request{cmd: ListDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir}, term: t}
+	if t == nil {
+		r.term = &term{prefix: prefix} // a hunt for a ghost of an ended term
+	}
+	m.send(r)
+}
+
+func (m *Machine) offered(t *term, node string) {
+	t.node = node
+	t.seq, _ = parseSeq(zk.Base(node), m.cfg.Marker)
+	m.emit(events.OfferComplete, nil)
+	m.fire(trDetermine)
+	m.emit(events.DetermineStart, nil)
+	m.send(&request{cmd: ReadDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir, Own: node}, term: t})
+}
+
+// advance holds it when nothing we saw below is left, or else waits for the
+// next lower node (TryAcquire callers give up instead).
+func (m *Machine) advance(t *term) {
+	if len(t.below) == 0 {
+		m.elect(t)
+		return
+	}
+	if t.try {
+		m.abandon(t, nil)
+		return
+	}
+	for i := 0; i < len(m.acquirers); i++ {
+		if a := m.acquirers[i]; a.try {
+			m.reply(Reply{Req: a.req})
+			m.acquirers = append(m.acquirers[:i], m.acquirers[i+1:]...)
+			i--
+		}
+	}
+	if m.State() == events.StateDetermine {
+		m.fire(trWait)
+		m.emit(events.ReadyStart, nil)
+	}
+	id := m.nextCmd()
+	t.watch = id
+	m.send(&request{cmd: WatchNode{Cmd: id, Path: t.below[len(t.below)-1]}, term: t})
+}
+
+func (m *Machine) elect(t *term) {
+	if m.State() == events.StateReady {
+		m.emit(events.ReadyComplete, nil)
+	}
+	m.fire(trElect)
+	m.emit(events.ElectedStart, nil)
+	for _, a := range m.acquirers {
+		m.grant(a.req)
+	}
+	m.acquirers = nil
+	m.emit(events.ElectedComplete, nil)
+}
+
+func (m *Machine) grant(req uint64) {
+	t := m.term
+	m.holds++
+	m.granted[req] = true
+	m.reply(Reply{Req: req, Granted: true, Grant: Grant{Term: t.n, Node: t.node, Token: t.token}})
+}
+
+// stop ends a held term: our node is deleted with the release mark.
+func (m *Machine) stop(t *term, releasers []uint64) {
+	m.fire(trStop)
+	m.emit(events.StopStart, nil)
+	m.endTerm(t)
+	m.deleteNode(t.node, true, releasers, t.n)
+}
+
+// abandon ends a term that does not hold: its node (if any) is deleted; a
+// create still in flight is deleted when its reply comes.
+func (m *Machine) abandon(t *term, cause error) {
+	m.failAcquirers(cause)
+	m.fire(trStop)
+	m.emit(events.StopStart, cause)
+	m.endTerm(t)
+	if t.node != "" {
+		m.deleteNode(t.node, false, nil, t.n)
+		return
+	}
+	m.out.Events = append(m.out.Events, Event{Type: events.StopComplete, State: m.State(), Term: t.n, Err: cause})
+}
+
+// fail ends a term on an error: FAILED, waiters get err, our node is deleted.
+func (m *Machine) fail(t *term, err error) {
+	m.fire(trFail)
+	m.emit(events.Failed, err)
+	m.failAcquirers(err)
+	m.endTerm(t)
+	if t.node != "" {
+		m.deleteNode(t.node, false, nil, 0)
+	}
+}
+
+func (m *Machine) endTerm(t *term) {
+	m.term = nil
+	m.holds = 0
+	clear(m.granted)
+	m.out.TermEnded = append(m.out.TermEnded, t.n)
+	// Drop the term's stalled reads: nothing will want their answer. A
+	// stalled create was never sent, so nothing was created.
+	for id, r := range m.inflight {
+		if r.term == t && m.isStalled(id) {
+			if _, hunt := r.cmd.(ListDir); !hunt {
+				m.unstall(id)
+			}
+		}
+	}
+}
+
+func (m *Machine) failAcquirers(err error) {
+	for _, a := range m.acquirers {
+		if err == nil {
+			m.reply(Reply{Req: a.req})
+		} else {
+			m.reply(Reply{Req: a.req, Err: err})
+		}
+	}
+	m.acquirers = nil
+}
+
+func (m *Machine) vanished(t *term) error {
+	if m.session != t.session {
+		return m.cfg.Errors.SessionLost
+	}
+	return m.cfg.Errors.NodeDeleted
+}
+
+// ---- deletes
+
+// deleteNode deletes path in the background until it succeeds, the node is
+// gone, or the connection is closed; release marks it released first (see
+// ReleasedMark). releasers are answered when it is done; stopTerm, if set,
+// completes that term's STOP.
+func (m *Machine) deleteNode(path string, release bool, releasers []uint64, stopTerm uint64) {
+	m.send(&request{cmd: DeleteNode{Cmd: m.nextCmd(), Path: path, Release: release}, releasers: releasers, stopTerm: stopTerm})
+}
+
+func (m *Machine) finishDelete(r *request, err error) {
+	for _, req := range r.releasers {
+		m.reply(Reply{Req: req, Err: err})
+	}
+	if r.stopTerm != 0 {
+		m.out.Events = append(m.out.Events, Event{Type: events.StopComplete, State: m.State(), Term: r.stopTerm, Node: r.cmd.(DeleteNode).Path, Err: err})
+	}
+}
+
+// ---- sending
+
+func (m *Machine) nextCmd() uint64 {
+	m.lastCmd++
+	return m.lastCmd
+}
+
+// send registers r and sends it now, or when the connection is back. A
+// retry sends the same request again, with the same id.
+func (m *Machine) send(r *request) {
+	id := r.cmd.ID()
+	m.inflight[id] = r
+	if r.term != nil && r.term == m.term {
+		r.term.pending = id
+	}
+	if !m.connected {
+		m.stalled = append(m.stalled, id)
+		return
+	}
+	m.dispatch(r)
+}
+
+// dispatch hands r's command out. A create records the session it goes out
+// on: the node must be owned by it.
+func (m *Machine) dispatch(r *request) {
+	if _, ok := r.cmd.(CreateNode); ok && r.term != nil {
+		r.term.session = m.session
+	}
+	m.out.Commands = append(m.out.Commands, r.cmd)
+}
+
+func (m *Machine) flushStalled() {
+	ids := m.stalled
+	m.stalled = nil
+	for _, id := range ids {
+		if r, ok := m.inflight[id]; ok {
+			m.dispatch(r)
+		}
+	}
+}
+
+func (m *Machine) isStalled(id uint64) bool {
+	for _, s := range m.stalled {
+		if s == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Machine) unstall(id uint64) {
+	delete(m.inflight, id)
+	for i, s := range m.stalled {
+		if s == id {
+			m.stalled = append(m.stalled[:i], m.stalled[i+1:]...)
+			return
+		}
+	}
+}
+
+// take removes the request a reply answers. t is its term if that term is
+// still the live one and the reply is the one it waits for; nil otherwise
+// (the reply is stale).
+func (m *Machine) take(id uint64) (*request, *term) {
+	r, ok := m.inflight[id]
+	if !ok {
+		return nil, nil
+	}
+	delete(m.inflight, id)
+	if r.term != nil && r.term == m.term && r.term.pending == id {
+		r.term.pending = 0
+		return r, r.term
+	}
+	return r, nil
+}
+
+func (r *request) prefix() string {
+	if r.term != nil {
+		return r.term.prefix
+	}
+	return ""
+}
+
+func (m *Machine) checkDone() {
+	if !m.closing || len(m.shutdownReq) == 0 {
+		return
+	}
+	if len(m.inflight) > 0 && !m.connGone {
+		return
+	}
+	for _, req := range m.shutdownReq {
+		m.reply(Reply{Req: req})
+	}
+	m.shutdownReq = nil
+	m.out.Done = true
+}
+
+// ---- output helpers
+
+func (m *Machine) fire(t runtime.Trigger) {
+	if err := m.fsm.Fire(t); err != nil {
+		panic(fmt.Sprintf("contention: %v", err)) // a bug in this file, never input-driven
+	}
+}
+
+func (m *Machine) emit(typ events.Type, err error) {
+	e := Event{Type: typ, State: m.State(), Err: err}
+	if t := m.term; t != nil {
+		e.Term, e.Node, e.Token = t.n, t.node, t.token
+	}
+	m.out.Events = append(m.out.Events, e)
+}
+
+func (m *Machine) reply(r Reply) { m.out.Replies = append(m.out.Replies, r) }
+
+// ---- names and order
+
+// parseSeq returns the sequence number of a contender node name: marker
+// followed by ZooKeeper's 10-character suffix (%010d of an int32).
+func parseSeq(name, marker string) (int32, bool) {
+	if len(name) < 10 || !strings.HasSuffix(name[:len(name)-10], marker) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(name[len(name)-10:], 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return int32(n), true
+}
+
+// seqBefore reports whether sequence a comes before b, as 32-bit serial
+// numbers: right across the wrap from 2147483647 to -2147483648.
+func seqBefore(a, b int32) bool { return int32(uint32(b)-uint32(a)) > 0 }
+
+// lower returns the full paths of the contender nodes before ours, oldest
+// first.
+func lower(children []string, marker, ours string, seq int32, dir string) []string {
+	type node struct {
+		name string
+		seq  int32
+	}
+	var below []node
+	for _, c := range children {
+		if c == ours {
+			continue
+		}
+		if s, ok := parseSeq(c, marker); ok && seqBefore(s, seq) {
+			below = append(below, node{c, s})
+		}
+	}
+	sort.Slice(below, func(i, j int) bool { return seqBefore(below[i].seq, below[j].seq) })
+	paths := make([]string, len(below))
+	for i, n := range below {
+		paths[i] = zk.Join(dir, n.name)
+	}
+	return paths
+}

@@ -1,0 +1,310 @@
+package contention
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden transcripts in testdata")
+
+var testErrors = Errors{
+	SessionLost: errors.New("test: session lost"),
+	Suspended:   errors.New("test: suspended"),
+	NodeDeleted: errors.New("test: node deleted"),
+	NotHeld:     errors.New("test: not held"),
+	Closed:      errors.New("test: closed"),
+}
+
+const sess = 0x100
+
+// transcript drives a Machine with scripted inputs and records, for each
+// input, the state change, events, replies and commands it produced.
+type transcript struct {
+	t  *testing.T
+	m  *Machine
+	b  strings.Builder
+	id int
+}
+
+func newTranscript(t *testing.T, loseOnSuspend bool) *transcript {
+	tr := &transcript{t: t}
+	m, err := NewMachine(Config{
+		Dir: "/app/lock", Marker: "lock-", LoseOnSuspend: loseOnSuspend, Errors: testErrors,
+		NewID:     func() string { tr.id++; return fmt.Sprintf("uuid%d", tr.id) },
+		SessionID: sess,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.m = m
+	tr.record("(start)", m.Start())
+	return tr
+}
+
+func (tr *transcript) step(in Input) Output {
+	out := tr.m.Step(in)
+	tr.record(in.String(), out)
+	return out
+}
+
+func (tr *transcript) record(in string, out Output) {
+	fmt.Fprintf(&tr.b, "> %s\n", in)
+	for _, e := range out.Events {
+		fmt.Fprintf(&tr.b, "  %s\n", e)
+	}
+	for _, r := range out.Replies {
+		fmt.Fprintf(&tr.b, "  %s\n", r)
+	}
+	for _, c := range out.Commands {
+		fmt.Fprintf(&tr.b, "  %s\n", c)
+	}
+	for _, n := range out.TermEnded {
+		fmt.Fprintf(&tr.b, "  TermEnded %d\n", n)
+	}
+	if out.Done {
+		fmt.Fprintf(&tr.b, "  Done\n")
+	}
+	fmt.Fprintf(&tr.b, "  = %s\n", tr.m.State())
+}
+
+func (tr *transcript) check(name string) {
+	tr.t.Helper()
+	golden := filepath.Join("testdata", name+".txt")
+	got := tr.b.String()
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			tr.t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		tr.t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		tr.t.Errorf("transcript %s differs from %s (run with -update after checking):\n%s", name, golden, got)
+	}
+}
+
+func own(czxid int64) zk.Stat { return zk.Stat{Czxid: czxid, EphemeralOwner: sess} }
+
+func TestTranscriptUncontendedReentrant(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
+	out := tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007", "other"}, Own: own(0x42), OwnExists: true})
+	if len(out.Replies) != 1 || !out.Replies[0].Granted || out.Replies[0].Grant.Token != 0x42 {
+		t.Fatalf("want a grant with token 0x42, got %v", out.Replies)
+	}
+	tr.step(Acquire{Req: 2})
+	tr.step(Release{Req: 3})
+	tr.step(Release{Req: 4})
+	tr.step(Deleted{Cmd: 3})
+	tr.step(Release{Req: 5})
+	tr.check("uncontended_reentrant")
+}
+
+func TestTranscriptZeroReadHandoff(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
+	tr.step(DirRead{Cmd: 2, Children: []string{
+		"_c_uuid1-lock-0000000003", "_c_a-lock-0000000001", "_c_b-lock-0000000002", "_c_c-lock-0000000000",
+	}, Own: own(0x50), OwnExists: true})
+	tr.step(Watching{Cmd: 3, Exists: true})
+	// The holder before us released with the mark: we hold, no read.
+	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: "/app/lock/_c_b-lock-0000000002"}})
+	if len(out.Commands) != 0 || len(out.Replies) != 1 || !out.Replies[0].Granted {
+		t.Fatalf("want a grant with no command, got %+v", out)
+	}
+	tr.check("zero_read_handoff")
+}
+
+func TestTranscriptWaiterBeforeUsGaveUp(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
+	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_a-lock-0000000001", "_c_b-lock-0000000002"}, Own: own(0x50), OwnExists: true})
+	tr.step(Watching{Cmd: 3, Exists: true})
+	// A plain delete: b may have been a waiter that gave up; look at a.
+	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
+	tr.step(Watching{Cmd: 4, Exists: false})
+	tr.check("waiter_gave_up")
+}
+
+func TestTranscriptGhostAdopted(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
+	tr.step(Created{Cmd: 1, Err: zk.ErrConnectionLoss})
+	tr.step(Session{State: zk.StateReconnected, SessionID: sess})
+	tr.step(DirListed{Cmd: 2, Children: []string{"_c_zz-lock-0000000000", "_c_uuid1-lock-0000000001"}})
+	tr.step(DirRead{Cmd: 3, Children: []string{"_c_zz-lock-0000000000", "_c_uuid1-lock-0000000001"}, Own: own(0x60), OwnExists: true})
+	tr.check("ghost_adopted")
+}
+
+func TestTranscriptGhostNotFoundCreatesAgain(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Err: zk.ErrConnectionLoss})
+	tr.step(DirListed{Cmd: 2, Children: []string{"_c_zz-lock-0000000000"}})
+	tr.check("ghost_not_found")
+}
+
+func TestTranscriptCreateOnNewSessionIsNotOurs(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
+	stranger := zk.Stat{Czxid: 0x70, EphemeralOwner: sess + 1}
+	out := tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: stranger, OwnExists: true})
+	if len(out.Replies) != 1 || !errors.Is(out.Replies[0].Err, testErrors.SessionLost) {
+		t.Fatalf("want ErrSessionLost, got %v", out.Replies)
+	}
+	tr.step(Deleted{Cmd: 3})
+	tr.check("not_our_session")
+}
+
+func TestTranscriptExpiryWhileWaiting(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000001"})
+	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000001", "_c_a-lock-0000000000"}, Own: own(0x50), OwnExists: true})
+	tr.step(Watching{Cmd: 3, Exists: true})
+	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
+	tr.step(Session{State: zk.StateLost, SessionID: sess})
+	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNotWatching, Err: zk.ErrSessionExpired}})
+	tr.step(Session{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(Deleted{Cmd: 4, Err: zk.ErrNoNode})
+	tr.check("expiry_while_waiting")
+}
+
+func TestTranscriptSuspendedWhileHolding(t *testing.T) {
+	for _, lose := range []bool{true, false} {
+		t.Run(fmt.Sprintf("loseOnSuspend=%t", lose), func(t *testing.T) {
+			tr := newTranscript(t, lose)
+			tr.step(Acquire{Req: 1})
+			tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
+			tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: own(0x50), OwnExists: true})
+			out := tr.step(Session{State: zk.StateSuspended, SessionID: sess})
+			if ended := len(out.TermEnded) == 1; ended != lose {
+				t.Fatalf("term ended on SUSPENDED: %t, want %t", ended, lose)
+			}
+			tr.step(Session{State: zk.StateReconnected, SessionID: sess})
+			tr.check(fmt.Sprintf("suspended_while_holding_lose_%t", lose))
+		})
+	}
+}
+
+func TestTranscriptCancelDuringCreate(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Cancel{Req: 1})
+	// The create was applied after the caller gave up: it is deleted.
+	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
+	tr.step(Deleted{Cmd: 2})
+	tr.check("cancel_during_create")
+}
+
+func TestTranscriptCancelRacesGrant(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
+	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: own(0x50), OwnExists: true})
+	out := tr.step(Cancel{Req: 1})
+	if len(out.Commands) != 1 {
+		t.Fatalf("want the node deleted, got %v", out.Commands)
+	}
+	tr.check("cancel_races_grant")
+}
+
+func TestTranscriptTryAcquireBehindHolder(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1, Try: true})
+	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000001"})
+	out := tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000001", "lock-0000000000"}, Own: own(0x50), OwnExists: true})
+	if len(out.Replies) != 1 || out.Replies[0].Granted || out.Replies[0].Err != nil {
+		t.Fatalf("want not granted, got %v", out.Replies)
+	}
+	tr.step(Deleted{Cmd: 3})
+	tr.check("try_behind_holder")
+}
+
+func TestTranscriptShutdownWhileHolding(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
+	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: own(0x50), OwnExists: true})
+	tr.step(Acquire{Req: 2})
+	tr.step(Shutdown{Req: 3})
+	out := tr.step(Deleted{Cmd: 3})
+	if !out.Done {
+		t.Fatal("want Done after the node is deleted")
+	}
+	tr.check("shutdown_while_holding")
+}
+
+func TestTranscriptMissingDirectory(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Err: zk.ErrNoNode})
+	tr.step(DirEnsured{Cmd: 2})
+	tr.check("missing_directory")
+}
+
+func TestSeqOrderAcrossWrap(t *testing.T) {
+	children := []string{
+		"_c_a-lock-2147483646", "_c_b-lock-2147483647", "_c_me-lock--2147483648", "_c_c-lock--2147483647", "junk",
+	}
+	got := lower(children, "lock-", "_c_me-lock--2147483648", -2147483648, "/d")
+	want := []string{"/d/_c_a-lock-2147483646", "/d/_c_b-lock-2147483647"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("lower across the wrap = %v, want %v", got, want)
+	}
+	// A string sort would put "-2147483648" first; serial order puts it last.
+	if !seqBefore(2147483647, -2147483648) || seqBefore(-2147483648, 2147483647) {
+		t.Fatal("serial comparison does not wrap")
+	}
+}
+
+func TestParseSeq(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seq  int32
+		ok   bool
+	}{
+		{"_c_x-lock-0000000042", 42, true},
+		{"lock-0000000000", 0, true},
+		{"_c_x-lock--000000005", -5, true},
+		{"_c_x-latch-0000000001", 0, false},
+		{"lock-00000001", 0, false},
+		{"lock-00000000x1", 0, false},
+	} {
+		seq, ok := parseSeq(tc.name, "lock-")
+		if seq != tc.seq || ok != tc.ok {
+			t.Errorf("parseSeq(%q) = %d, %t; want %d, %t", tc.name, seq, ok, tc.seq, tc.ok)
+		}
+	}
+}
+
+func TestEveryStateReachable(t *testing.T) {
+	// The machine's transitions name only states events knows: NewMachine
+	// would fail otherwise. Its diagram is stable.
+	m, err := NewMachine(Config{Dir: "/d", Marker: "lock-", Errors: testErrors, NewID: func() string { return "x" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := m.FSM().Mermaid()
+	for _, s := range events.States {
+		if !strings.Contains(d, string(s)) {
+			t.Errorf("state %s missing from the diagram:\n%s", s, d)
+		}
+	}
+}

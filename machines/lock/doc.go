@@ -1,0 +1,45 @@
+// Package lock is a distributed, fair, re-entrant exclusive lock on
+// ZooKeeper.
+//
+// Each Acquire creates one ephemeral sequential node under the lock's path,
+// named like Apache Curator's InterProcessMutex (_c_<uuid>-lock-<seq>), so a
+// Curator process and this package exclude each other on the same path.
+// Waiters queue in sequence order (FIFO) and each watches only the node just
+// before its own, so a release wakes exactly one waiter. A holder releases
+// by marking its node released and deleting it in one multi; the waiter it
+// wakes then holds the lock with no further read (delete → notification,
+// where other libraries need delete → notification → getChildren).
+//
+// # What a grant guarantees, and what it does not
+//
+// A Grant means: when it was given, our node was the lowest in the queue,
+// and it belonged to our session. From then on the lock is held for as long
+// as that session lives and no one deletes the node. A process cannot know
+// that instantly: while the connection is down (SUSPENDED) the session may
+// already have expired on the server, and another process may hold the
+// lock. Grant.Lost closes as soon as the hold can no longer be trusted: on
+// SUSPENDED (the default; WithSuspendedIsLost(false) waits for LOST), on
+// LOST, and on Release.
+//
+// Even so, a holder paused (GC, swap) between checking Lost and writing
+// somewhere can write after its grant ended. Use the fencing token
+// (Grant.Token: the czxid of our node, growing with every grant) in the
+// resource you protect, or, for data in ZooKeeper itself, put Grant.Guard in
+// the same multi as the write so the server refuses it once the node is
+// gone.
+//
+// # Failures
+//
+// A create whose reply is lost is found again by its uuid and adopted only
+// if it belongs to the current session. Everything a Lock created and no
+// longer wants — after a cancelled Acquire, a failure, a late reply — is
+// deleted in the background until the delete succeeds or the session ends.
+// Acquire returns ctx.Err() when its context ends, and its node goes.
+//
+// # Observing
+//
+// Every transition of the lock's machine (START, OFFER, DETERMINE, READY,
+// LEADER, FAILED, STOP) is published to Subscribe'd channels, and every
+// Acquire and Release is an OpenTelemetry span, with a child span per
+// ZooKeeper request.
+package lock

@@ -1,0 +1,221 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/contention"
+)
+
+// ScopeName is the instrumentation scope of the lock's spans.
+const ScopeName = "github.com/zkrecipes/zkrecipes/machines/lock"
+
+// Version is this package's version, reported with its spans.
+const Version = "0.1.0"
+
+// Errors of the lock. Match them with errors.Is.
+var (
+	// ErrSessionLost: the session expired (or was replaced) while acquiring
+	// or holding; whatever the lock held is gone.
+	ErrSessionLost = errors.New("lock: session lost")
+	// ErrSuspended: the connection was lost while holding, and the lock
+	// counts that as losing the hold (the default policy).
+	ErrSuspended = errors.New("lock: connection suspended")
+	// ErrNodeDeleted: our lock node was deleted by someone else.
+	ErrNodeDeleted = errors.New("lock: lock node deleted by another client")
+	// ErrNotHeld: Release without a hold.
+	ErrNotHeld = errors.New("lock: not held")
+	// ErrClosed: the Lock, or its connection, is closed (or the connection
+	// is nil).
+	ErrClosed = errors.New("lock: closed")
+)
+
+// Lock is a handle on a distributed lock. One handle holds at most once at a
+// time, re-entrantly: every Acquire on a handle that holds counts one more
+// hold, and the lock is released by the Release that balances the first.
+// Its methods are safe for concurrent use.
+type Lock struct {
+	path   string
+	inst   *contention.Instance
+	tracer trace.Tracer
+}
+
+// Option configures a Lock.
+type Option func(*config)
+
+type config struct {
+	id            string
+	tp            trace.TracerProvider
+	suspendIsLost bool
+	closeTimeout  time.Duration
+}
+
+// WithID names this handle on its lifecycle events. Default: a random uuid.
+func WithID(id string) Option { return func(c *config) { c.id = id } }
+
+// WithTracerProvider sets where spans go. Default: otel's global provider
+// (a no-op until the application installs one).
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
+
+// WithSuspendedIsLost says whether a lost connection (SUSPENDED) already
+// ends a hold. Default true: the session might have expired, so the hold
+// cannot be trusted. With false, only LOST (expiry) ends it, and a hold
+// survives short connection losses at the risk described in the package
+// doc.
+func WithSuspendedIsLost(lost bool) Option { return func(c *config) { c.suspendIsLost = lost } }
+
+// WithCloseTimeout bounds how long Close waits for the lock's nodes to be
+// deleted. Default 10s; the session's end deletes what is left.
+func WithCloseTimeout(d time.Duration) Option { return func(c *config) { c.closeTimeout = d } }
+
+// New returns a Lock on path (the lock's directory; it and missing parents
+// are created as container nodes on first use). Nothing is sent to the
+// server. It fails with an error matching zk.ErrInvalidPath for a bad path,
+// and ErrClosed for a nil or closed connection.
+func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
+	if err := zk.ValidatePath(path); err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	if path == "/" {
+		return nil, fmt.Errorf("lock: %w %q: the root cannot be a lock", zk.ErrInvalidPath, path)
+	}
+	if conn == nil {
+		return nil, fmt.Errorf("%w: nil connection", ErrClosed)
+	}
+	if conn.State() == zk.StateClosed {
+		return nil, fmt.Errorf("%w: connection closed", ErrClosed)
+	}
+	cfg := config{suspendIsLost: true, closeTimeout: 10 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.id == "" {
+		cfg.id = uuid.NewString()
+	}
+	if cfg.tp == nil {
+		cfg.tp = otel.GetTracerProvider()
+	}
+	m, err := contention.NewMachine(contention.Config{
+		Dir:           path,
+		Marker:        "lock-",
+		LoseOnSuspend: cfg.suspendIsLost,
+		Errors: contention.Errors{
+			SessionLost: ErrSessionLost,
+			Suspended:   ErrSuspended,
+			NodeDeleted: ErrNodeDeleted,
+			NotHeld:     ErrNotHeld,
+			Closed:      ErrClosed,
+		},
+		NewID:     uuid.NewString,
+		SessionID: conn.SessionID(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	tracer := cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version))
+	inst := contention.Start(conn, path, m, contention.Options{
+		Recipe: "lock", Instance: cfg.id, Tracer: tracer, CloseTimeout: cfg.closeTimeout,
+	})
+	return &Lock{path: path, inst: inst, tracer: tracer}, nil
+}
+
+// Grant is one hold of the lock.
+type Grant struct {
+	node  string
+	token int64
+	lost  <-chan struct{}
+}
+
+// Token is the fencing token: the czxid of our lock node. It is unique
+// across the ensemble and grows with every grant of any lock, so a resource
+// that remembers the highest token it saw can refuse a stale holder.
+func (g *Grant) Token() int64 { return g.token }
+
+// Node is the full path of our lock node.
+func (g *Grant) Node() string { return g.node }
+
+// Lost is closed when the hold ends or can no longer be trusted: Release,
+// SUSPENDED (under the default policy), LOST, or the lock node deleted.
+func (g *Grant) Lost() <-chan struct{} { return g.lost }
+
+// Guard returns an op to put in a zk Multi beside a write: the multi fails
+// (zk.ErrNoNode) unless our lock node still exists, so ZooKeeper itself
+// refuses a holder whose grant ended.
+func (g *Grant) Guard() *zk.CheckOp { return &zk.CheckOp{Path: g.node, Version: zk.AnyVersion} }
+
+// Acquire blocks until the lock is held, ctx ends, or the session is lost.
+// On a handle that already holds, it returns at once with the same grant
+// and one more hold. When ctx ends first it returns ctx.Err(), and our node
+// is deleted (also when the grant raced the cancel).
+func (l *Lock) Acquire(ctx context.Context) (*Grant, error) {
+	_, g, err := l.acquire(ctx, false)
+	return g, err
+}
+
+// TryAcquire takes the lock if no one else holds it or waits before us, and
+// otherwise returns false at once (after one round of requests), leaving
+// nothing behind.
+func (l *Lock) TryAcquire(ctx context.Context) (bool, *Grant, error) {
+	return l.acquire(ctx, true)
+}
+
+func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
+	name := "lock.acquire"
+	if try {
+		name = "lock.try_acquire"
+	}
+	ctx, span := l.tracer.Start(ctx, name, trace.WithAttributes(attribute.String("zk.lock.path", l.path)))
+	defer span.End()
+	r, err := l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Acquire{Req: req, Try: try} })
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(attribute.String("error.type", contention.ErrorType(err)))
+		return false, nil, err
+	}
+	span.SetAttributes(attribute.Bool("zk.lock.acquired", r.Granted))
+	if !r.Granted {
+		return false, nil, nil
+	}
+	span.SetAttributes(attribute.String("zk.lock.node", r.Grant.Node), attribute.Int64("zk.lock.token", r.Grant.Token))
+	return true, &Grant{node: r.Grant.Node, token: r.Grant.Token, lost: r.Lost}, nil
+}
+
+// Release gives back one hold; the last one deletes our node, and Release
+// returns once it is gone (or ctx ends: the delete then goes on in the
+// background). ErrNotHeld when the handle holds nothing (also after the hold
+// was lost).
+func (l *Lock) Release(ctx context.Context) error {
+	ctx, span := l.tracer.Start(ctx, "lock.release", trace.WithAttributes(attribute.String("zk.lock.path", l.path)))
+	defer span.End()
+	_, err := l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req} })
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(attribute.String("error.type", contention.ErrorType(err)))
+	}
+	return err
+}
+
+// State is the lock machine's state: START, OFFER, DETERMINE, READY, LEADER
+// (held), FAILED or STOP.
+func (l *Lock) State() events.State { return l.inst.State() }
+
+// Subscribe returns a subscription to the lock's lifecycle events. Close it
+// when done.
+func (l *Lock) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
+	return l.inst.Subscribe(opts...)
+}
+
+// Close releases what the handle holds, fails its waiting calls with
+// ErrClosed, deletes its nodes (waiting at most the close timeout) and stops
+// it. Subscriptions end. Safe to call more than once.
+func (l *Lock) Close() error { return l.inst.Close() }

@@ -1,0 +1,94 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/looplab/fsm"
+
+	"github.com/zkrecipes/zkrecipes/events"
+)
+
+// Trigger names a transition of an FSM.
+type Trigger string
+
+// Transition is one allowed move: Trigger takes the machine from any of
+// From to To.
+type Transition struct {
+	Trigger Trigger
+	From    []events.State
+	To      events.State
+}
+
+// FSM is a state machine over events.State built on looplab/fsm, without
+// its traps: every state and trigger is checked when it is built (looplab
+// ignores a callback keyed by a misspelled name), Fire never passes a
+// cancellable context (a cancelled one wedges looplab's machine forever),
+// a self-transition is success (looplab returns NoTransitionError), and no
+// callback runs inside looplab, so none can deadlock it. Not safe for
+// concurrent use: it belongs to one actor.
+type FSM struct {
+	f      *fsm.FSM
+	states map[events.State]bool
+}
+
+// NewFSM builds a machine in state initial. Every state named in
+// transitions must be one of events.States.
+func NewFSM(initial events.State, transitions []Transition) (*FSM, error) {
+	known := make(map[events.State]bool, len(events.States))
+	for _, s := range events.States {
+		known[s] = true
+	}
+	if !known[initial] {
+		return nil, fmt.Errorf("runtime: unknown initial state %q", initial)
+	}
+	used := map[events.State]bool{initial: true}
+	evs := make(fsm.Events, 0, len(transitions))
+	for _, t := range transitions {
+		if t.Trigger == "" || len(t.From) == 0 {
+			return nil, fmt.Errorf("runtime: transition %q needs a name and a source", t.Trigger)
+		}
+		src := make([]string, len(t.From))
+		for i, s := range t.From {
+			if !known[s] {
+				return nil, fmt.Errorf("runtime: transition %q: unknown state %q", t.Trigger, s)
+			}
+			used[s] = true
+			src[i] = string(s)
+		}
+		if !known[t.To] {
+			return nil, fmt.Errorf("runtime: transition %q: unknown state %q", t.Trigger, t.To)
+		}
+		used[t.To] = true
+		evs = append(evs, fsm.EventDesc{Name: string(t.Trigger), Src: src, Dst: string(t.To)})
+	}
+	return &FSM{f: fsm.NewFSM(string(initial), evs, fsm.Callbacks{}), states: used}, nil
+}
+
+// Current is the machine's state.
+func (m *FSM) Current() events.State { return events.State(m.f.Current()) }
+
+// Can reports whether t is allowed in the current state.
+func (m *FSM) Can(t Trigger) bool { return m.f.Can(string(t)) }
+
+// Fire moves the machine by t. It fails, leaving the state as it was, when t
+// is not allowed in the current state.
+func (m *FSM) Fire(t Trigger) error {
+	err := m.f.Event(context.Background(), string(t))
+	var none fsm.NoTransitionError
+	if err == nil || (errors.As(err, &none) && none.Err == nil) {
+		return nil
+	}
+	return fmt.Errorf("runtime: %s in state %s: %w", t, m.Current(), err)
+}
+
+// Mermaid renders the machine as a Mermaid state diagram (sorted, so it is
+// stable enough for golden files).
+func (m *FSM) Mermaid() string {
+	s, err := fsm.VisualizeWithType(m.f, fsm.MermaidStateDiagram)
+	if err != nil {
+		return err.Error()
+	}
+	return s
+}
