@@ -98,7 +98,7 @@ func (b *Bus) Close() {
 
 func (s *Subscription) push(ev Event) {
 	s.mu.Lock()
-	if s.bound > 0 && len(s.queue) >= s.bound {
+	for s.bound > 0 && len(s.queue) >= s.bound {
 		// Full: the oldest queued event gives way. The queue's head becomes
 		// (or stays) the OVERFLOW marker that counts what was dropped.
 		if s.queue[0].Type == Overflow {

@@ -28,10 +28,7 @@ type Transition struct {
 // a self-transition is success (looplab returns NoTransitionError), and no
 // callback runs inside looplab, so none can deadlock it. Not safe for
 // concurrent use: it belongs to one actor.
-type FSM struct {
-	f      *fsm.FSM
-	states map[events.State]bool
-}
+type FSM struct{ f *fsm.FSM }
 
 // NewFSM builds a machine in state initial. Every state named in
 // transitions must be one of events.States.
@@ -43,7 +40,6 @@ func NewFSM(initial events.State, transitions []Transition) (*FSM, error) {
 	if !known[initial] {
 		return nil, fmt.Errorf("runtime: unknown initial state %q", initial)
 	}
-	used := map[events.State]bool{initial: true}
 	evs := make(fsm.Events, 0, len(transitions))
 	for _, t := range transitions {
 		if t.Trigger == "" || len(t.From) == 0 {
@@ -54,16 +50,14 @@ func NewFSM(initial events.State, transitions []Transition) (*FSM, error) {
 			if !known[s] {
 				return nil, fmt.Errorf("runtime: transition %q: unknown state %q", t.Trigger, s)
 			}
-			used[s] = true
 			src[i] = string(s)
 		}
 		if !known[t.To] {
 			return nil, fmt.Errorf("runtime: transition %q: unknown state %q", t.Trigger, t.To)
 		}
-		used[t.To] = true
 		evs = append(evs, fsm.EventDesc{Name: string(t.Trigger), Src: src, Dst: string(t.To)})
 	}
-	return &FSM{f: fsm.NewFSM(string(initial), evs, fsm.Callbacks{}), states: used}, nil
+	return &FSM{f: fsm.NewFSM(string(initial), evs, fsm.Callbacks{})}, nil
 }
 
 // Current is the machine's state.

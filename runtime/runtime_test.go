@@ -1,0 +1,140 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/zkrecipes/zkrecipes/events"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestMailboxFIFOAndClose(t *testing.T) {
+	var b Mailbox[int]
+	for i := 0; i < 100; i++ {
+		b.Put(i)
+	}
+	<-b.Ready()
+	got := b.Take()
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("item %d = %d", i, v)
+		}
+	}
+	b.Close()
+	if b.Put(1) {
+		t.Fatal("Put after Close succeeded")
+	}
+}
+
+func TestActorHandlesInOrderAndStopsCleanly(t *testing.T) {
+	var seen []int
+	a := Spawn(func(ctx context.Context, m int) bool {
+		seen = append(seen, m)
+		return m != 3
+	})
+	for i := 1; i <= 5; i++ {
+		a.Post(i)
+	}
+	select {
+	case <-a.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("actor did not stop")
+	}
+	if len(seen) != 3 || seen[2] != 3 {
+		t.Fatalf("handled %v, want [1 2 3]", seen)
+	}
+	if a.Post(9) {
+		t.Fatal("Post after stop succeeded")
+	}
+}
+
+func TestGoPostsResultAndStopCancelsInFlight(t *testing.T) {
+	results := make(chan string, 2)
+	var a *Actor[string]
+	a = Spawn(func(ctx context.Context, m string) bool {
+		switch m {
+		case "start":
+			a.Go(func(ctx context.Context) string { return "quick" })
+			a.Go(func(ctx context.Context) string {
+				<-ctx.Done() // a request that never answers
+				return "cancelled"
+			})
+		default:
+			results <- m
+		}
+		return true
+	})
+	a.Post("start")
+	if got := <-results; got != "quick" {
+		t.Fatalf("got %q", got)
+	}
+	a.Kill()
+	select {
+	case <-a.Done(): // Done waits for the blocked request's goroutine too
+	case <-time.After(5 * time.Second):
+		t.Fatal("Kill did not end the in-flight call")
+	}
+}
+
+func TestForwardDeliversOneValueOrGivesUp(t *testing.T) {
+	got := make(chan int, 1)
+	var a *Actor[int]
+	ch := make(chan int, 1)
+	never := make(chan int)
+	a = Spawn(func(ctx context.Context, m int) bool {
+		if m == 0 {
+			Forward(a, ch, func(v int) int { return v })
+			Forward(a, never, func(v int) int { return v })
+			return true
+		}
+		got <- m
+		return true
+	})
+	a.Post(0)
+	ch <- 7
+	if v := <-got; v != 7 {
+		t.Fatalf("forwarded %d", v)
+	}
+	a.Kill()
+	<-a.Done() // the forwarder on never must have ended (goleak checks)
+}
+
+func TestFSMRejectsUnknownStatesAndNeverWedges(t *testing.T) {
+	if _, err := NewFSM("NOPE", nil); err == nil {
+		t.Fatal("unknown initial state accepted")
+	}
+	if _, err := NewFSM(events.StateStart, []Transition{{Trigger: "go", From: []events.State{"STRAT"}, To: events.StateOffer}}); err == nil {
+		t.Fatal("misspelled source state accepted")
+	}
+	m, err := NewFSM(events.StateStart, []Transition{
+		{Trigger: "offer", From: []events.State{events.StateStart}, To: events.StateOffer},
+		{Trigger: "stay", From: []events.State{events.StateOffer}, To: events.StateOffer},
+		{Trigger: "back", From: []events.State{events.StateOffer}, To: events.StateStart},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Fire("back"); err == nil {
+		t.Fatal("invalid transition accepted")
+	}
+	if err := m.Fire("offer"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Fire("stay"); err != nil {
+		t.Fatalf("self-transition reported as error: %v", err)
+	}
+	if err := m.Fire("back"); err != nil || m.Current() != events.StateStart {
+		t.Fatalf("state %s err %v", m.Current(), err)
+	}
+	if err := m.Fire("unknown"); err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("unknown trigger: %v", err)
+	}
+	if !m.Can("offer") || m.Can("back") {
+		t.Fatal("Can is wrong")
+	}
+}
