@@ -1,0 +1,63 @@
+// Package zk is the narrow ZooKeeper interface the recipes use (Conn, its
+// session states, watch events and sentinel errors) and its implementation
+// on github.com/go-zookeeper/zk v1.0.4 (Connect). No go-zookeeper type
+// appears in its API; the in-memory simulator in package testkit implements
+// the same Conn.
+//
+//	conn, err := zk.Connect(ctx, []string{"127.0.0.1:2181"}, zk.WithSessionTimeout(10*time.Second))
+//	if err != nil { ... }
+//	defer conn.Close()
+//	cancel := conn.Subscribe(func(ev zk.SessionEvent) { ... }) // SUSPENDED, RECONNECTED, LOST, ...
+//
+// # What the adapter absorbs of go-zookeeper
+//
+// Contexts. go-zookeeper takes no context and a request the server never
+// answers waits until the connection breaks or is closed. Each Conn method
+// runs its request on a goroutine and returns ctx.Err() when ctx ends first;
+// the request still completes (a write may be applied) and its goroutine ends
+// with it, at the latest when the Conn is closed. Close waits for all of
+// them.
+//
+// Reconnecting. go-zookeeper pauses a fixed second, and fails every queued
+// request with ErrNoServer, each time it has tried every server once; with a
+// single server that is before every reconnect. The adapter's host provider
+// redials at once after a connection is lost and backs off (exponentially,
+// with jitter, capped; see WithReconnectBackoff) only while dials keep
+// failing, so a connection cut with the session alive costs milliseconds.
+// Requests made while disconnected wait in go-zookeeper's queue until a
+// connection is back (or their ctx ends).
+//
+// Session states. go-zookeeper's event channel holds six events and drops
+// the rest, and its states describe the TCP connection. The adapter ignores
+// that channel, reads every state in go-zookeeper's event callback and maps
+// it to Curator-style session states by comparing session ids (see
+// SessionState): a lost connection is SUSPENDED, the same session back is
+// RECONNECTED, an expiry or a different session id is LOST followed by
+// CONNECTED for the new session, and Close is CLOSED.
+//
+// A new session after expiry. go-zookeeper opens a new session by itself
+// once the old one expired, on the same connection. Requests queued while
+// the expiry was not yet known can run on the new session: an ephemeral
+// create issued under the old session may succeed, owned by the new one.
+// Recipes therefore remember SessionID when they issue a request, compare it
+// when the reply comes, and check a node's Stat.EphemeralOwner before they
+// trust it is theirs.
+//
+// Errors. go-zookeeper's errors, and the server codes it does not map
+// (RuntimeInconsistency and Unimplemented arrive as "unknown error: -2" and
+// "-6"), become this package's sentinels, matched with errors.Is; the
+// original text stays in the message. ErrConnectionClosed and ErrNoServer
+// become ErrConnectionLoss (the outcome is unknown), ErrClosing ErrClosed.
+//
+// Watches. go-zookeeper's one-shot watch channels are forwarded to channels
+// of WatchEvent that receive exactly one event and are closed; a watch that
+// ends without a change (expiry, Close) delivers EventNotWatching with
+// ErrSessionExpired or ErrClosed. Watches survive a reconnect with the same
+// session: go-zookeeper re-registers them and the server reports what
+// changed meanwhile.
+//
+// Paths and ops are validated before anything is sent (ValidatePath; a
+// container create inside Multi is refused with ErrBadArguments, because
+// go-zookeeper cannot read the server's reply to it). Every node is created
+// with the ACL world:anyone, all permissions.
+package zk

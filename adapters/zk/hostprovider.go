@@ -1,0 +1,138 @@
+package zk
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sync"
+	"time"
+)
+
+// hostProvider is the go-zookeeper HostProvider the adapter installs in
+// place of the default one, which waits a fixed second (and fails every
+// queued request with ErrNoServer) each time it has gone once through the
+// server list: with a single server, before every reconnect.
+//
+// This one never asks for that pause. It hands out the servers in turn; the
+// first pass after a connection was lost (or, initially, after Init) goes
+// through at once, and each further pass without a successful handshake
+// waits a backoff first: base, then doubling up to max, each drawn from the
+// upper half of its value (jitter). The wait ends early when stop is closed;
+// from then on Next reports retryStart, which is what makes go-zookeeper's
+// connect loop notice that it is being closed.
+//
+// go-zookeeper calls Next and Connected from its connection goroutine only,
+// after Init, so the provider needs no lock.
+type hostProvider struct {
+	base, max time.Duration
+	stop      <-chan struct{}
+	jitter    func(time.Duration) time.Duration
+
+	servers []string
+	next    int // index of the server Next hands out
+	failed  int // Next calls since the last Connected
+}
+
+func newHostProvider(base, max time.Duration, stop <-chan struct{}) *hostProvider {
+	return &hostProvider{base: base, max: max, stop: stop, jitter: upperHalf}
+}
+
+// upperHalf draws a duration uniformly from [d/2, d].
+func upperHalf(d time.Duration) time.Duration {
+	return d/2 + rand.N(d-d/2+1)
+}
+
+func (p *hostProvider) Init(servers []string) error {
+	if len(servers) == 0 {
+		return ErrNoServers
+	}
+	p.servers = slices.Clone(servers)
+	return nil
+}
+
+func (p *hostProvider) Len() int { return len(p.servers) }
+
+// Next returns the server to dial, after the backoff owed for the failed
+// passes before it. retryStart is true only once stop is closed.
+func (p *hostProvider) Next() (server string, retryStart bool) {
+	server = p.servers[p.next]
+	p.next = (p.next + 1) % len(p.servers)
+	var wait time.Duration
+	if n := len(p.servers); p.failed >= n && p.failed%n == 0 {
+		wait = p.jitter(p.backoff(p.failed/n - 1))
+	}
+	p.failed++
+	select {
+	case <-p.stop:
+		return server, true
+	default:
+	}
+	if wait <= 0 {
+		return server, false
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return server, false
+	case <-p.stop:
+		return server, true
+	}
+}
+
+// Connected is called by go-zookeeper after a successful handshake.
+func (p *hostProvider) Connected() { p.failed = 0 }
+
+// backoff is the (unjittered) wait before pass k+1 after k+1 failed passes:
+// base·2^k, capped at max.
+func (p *hostProvider) backoff(k int) time.Duration {
+	d := p.base
+	for range k {
+		if d >= p.max/2 {
+			return p.max
+		}
+		d *= 2
+	}
+	return min(d, p.max)
+}
+
+// dialer is the go-zookeeper Dialer the adapter installs: a plain TCP dial
+// that stop interrupts, and that remembers the connection it made last so
+// that Close can break a handshake stuck on a dead connection (go-zookeeper
+// waits up to ten receive timeouts for the server's handshake reply).
+type dialer struct {
+	stop context.Context
+
+	mu   sync.Mutex
+	conn net.Conn
+}
+
+var errStopping = errors.New("zk: connection is being closed")
+
+func (d *dialer) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	nd := net.Dialer{Timeout: timeout}
+	conn, err := nd.DialContext(d.stop, network, address)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stop.Err() != nil {
+		conn.Close()
+		return nil, errStopping
+	}
+	d.conn = conn
+	return conn, nil
+}
+
+// closeConn closes the last connection dialled (go-zookeeper may already
+// have closed it; closing twice is harmless). Call it once stop is done.
+func (d *dialer) closeConn() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn != nil {
+		d.conn.Close()
+	}
+}

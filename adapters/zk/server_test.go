@@ -1,0 +1,329 @@
+package zk
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The real-server tests share one standalone ZooKeeper 3.8 (Debian's jars),
+// started on first use and stopped by TestMain. testkit has the full
+// launcher, but testkit imports this package, so its internal tests keep
+// this small one.
+
+const zkClasspath = "/usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar:/usr/share/java/slf4j-simple.jar"
+
+type zkServer struct {
+	addr   string
+	dir    string
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the JVM has exited
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *zkServer
+	sharedErr  error
+)
+
+// needServer returns the address of the shared server. If it cannot be
+// started the test is skipped, or fails when ZK_REQUIRED=1.
+func needServer(t testing.TB) string {
+	t.Helper()
+	sharedOnce.Do(func() {
+		for range 3 { // the free port found may be taken before the JVM binds it
+			if shared, sharedErr = startZK(); sharedErr == nil {
+				return
+			}
+		}
+	})
+	if sharedErr != nil {
+		if os.Getenv("ZK_REQUIRED") == "1" {
+			t.Fatalf("ZooKeeper server cannot start (ZK_REQUIRED=1): %v", sharedErr)
+		}
+		t.Skipf("ZooKeeper server cannot start: %v", sharedErr)
+	}
+	return shared.addr
+}
+
+func stopSharedServer() {
+	if shared != nil {
+		shared.stop()
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func startZK() (*zkServer, error) {
+	java, err := exec.LookPath("java")
+	if err != nil {
+		return nil, err
+	}
+	for _, jar := range strings.Split(zkClasspath, ":") {
+		if _, err := os.Stat(jar); err != nil {
+			return nil, err
+		}
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "zkadapter-")
+	if err != nil {
+		return nil, err
+	}
+	cfg := strings.Join([]string{
+		"tickTime=200", // sessions of 400 ms .. 4 s
+		"initLimit=10",
+		"syncLimit=5",
+		"dataDir=" + filepath.Join(dir, "data"),
+		fmt.Sprintf("clientPort=%d", port),
+		"clientPortAddress=127.0.0.1",
+		"maxClientCnxns=0",
+		"4lw.commands.whitelist=*",
+		"admin.enableServer=false",
+		"forceSync=no",
+	}, "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "zk.log"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(java, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Djava.net.preferIPv4Stack=true",
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+		"-Dznode.container.checkIntervalMs=100",
+		"-cp", zkClasspath, "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+		filepath.Join(dir, "zoo.cfg"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s := &zkServer{addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		close(s.exited)
+	}()
+	if err := s.waitReady(30 * time.Second); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// waitReady polls the four-letter word ruok until the server answers imok.
+func (s *zkServer) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if fourLetter(s.addr, "ruok") == "imok" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ZooKeeper on %s not ready after %v", s.addr, timeout)
+		}
+		select {
+		case <-s.exited:
+			log, _ := os.ReadFile(filepath.Join(s.dir, "zk.log"))
+			return fmt.Errorf("ZooKeeper exited during start: %s", lastLines(string(log), 5))
+		case <-tick.C:
+		}
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+func fourLetter(addr, word string) string {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte(word)); err != nil {
+		return ""
+	}
+	var b strings.Builder
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		b.WriteString(sc.Text())
+	}
+	return b.String()
+}
+
+func (s *zkServer) stop() {
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(5 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+	}
+	os.RemoveAll(s.dir)
+}
+
+// proxy is a loopback TCP proxy in front of the server, for fault
+// injection: Cut closes the current connections, Blackhole silently drops
+// everything on them and refuses new ones until Restore. It counts the
+// requests (frames other than the handshake and pings) clients send.
+type proxy struct {
+	ln     net.Listener
+	target string
+
+	mu        sync.Mutex
+	blackhole bool
+	conns     map[net.Conn]struct{}
+	requests  int
+	wg        sync.WaitGroup
+}
+
+func newProxy(t testing.TB, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		refused := p.blackhole
+		p.mu.Unlock()
+		if refused {
+			c.Close()
+			continue
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c], p.conns[s] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(c, s, true)
+		go p.pipe(s, c, false)
+	}
+}
+
+// pipe copies frames (4-byte big-endian length, then the body) from src to
+// dst, dropping them while black-holed; from the client it counts requests.
+func (p *proxy) pipe(src, dst net.Conn, fromClient bool) {
+	defer p.wg.Done()
+	defer func() {
+		p.mu.Lock()
+		delete(p.conns, src)
+		delete(p.conns, dst)
+		p.mu.Unlock()
+		src.Close()
+		dst.Close()
+	}()
+	r := bufio.NewReader(src)
+	handshake := true
+	var hdr [4]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return
+		}
+		n := int(hdr[0])<<24 | int(hdr[1])<<16 | int(hdr[2])<<8 | int(hdr[3])
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return
+		}
+		p.mu.Lock()
+		drop := p.blackhole
+		if fromClient && !handshake && !drop && n >= 8 {
+			if op := int32(body[4])<<24 | int32(body[5])<<16 | int32(body[6])<<8 | int32(body[7]); op != 11 { // 11: ping
+				p.requests++
+			}
+		}
+		p.mu.Unlock()
+		handshake = false
+		if drop {
+			continue
+		}
+		if _, err := dst.Write(append(hdr[:], body...)); err != nil {
+			return
+		}
+	}
+}
+
+// Requests is the number of requests forwarded to the server so far.
+func (p *proxy) Requests() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.requests
+}
+
+// Cut closes both sides of every current connection.
+func (p *proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Blackhole makes the current connections drop everything silently and
+// refuses new ones.
+func (p *proxy) Blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blackhole = true
+}
+
+// Restore ends Blackhole: the silent connections are closed, new ones work.
+func (p *proxy) Restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blackhole = false
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+func (p *proxy) close() {
+	p.ln.Close()
+	p.Cut()
+	p.wg.Wait()
+}
