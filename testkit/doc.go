@@ -1,0 +1,49 @@
+// Package testkit is what zkrecipes' tests stand on: two ZooKeepers behind
+// one contract, and the faults to throw at them.
+//
+// # Targets
+//
+// A Target is a ZooKeeper a behavioural test runs against, with fault verbs
+// (Disconnect, Reconnect, Expire, LoseNextReply, HoldNextReply) that return
+// once the connection has seen what they cause. ForEachTarget runs a test on
+// each target as subtests "sim" and "zk"; the same assertions must hold on
+// both, and where they differ one of them is wrong. TestMain should be
+// Main, which stops the shared real server and checks for leaked goroutines:
+//
+//	func TestMain(m *testing.M) { testkit.Main(m) }
+//
+//	func TestLockSurvivesDisconnect(t *testing.T) {
+//		testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+//			c := tg.Connect(t)
+//			...
+//			tg.Disconnect(t, c)
+//			tg.Reconnect(t, c)
+//		})
+//	}
+//
+// # A real ZooKeeper
+//
+// StartServer starts a standalone Apache ZooKeeper (Debian's
+// libzookeeper-java jars, run with java) on 127.0.0.1 with a free port and a
+// throw-away data directory, and stops it when the test ends; StartEnsemble
+// starts three servers whose members a test can Kill and Restart. Both are
+// ready in about half a second and two seconds. LaunchServer and
+// LaunchEnsemble do the same for programs (the demo, benchmarks).
+//
+// Test servers run with a 200 ms tick, so sessions can be as short as
+// 400 ms (two ticks; 1–2 s is a good choice) and expire at most one tick
+// after their timeout; forceSync is off. When java or the jars are missing,
+// tests that need a server are skipped, unless ZK_REQUIRED=1, which makes
+// that a failure (CI sets it; scripts/test.sh installs the package when run
+// as root). A server's JVM dies with the test binary, however the binary
+// ends (Linux).
+//
+// # The proxy
+//
+// Proxy sits between a client and a real server and speaks just enough of
+// ZooKeeper's framing to pick out one request: it cuts connections, turns
+// into a black hole, drops the reply to a chosen request (the classic
+// "was my create applied?" case) or holds it back, and closes a session on
+// the server. The "zk" target drives its faults through one Proxy per
+// connection.
+package testkit

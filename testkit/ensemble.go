@@ -1,0 +1,251 @@
+package testkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// ensembleSize is the number of servers in an Ensemble: the smallest that
+// survives losing one.
+const ensembleSize = 3
+
+// Ensemble is a 3-server ZooKeeper ensemble on 127.0.0.1, each server a
+// JVM with its own client, quorum and election ports. Servers are numbered
+// 0, 1, 2 (ZooKeeper's myid is the number plus one).
+type Ensemble struct {
+	nodes  []*zkProcess
+	java   string
+	cfg    serverConfig
+	dir    string
+	ownDir bool
+
+	closeMu sync.Mutex
+	closed  bool
+}
+
+// StartEnsemble starts a 3-server ensemble for the test and stops it when
+// the test ends, printing the tail of each server's log if the test failed.
+// It returns once every server serves and one of them leads (usually within
+// 1.5–2 s). Like StartServer it skips the test when ZooKeeper is not
+// installed, unless ZK_REQUIRED=1.
+func StartEnsemble(t testing.TB, opts ...ServerOption) *Ensemble {
+	t.Helper()
+	cfg := newServerConfig(opts)
+	cfg.quickJIT = true
+	e, err := launchEnsemble(t.Context(), t.TempDir(), false, cfg)
+	if err != nil {
+		failOrSkip(t, err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, n := range e.nodes {
+				t.Logf("ZooKeeper ensemble server %d (%s) log tail:\n%s", i, n.addr, n.logTail(25))
+			}
+		}
+		e.Close()
+	})
+	return e
+}
+
+// LaunchEnsemble starts a 3-server ensemble for a program and returns once
+// it serves. Close stops it and removes its data.
+func LaunchEnsemble(ctx context.Context, opts ...ServerOption) (*Ensemble, error) {
+	dir, err := os.MkdirTemp("", "zkrecipes-zk3-")
+	if err != nil {
+		return nil, err
+	}
+	e, err := launchEnsemble(ctx, dir, true, newServerConfig(opts))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return e, nil
+}
+
+func launchEnsemble(ctx context.Context, dir string, ownDir bool, cfg serverConfig) (*Ensemble, error) {
+	java, err := findJava()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
+	defer cancel()
+	e := &Ensemble{java: java, cfg: cfg, dir: dir, ownDir: ownDir}
+	for i := range ensembleSize {
+		e.nodes = append(e.nodes, &zkProcess{
+			name:    fmt.Sprintf("ensemble server %d", i),
+			dir:     filepath.Join(dir, fmt.Sprintf("node%d", i)),
+			jvmArgs: jvmArguments(cfg),
+		})
+	}
+	for attempt := 1; ; attempt++ {
+		err := e.start(ctx)
+		if err == nil {
+			return e, nil
+		}
+		bindFailed := false
+		for _, n := range e.nodes {
+			n.kill()
+			bindFailed = bindFailed || n.bindFailed()
+		}
+		if attempt == 3 || !bindFailed {
+			return nil, err
+		}
+		for _, n := range e.nodes {
+			os.RemoveAll(n.dir) // a fresh start, with new ports
+		}
+	}
+}
+
+// start configures every server with fresh ports, starts them all and
+// waits until the ensemble serves.
+func (e *Ensemble) start(ctx context.Context) error {
+	ports, err := freePorts(3 * ensembleSize)
+	if err != nil {
+		return err
+	}
+	var servers []string
+	for i := range ensembleSize {
+		servers = append(servers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", i+1, ports[ensembleSize+i], ports[2*ensembleSize+i]))
+	}
+	for i, n := range e.nodes {
+		if err := n.writeConfig(e.cfg, ports[i], i+1, servers); err != nil {
+			return err
+		}
+	}
+	for _, n := range e.nodes {
+		if err := n.start(e.java); err != nil {
+			return err
+		}
+	}
+	return e.WaitServing(ctx)
+}
+
+// Addrs are the client addresses of the servers, in order: the connect
+// string of the ensemble.
+func (e *Ensemble) Addrs() []string {
+	addrs := make([]string, len(e.nodes))
+	for i, n := range e.nodes {
+		addrs[i] = n.addr
+	}
+	return addrs
+}
+
+// Kill kills server i with SIGKILL, as a crash would, and returns once it
+// is gone. Its data stays for Restart.
+func (e *Ensemble) Kill(i int) error {
+	n, err := e.node(i)
+	if err != nil {
+		return err
+	}
+	n.kill()
+	return nil
+}
+
+// Restart starts server i again with its data and ports (after Kill) and
+// returns once it serves and the ensemble has a leader.
+func (e *Ensemble) Restart(ctx context.Context, i int) error {
+	n, err := e.node(i)
+	if err != nil {
+		return err
+	}
+	if err := n.start(e.java); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.startTimeout)
+	defer cancel()
+	return e.WaitServing(ctx)
+}
+
+// Leader returns the number of the server that leads now, asking each
+// running server with `srvr`.
+func (e *Ensemble) Leader(ctx context.Context) (int, error) {
+	for i, n := range e.nodes {
+		if !n.wanted() {
+			continue
+		}
+		if mode, err := serverMode(ctx, n.addr); err == nil && mode == "leader" {
+			return i, nil
+		}
+	}
+	return -1, errors.New("testkit: the ensemble has no leader")
+}
+
+// WaitServing waits until every server that should run (all but those
+// killed and not restarted) answers `srvr` with a Mode and one of them
+// leads: the ensemble has a quorum and serves clients. It fails at once if
+// such a server has exited by itself.
+func (e *Ensemble) WaitServing(ctx context.Context) error {
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		leaders, last := 0, error(nil)
+		for _, n := range e.nodes {
+			if !n.wanted() {
+				continue
+			}
+			select {
+			case <-n.exited():
+				return fmt.Errorf("testkit: %s exited by itself; log tail:\n%s", n.name, n.logTail(30))
+			default:
+			}
+			mode, err := serverMode(ctx, n.addr)
+			if err != nil {
+				last = fmt.Errorf("%s: %w", n.name, err)
+				break
+			}
+			if mode == "leader" {
+				leaders++
+			}
+		}
+		if last == nil && leaders == 1 {
+			return nil
+		}
+		if last == nil {
+			last = fmt.Errorf("%d leaders", leaders)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testkit: ensemble not serving: %w (last: %v)", ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
+
+// LogTail returns the last n lines of server i's log.
+func (e *Ensemble) LogTail(i, n int) string {
+	if i < 0 || i >= len(e.nodes) {
+		return ""
+	}
+	return e.nodes[i].logTail(n)
+}
+
+// Close kills every server and, for an ensemble started by LaunchEnsemble,
+// removes its data. It is idempotent.
+func (e *Ensemble) Close() error {
+	e.closeMu.Lock()
+	defer e.closeMu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	for _, n := range e.nodes {
+		n.kill()
+	}
+	if e.ownDir {
+		return os.RemoveAll(e.dir)
+	}
+	return nil
+}
+
+func (e *Ensemble) node(i int) (*zkProcess, error) {
+	if i < 0 || i >= len(e.nodes) {
+		return nil, fmt.Errorf("testkit: no ensemble server %d (have 0..%d)", i, len(e.nodes)-1)
+	}
+	return e.nodes[i], nil
+}

@@ -1,0 +1,286 @@
+package testkit
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+)
+
+// proxied opens a session on the shared server through a new Proxy.
+func proxied(t *testing.T, timeout time.Duration) (zk.Conn, *Proxy, *stateWatch) {
+	t.Helper()
+	srv := sharedServer(t)
+	p, err := NewProxy(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c, err := zk.Connect(t.Context(), []string{p.Addr()}, zk.WithSessionTimeout(timeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := watchStates(c)
+	t.Cleanup(func() {
+		w.stop()
+		p.Unblock()
+		c.Close()
+	})
+	return c, p, w
+}
+
+// direct opens a session on the shared server, without a proxy.
+func direct(t *testing.T) zk.Conn {
+	t.Helper()
+	c, err := zk.Connect(t.Context(), []string{sharedServer(t).Addr()}, zk.WithSessionTimeout(4*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// scratch creates a fresh persistent node for one test and deletes it after.
+func scratch(t *testing.T, c zk.Conn, path string) string {
+	t.Helper()
+	ctx := t.Context()
+	if err := deleteAll(ctx, c, path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(ctx, path, nil, zk.ModePersistent); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteAll(context.Background(), c, path) })
+	return path
+}
+
+func TestProxyForwardsAndCuts(t *testing.T) {
+	c, p, w := proxied(t, 2*time.Second)
+	dc := direct(t)
+	dir := scratch(t, dc, "/proxy-cut")
+	ctx := t.Context()
+	eph, err := c.Create(ctx, dir+"/e", []byte("x"), zk.ModeEphemeral)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := c.SessionID()
+	t0 := time.Now()
+	p.Cut()
+	w.await(t, "Cut", zk.StateSuspended, zk.StateReconnected)
+	t.Logf("cut: suspended and reconnected in %v", time.Since(t0))
+	if c.SessionID() != sid {
+		t.Fatalf("session changed across a cut: %x -> %x", sid, c.SessionID())
+	}
+	if data, st, err := c.Get(ctx, eph); err != nil || string(data) != "x" || st.EphemeralOwner != sid {
+		t.Fatalf("after the cut: Get(%s) = %q, owner %x, %v", eph, data, st.EphemeralOwner, err)
+	}
+}
+
+func TestProxyBlockExpiresTheSession(t *testing.T) {
+	c, p, w := proxied(t, time.Second)
+	dc := direct(t)
+	dir := scratch(t, dc, "/proxy-block")
+	ctx := t.Context()
+	eph, err := c.Create(ctx, dir+"/e", nil, zk.ModeEphemeral)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ok, gone, err := dc.ExistsW(ctx, eph)
+	if err != nil || !ok {
+		t.Fatalf("ExistsW(%s) = %v, %v", eph, ok, err)
+	}
+	t0 := time.Now()
+	p.Block()
+	w.await(t, "Block", zk.StateSuspended) // the client gives up on the silent connection
+	t.Logf("black hole: client suspended after %v", time.Since(t0))
+	select {
+	case ev := <-gone:
+		if ev.Type != zk.EventNodeDeleted {
+			t.Fatalf("watch on %s: %v", eph, ev)
+		}
+		t.Logf("black hole: the server expired the session after %v", time.Since(t0))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not expire the session of a black-holed client")
+	}
+	old := c.SessionID()
+	p.Unblock()
+	w.await(t, "Unblock", zk.StateLost, zk.StateConnected)
+	if c.SessionID() == old || c.SessionID() == 0 {
+		t.Fatalf("after expiry the session id is %x (was %x)", c.SessionID(), old)
+	}
+}
+
+func TestProxyLoseNextReply(t *testing.T) {
+	c, p, w := proxied(t, 2*time.Second)
+	dc := direct(t)
+	dir := scratch(t, dc, "/proxy-lose")
+	ctx := t.Context()
+	sid := c.SessionID()
+	p.LoseNextReply(OpCreate, dir+"/n-")
+	if _, _, err := c.Exists(ctx, dir); err != nil { // not matched: forwarded as usual
+		t.Fatal(err)
+	}
+	_, err := c.Create(ctx, dir+"/n-", []byte("lost"), zk.ModeEphemeralSequential)
+	if !errors.Is(err, zk.ErrConnectionLoss) {
+		t.Fatalf("create with a lost reply: err = %v, want ErrConnectionLoss", err)
+	}
+	w.await(t, "LoseNextReply", zk.StateSuspended, zk.StateReconnected)
+	if c.SessionID() != sid {
+		t.Fatalf("session changed: %x -> %x", sid, c.SessionID())
+	}
+	kids, _, err := dc.Children(ctx, dir)
+	if err != nil || len(kids) != 1 {
+		t.Fatalf("children of %s = %v, %v; want the one node the lost create made", dir, kids, err)
+	}
+	if _, st, err := dc.Get(ctx, dir+"/"+kids[0]); err != nil || st.EphemeralOwner != sid {
+		t.Fatalf("the created node: owner %x, %v; want %x", st.EphemeralOwner, err, sid)
+	}
+	// One-shot: the next create gets its reply.
+	if _, err := c.Create(ctx, dir+"/n-", nil, zk.ModeEphemeralSequential); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestProxyHoldNextReply(t *testing.T) {
+	c, p, w := proxied(t, 2*time.Second)
+	dc := direct(t)
+	dir := scratch(t, dc, "/proxy-hold")
+	ctx := t.Context()
+	if _, err := dc.Create(ctx, dir+"/a", []byte("0"), zk.ModePersistent); err != nil {
+		t.Fatal(err)
+	}
+	applied, release := p.HoldNextReply(OpMulti, dir+"/a")
+	defer release()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Multi(ctx, &zk.SetOp{Path: dir + "/a", Data: []byte("1"), Version: zk.AnyVersion},
+			&zk.CreateOp{Path: dir + "/b", Mode: zk.ModePersistent})
+		done <- err
+	}()
+	select {
+	case <-applied:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held multi was not applied")
+	}
+	if data, _, err := dc.Get(ctx, dir+"/a"); err != nil || string(data) != "1" {
+		t.Fatalf("the server has %q, %v; the multi should be applied", data, err)
+	}
+	// Hold for longer than the client's read timeout (2/3 of 2 s): the
+	// proxy answers pings, so the connection must stay up.
+	select {
+	case err := <-done:
+		t.Fatalf("the multi returned (%v) while its reply was held", err)
+	case ev := <-w.ch:
+		t.Fatalf("session event %v while a reply was held", ev.State)
+	case <-time.After(1600 * time.Millisecond):
+	}
+	release()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("released multi: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the released multi did not return")
+	}
+	release() // idempotent
+}
+
+func TestProxyExpireSession(t *testing.T) {
+	c, p, w := proxied(t, 4*time.Second)
+	dc := direct(t)
+	dir := scratch(t, dc, "/proxy-expire")
+	ctx := t.Context()
+	eph, err := c.Create(ctx, dir+"/e", nil, zk.ModeEphemeral)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := c.SessionID()
+	t0 := time.Now()
+	if err := p.ExpireSession(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := dc.Exists(ctx, eph); err != nil || ok {
+		t.Fatalf("after ExpireSession the ephemeral exists=%v (%v)", ok, err)
+	}
+	w.await(t, "ExpireSession", zk.StateLost, zk.StateConnected)
+	t.Logf("session closed on the server; client has a new session after %v", time.Since(t0))
+	if c.SessionID() == old {
+		t.Fatal("same session id after expiry")
+	}
+	if err := p.ExpireSession(ctx); err != nil { // the new session went through the proxy too
+		t.Fatal(err)
+	}
+	if err := closeWireSession(ctx, sharedServer(t).Addr(), wireSession{id: old, timeout: 4000}); !errors.Is(err, errWireSessionGone) {
+		t.Fatalf("closing an expired session: %v, want errWireSessionGone", err)
+	}
+}
+
+func TestProxyToNowhere(t *testing.T) {
+	ports, err := freePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProxy(net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := zk.Connect(ctx, []string{p.Addr()}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("connect through a proxy to nothing: %v", err)
+	}
+	if err := p.ExpireSession(ctx); err == nil {
+		t.Fatal("ExpireSession with no session: no error")
+	}
+}
+
+func TestParseWireRequest(t *testing.T) {
+	str := func(s string) []byte {
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(s))), s...)
+	}
+	full := func(xid, op int32, body ...[]byte) []byte {
+		b := binary.BigEndian.AppendUint32(nil, uint32(xid))
+		b = binary.BigEndian.AppendUint32(b, uint32(op))
+		for _, x := range body {
+			b = append(b, x...)
+		}
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+	}
+	multiHdr := func(typ int32, done bool) []byte {
+		b := binary.BigEndian.AppendUint32(nil, uint32(typ))
+		if done {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+		return binary.BigEndian.AppendUint32(b, 0xffffffff)
+	}
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		ok    bool
+		want  wireRequest
+	}{
+		{"create2", full(7, 15, str("/a/b"), str("data")), true, wireRequest{7, 15, "/a/b"}},
+		{"getChildren2", full(8, 12, str("/"), []byte{1}), true, wireRequest{8, 12, "/"}},
+		{"multi", full(9, 14, multiHdr(2, false), str("/x/y"), multiHdr(-1, true)), true, wireRequest{9, 14, "/x/y"}},
+		{"empty multi", full(10, 14, multiHdr(-1, true)), true, wireRequest{10, 14, ""}},
+		{"ping", full(-2, 11), true, wireRequest{-2, 11, ""}},
+		{"truncated path", full(11, 4, []byte{0, 0, 0, 9, '/'}), true, wireRequest{11, 4, ""}},
+		{"short", []byte{0, 0, 0, 4, 0, 0, 0, 1}, false, wireRequest{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := parseWireRequest(tc.frame)
+			if ok != tc.ok || got != tc.want {
+				t.Fatalf("parseWireRequest = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}

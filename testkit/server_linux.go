@@ -1,0 +1,11 @@
+package testkit
+
+import "syscall"
+
+// sysProcAttr puts the JVM in its own process group (a Ctrl-C aimed at the
+// test does not reach it directly) and has the kernel SIGKILL it when the
+// thread that started it dies, which is when this process exits, however it
+// exits: a panic, a -timeout, a signal.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}

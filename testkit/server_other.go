@@ -1,0 +1,9 @@
+//go:build !linux
+
+package testkit
+
+import "syscall"
+
+// sysProcAttr has nothing to add outside Linux: there, a JVM can outlive a
+// test binary that crashed before its cleanup ran.
+func sysProcAttr() *syscall.SysProcAttr { return nil }

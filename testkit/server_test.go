@@ -1,0 +1,103 @@
+package testkit
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+)
+
+func TestStartServerStopStart(t *testing.T) {
+	t0 := time.Now()
+	s := StartServer(t)
+	t.Logf("standalone server on %s serving after %v", s.Addr(), time.Since(t0))
+	ctx := t.Context()
+	reply, err := FourLetterWord(ctx, s.Addr(), "srvr")
+	if err != nil || !strings.Contains(reply, "Mode: standalone") {
+		t.Fatalf("srvr = %q, %v", reply, err)
+	}
+	c, err := zk.Connect(ctx, []string{s.Addr()}, zk.WithSessionTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := watchStates(c)
+	defer w.stop()
+	if _, err := c.Create(ctx, "/e", []byte("kept"), zk.ModeEphemeral); err != nil {
+		t.Fatal(err)
+	}
+
+	t0 = time.Now()
+	s.Stop()
+	t.Logf("stopped in %v", time.Since(t0))
+	w.await(t, "Stop", zk.StateSuspended)
+	if _, err := FourLetterWord(ctx, s.Addr(), "srvr"); err == nil {
+		t.Fatal("srvr answered after Stop")
+	}
+
+	t0 = time.Now()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("started again in %v", time.Since(t0))
+	// The session outlived the restart: it was in the transaction log.
+	w.await(t, "Start", zk.StateReconnected)
+	if data, _, err := c.Get(ctx, "/e"); err != nil || string(data) != "kept" {
+		t.Fatalf("after the restart Get = %q, %v", data, err)
+	}
+}
+
+func TestLaunchServer(t *testing.T) {
+	s, err := LaunchServer(t.Context(), WithForceSync(true), WithTickTime(100*time.Millisecond), WithHeap("64m"))
+	if errors.Is(err, ErrNotInstalled) && os.Getenv("ZK_REQUIRED") != "1" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := s.proc.dir
+	cfg, err := os.ReadFile(s.proc.cfgPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"tickTime=100", "forceSync=yes", "minSessionTimeout=200"} {
+		if !strings.Contains(string(cfg), line+"\n") {
+			t.Errorf("zoo.cfg lacks %q:\n%s", line, cfg)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("data dir %s still there after Close: %v", dir, err)
+	}
+}
+
+func TestStartTimeout(t *testing.T) {
+	_, err := LaunchServer(t.Context(), WithStartTimeout(time.Millisecond))
+	if errors.Is(err, ErrNotInstalled) && os.Getenv("ZK_REQUIRED") != "1" {
+		t.Skip(err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("LaunchServer with a 1 ms start timeout: %v", err)
+	}
+}
+
+func TestFailOrSkip(t *testing.T) {
+	t.Setenv("ZK_REQUIRED", "")
+	var skipped bool
+	t.Run("not installed", func(t *testing.T) {
+		defer func() { skipped = t.Skipped() }()
+		failOrSkip(t, ErrNotInstalled)
+	})
+	if !skipped {
+		t.Fatal("a missing ZooKeeper did not skip without ZK_REQUIRED")
+	}
+}
