@@ -1,0 +1,43 @@
+package testkit
+
+import (
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+)
+
+// Target returns the Sim as a Target named "sim". Its Connect closes the
+// conn at the end of the test, and HoldNextReply releases at the end of the
+// test. Its fault verbs return once c has seen their session events. The
+// Target also has a method Sim() *Sim, for tests that need the simulator's
+// own hooks (ReapContainers, SetSequence).
+func (s *Sim) Target() Target { return simTarget{s} }
+
+type simTarget struct{ s *Sim }
+
+func (simTarget) Name() string { return "sim" }
+
+// Sim returns the simulator behind the target.
+func (tg simTarget) Sim() *Sim { return tg.s }
+
+func (tg simTarget) Connect(t testing.TB) zk.Conn {
+	c := tg.s.Connect()
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func (tg simTarget) Disconnect(_ testing.TB, c zk.Conn) { tg.s.Disconnect(c) }
+
+func (tg simTarget) Reconnect(_ testing.TB, c zk.Conn) { tg.s.Reconnect(c) }
+
+func (tg simTarget) Expire(_ testing.TB, c zk.Conn) { tg.s.Expire(c) }
+
+func (tg simTarget) LoseNextReply(_ testing.TB, c zk.Conn, op OpKind, pathPrefix string) {
+	tg.s.LoseNextReply(c, op, pathPrefix)
+}
+
+func (tg simTarget) HoldNextReply(t testing.TB, c zk.Conn, op OpKind, pathPrefix string) (<-chan struct{}, func()) {
+	applied, release := tg.s.HoldNextReply(c, op, pathPrefix)
+	t.Cleanup(release)
+	return applied, release
+}
