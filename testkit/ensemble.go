@@ -44,8 +44,8 @@ func StartEnsemble(t testing.TB, opts ...ServerOption) *Ensemble {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for i, n := range e.nodes {
-				t.Logf("ZooKeeper ensemble server %d (%s) log tail:\n%s", i, n.addr, n.logTail(25))
+			for i, addr := range e.Addrs() {
+				t.Logf("ZooKeeper ensemble server %d (%s) log tail:\n%s", i, addr, e.LogTail(i, 25))
 			}
 		}
 		e.Close()

@@ -95,9 +95,11 @@ type Server struct {
 }
 
 // StartServer starts a standalone ZooKeeper server for the test and stops it
-// when the test ends, printing the tail of its log if the test failed. When
-// java or the ZooKeeper jars are missing it skips the test, or fails it if
-// the environment sets ZK_REQUIRED=1.
+// when the test ends, printing the tail of its log if the test failed. It
+// returns once the server serves (usually 0.3–1 s: test servers run their
+// JIT at its quick tier only). When java or the ZooKeeper jars are missing
+// it skips the test, or fails it if the environment sets ZK_REQUIRED=1; any
+// other failure to start fails the test.
 func StartServer(t testing.TB, opts ...ServerOption) *Server {
 	t.Helper()
 	dir := t.TempDir()

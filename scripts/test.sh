@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# test.sh - the project's test command. From anywhere:
+#
+#   scripts/test.sh                    every package, simulator and real ZooKeeper
+#   scripts/test.sh -run TestLock -v   extra arguments go to `go test`
+#   PKGS=./testkit scripts/test.sh     only some packages
+#   ZK_REQUIRED=1 scripts/test.sh      a missing ZooKeeper fails instead of skipping
+#
+# It installs ZooKeeper when it is missing and it can (scripts/install-zookeeper.sh),
+# checks formatting (gofmt) and `go vet`, then runs
+#   go test -race -count=1 -timeout 20m ARGS PKGS
+# Real servers are started by the tests themselves (package testkit), on
+# loopback with free ports; no server needs to be running beforehand.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+  export PATH="/usr/local/go/bin:$PATH"
+fi
+command -v go >/dev/null 2>&1 || { echo "test.sh: no go on PATH or in /usr/local/go/bin" >&2; exit 1; }
+
+bash scripts/install-zookeeper.sh
+
+read -r -a pkgs <<<"${PKGS:-./...}"
+
+unformatted=$(gofmt -l . 2>&1)
+if [[ -n $unformatted ]]; then
+  echo "test.sh: not gofmt-ed:" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
+
+echo "+ go vet ${pkgs[*]}" >&2
+go vet "${pkgs[@]}"
+
+echo "+ go test -race -count=1 -timeout 20m $* ${pkgs[*]}" >&2
+go test -race -count=1 -timeout 20m "$@" "${pkgs[@]}"
