@@ -16,18 +16,24 @@ type Input interface {
 }
 
 // Acquire asks for the grant (lock held, elected). Try: answer at once with
-// "not granted" instead of waiting behind another holder.
+// "not granted" instead of waiting behind another holder. Marker, if set,
+// names the node of a new term instead of Config.Markers[0].
 type Acquire struct {
-	Req uint64
-	Try bool
+	Req    uint64
+	Try    bool
+	Marker string
 }
 
 // Cancel withdraws request Req: its caller stopped waiting. A grant already
 // given to it is handed back.
 type Cancel struct{ Req uint64 }
 
-// Release hands back one hold (re-entrant holds count).
-type Release struct{ Req uint64 }
+// Release hands back one hold (re-entrant holds count), or with All every
+// hold at once.
+type Release struct {
+	Req uint64
+	All bool
+}
 
 // Shutdown ends the machine: waiters fail with ErrClosed, our node is
 // deleted, and the machine is Done once nothing it created is left.
@@ -107,8 +113,13 @@ func (i Acquire) String() string {
 	}
 	return fmt.Sprintf("Acquire req=%d", i.Req)
 }
-func (i Cancel) String() string   { return fmt.Sprintf("Cancel req=%d", i.Req) }
-func (i Release) String() string  { return fmt.Sprintf("Release req=%d", i.Req) }
+func (i Cancel) String() string { return fmt.Sprintf("Cancel req=%d", i.Req) }
+func (i Release) String() string {
+	if i.All {
+		return fmt.Sprintf("Release req=%d all", i.Req)
+	}
+	return fmt.Sprintf("Release req=%d", i.Req)
+}
 func (i Shutdown) String() string { return fmt.Sprintf("Shutdown req=%d", i.Req) }
 func (i Session) String() string  { return fmt.Sprintf("Session %s session=%#x", i.State, i.SessionID) }
 func (i Created) String() string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,9 +34,12 @@ type Errors struct {
 
 // Config describes one contender.
 type Config struct {
-	Dir    string // the directory the contenders' nodes live in
-	Marker string // node name marker before the sequence: "lock-", "latch-"
-	Data   []byte // our node's data
+	Dir string // the directory the contenders' nodes live in
+	// Markers are the node name markers before the sequence ("lock-",
+	// "latch-") of the nodes that take part; ours use the first unless an
+	// Acquire names another.
+	Markers []string
+	Data    []byte // our node's data
 	// LoseOnSuspend ends a grant as soon as the connection is SUSPENDED
 	// (the safe default for recipes); when false only LOST ends it.
 	LoseOnSuspend bool
@@ -161,7 +165,7 @@ func (m *Machine) Step(in Input) Output {
 	case Cancel:
 		m.cancel(in.Req)
 	case Release:
-		m.release(in.Req)
+		m.release(in)
 	case Shutdown:
 		m.shutdown(in.Req)
 	case Session:
@@ -201,8 +205,12 @@ func (m *Machine) acquire(in Acquire) {
 		t.try = t.try && in.Try
 		return
 	}
+	marker := in.Marker
+	if marker == "" {
+		marker = m.cfg.Markers[0]
+	}
 	m.termN++
-	t := &term{n: m.termN, prefix: zk.Join(m.cfg.Dir, "_c_"+m.cfg.NewID()+"-"+m.cfg.Marker), try: in.Try}
+	t := &term{n: m.termN, prefix: zk.Join(m.cfg.Dir, "_c_"+m.cfg.NewID()+"-"+marker), try: in.Try}
 	m.term = t
 	m.fire(trOffer)
 	m.emit(events.OfferStart, nil)
@@ -226,12 +234,15 @@ func (m *Machine) cancel(req uint64) {
 	}
 }
 
-func (m *Machine) release(req uint64) {
+func (m *Machine) release(in Release) {
 	if m.State() != events.StateLeader || m.holds == 0 {
-		m.reply(Reply{Req: req, Err: m.cfg.Errors.NotHeld})
+		m.reply(Reply{Req: in.Req, Err: m.cfg.Errors.NotHeld})
 		return
 	}
-	m.releaseOne([]uint64{req})
+	if in.All {
+		m.holds = 1
+	}
+	m.releaseOne([]uint64{in.Req})
 }
 
 // releaseOne drops one hold; the last one deletes our node, answering
@@ -398,7 +409,7 @@ func (m *Machine) dirRead(in DirRead) {
 		return
 	}
 	t.token = in.Own.Czxid
-	t.below = lower(in.Children, m.cfg.Marker, zk.Base(t.node), t.seq, m.cfg.Dir)
+	t.below = lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir)
 	m.emit(events.DetermineComplete, nil)
 	m.advance(t)
 }
@@ -468,7 +479,7 @@ func (m *Machine) listDir(prefix string, t *term) {
 
 func (m *Machine) offered(t *term, node string) {
 	t.node = node
-	t.seq, _ = parseSeq(zk.Base(node), m.cfg.Marker)
+	t.seq, _ = parseSeq(zk.Base(node), m.cfg.Markers)
 	m.emit(events.OfferComplete, nil)
 	m.fire(trDetermine)
 	m.emit(events.DetermineStart, nil)
@@ -725,10 +736,10 @@ func (m *Machine) reply(r Reply) { m.out.Replies = append(m.out.Replies, r) }
 
 // ---- names and order
 
-// parseSeq returns the sequence number of a contender node name: marker
-// followed by ZooKeeper's 10-character suffix (%010d of an int32).
-func parseSeq(name, marker string) (int32, bool) {
-	if len(name) < 10 || !strings.HasSuffix(name[:len(name)-10], marker) {
+// parseSeq returns the sequence number of a contender node name: one of
+// markers followed by ZooKeeper's 10-character suffix (%010d of an int32).
+func parseSeq(name string, markers []string) (int32, bool) {
+	if len(name) < 10 || !slices.ContainsFunc(markers, func(m string) bool { return strings.HasSuffix(name[:len(name)-10], m) }) {
 		return 0, false
 	}
 	n, err := strconv.ParseInt(name[len(name)-10:], 10, 32)
@@ -744,24 +755,34 @@ func seqBefore(a, b int32) bool { return int32(uint32(b)-uint32(a)) > 0 }
 
 // lower returns the full paths of the contender nodes before ours, oldest
 // first.
-func lower(children []string, marker, ours string, seq int32, dir string) []string {
+func lower(children, markers []string, ours string, seq int32, dir string) []string {
+	var below []string
+	for _, name := range Contenders(children, markers) {
+		if s, _ := parseSeq(name, markers); name != ours && seqBefore(s, seq) {
+			below = append(below, zk.Join(dir, name))
+		}
+	}
+	return below
+}
+
+// Contenders returns the names among children that are contender nodes
+// (one of markers, then a sequence), in queue order: the first holds.
+// Sequences are compared as 32-bit serial numbers.
+func Contenders(children, markers []string) []string {
 	type node struct {
 		name string
 		seq  int32
 	}
-	var below []node
+	var nodes []node
 	for _, c := range children {
-		if c == ours {
-			continue
-		}
-		if s, ok := parseSeq(c, marker); ok && seqBefore(s, seq) {
-			below = append(below, node{c, s})
+		if s, ok := parseSeq(c, markers); ok {
+			nodes = append(nodes, node{c, s})
 		}
 	}
-	sort.Slice(below, func(i, j int) bool { return seqBefore(below[i].seq, below[j].seq) })
-	paths := make([]string, len(below))
-	for i, n := range below {
-		paths[i] = zk.Join(dir, n.name)
+	sort.Slice(nodes, func(i, j int) bool { return seqBefore(nodes[i].seq, nodes[j].seq) })
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.name
 	}
-	return paths
+	return names
 }

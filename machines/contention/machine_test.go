@@ -37,7 +37,7 @@ type transcript struct {
 func newTranscript(t *testing.T, loseOnSuspend bool) *transcript {
 	tr := &transcript{t: t}
 	m, err := NewMachine(Config{
-		Dir: "/app/lock", Marker: "lock-", LoseOnSuspend: loseOnSuspend, Errors: testErrors,
+		Dir: "/app/lock", Markers: []string{"lock-"}, LoseOnSuspend: loseOnSuspend, Errors: testErrors,
 		NewID:     func() string { tr.id++; return fmt.Sprintf("uuid%d", tr.id) },
 		SessionID: sess,
 	})
@@ -263,7 +263,7 @@ func TestSeqOrderAcrossWrap(t *testing.T) {
 	children := []string{
 		"_c_a-lock-2147483646", "_c_b-lock-2147483647", "_c_me-lock--2147483648", "_c_c-lock--2147483647", "junk",
 	}
-	got := lower(children, "lock-", "_c_me-lock--2147483648", -2147483648, "/d")
+	got := lower(children, []string{"lock-"}, "_c_me-lock--2147483648", -2147483648, "/d")
 	want := []string{"/d/_c_a-lock-2147483646", "/d/_c_b-lock-2147483647"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("lower across the wrap = %v, want %v", got, want)
@@ -287,7 +287,7 @@ func TestParseSeq(t *testing.T) {
 		{"lock-00000001", 0, false},
 		{"lock-00000000x1", 0, false},
 	} {
-		seq, ok := parseSeq(tc.name, "lock-")
+		seq, ok := parseSeq(tc.name, []string{"lock-"})
 		if seq != tc.seq || ok != tc.ok {
 			t.Errorf("parseSeq(%q) = %d, %t; want %d, %t", tc.name, seq, ok, tc.seq, tc.ok)
 		}
@@ -297,7 +297,7 @@ func TestParseSeq(t *testing.T) {
 func TestEveryStateReachable(t *testing.T) {
 	// The machine's transitions name only states events knows: NewMachine
 	// would fail otherwise. Its diagram is stable.
-	m, err := NewMachine(Config{Dir: "/d", Marker: "lock-", Errors: testErrors, NewID: func() string { return "x" }})
+	m, err := NewMachine(Config{Dir: "/d", Markers: []string{"lock-"}, Errors: testErrors, NewID: func() string { return "x" }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,7 +107,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 	}
 	m, err := contention.NewMachine(contention.Config{
 		Dir:           path,
-		Marker:        "lock-",
+		Markers:       []string{"lock-"},
 		LoseOnSuspend: cfg.suspendIsLost,
 		Errors: contention.Errors{
 			SessionLost: ErrSessionLost,

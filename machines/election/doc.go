@@ -1,0 +1,42 @@
+// Package election is leader election on ZooKeeper, the recipe whose states
+// and events the whole project uses: START → OFFER → DETERMINE → READY →
+// LEADER, and FAILED or STOP, as in ZooKeeper's own LeaderElectionSupport,
+// plus the session states SUSPENDED, RECONNECTED and LOST.
+//
+// Two styles share one engine (the contention engine of the lock):
+//
+//   - Latch: Campaign blocks until we lead and returns a Term; Resign hands
+//     over at once. Nodes are named like Apache Curator's LeaderLatch
+//     (_c_<uuid>-latch-<seq>) with the participant id as data.
+//   - Selector: Run calls a function while we lead and cancels its context
+//     the moment leadership is lost; WithRequeue campaigns again after each
+//     term. Nodes are named like Curator's LeaderSelector (_c_<uuid>-lock-).
+//
+// A Curator process and a Go process using this package elect exactly one
+// leader between them on the same path.
+//
+// # What leadership guarantees
+//
+// We claim leadership only after checking that our node is the lowest and
+// belongs to our current session. Term.Lost closes as soon as leadership can
+// no longer be trusted: on SUSPENDED (by default; WithSuspendedIsLost(false)
+// waits for LOST), on LOST, and on Resign. A waiter whose own session
+// expires fails at once, not when its predecessor goes. As with any lease, a
+// paused leader can act after its term ended: use Term.Token (the czxid of
+// our node, growing with every term) as a fencing token.
+//
+// # Lifecycle events
+//
+// Every attempt (term) N starts with OFFER_START and ends exactly once, with
+// STOP_START (withdrawn or resigned; STOP_COMPLETE follows once our node is
+// deleted) or FAILED. ELECTED_START and ELECTED_COMPLETE come at most once
+// per term, between the two: so every ELECTED_COMPLETE is followed by a STOP
+// or FAILED of the same term, and no STOP comes for a term that did not
+// start.
+//
+// # Observing
+//
+// Leader and Participants read the current state; Observe streams every
+// leader change, in order, once each, to each caller on its own channel,
+// starting with the current leader (or a vacant Leader when there is none).
+package election

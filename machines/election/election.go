@@ -1,0 +1,288 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/contention"
+)
+
+// ScopeName is the instrumentation scope of the election's spans.
+const ScopeName = "github.com/zkrecipes/zkrecipes/machines/election"
+
+// Version is this package's version, reported with its spans.
+const Version = "0.1.0"
+
+// Node name markers: Curator LeaderLatch's and LeaderSelector's.
+const (
+	latchMarker    = "latch-"
+	selectorMarker = "lock-"
+)
+
+var markers = []string{latchMarker, selectorMarker}
+
+// Errors of the election. Match them with errors.Is.
+var (
+	// ErrSessionLost: the session expired (or was replaced) while
+	// campaigning or leading.
+	ErrSessionLost = errors.New("election: session lost")
+	// ErrSuspended: the connection was lost while leading, which ends the
+	// term under the default policy.
+	ErrSuspended = errors.New("election: connection suspended")
+	// ErrNodeDeleted: our election node was deleted by someone else.
+	ErrNodeDeleted = errors.New("election: election node deleted by another client")
+	// ErrClosed: the Election, or its connection, is closed (or nil).
+	ErrClosed = errors.New("election: closed")
+	errNotLeading = errors.New("election: not leading")
+)
+
+// Election is one participant's handle on an election. Its methods are
+// safe for concurrent use.
+type Election struct {
+	conn   zk.Conn
+	path   string
+	cfg    config
+	inst   *contention.Instance
+	tracer trace.Tracer
+
+	obsOnce sync.Once
+	obs     *observer
+	closed  chan struct{}
+}
+
+// Option configures an Election.
+type Option func(*config)
+
+type config struct {
+	id            string
+	tp            trace.TracerProvider
+	suspendIsLost bool
+	requeue       bool
+	closeTimeout  time.Duration
+}
+
+// WithID is this participant's id, stored as its node's data and reported
+// by Leader, Participants and Observe. Default: a random uuid.
+func WithID(id string) Option { return func(c *config) { c.id = id } }
+
+// WithTracerProvider sets where spans go. Default: otel's global provider.
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
+
+// WithSuspendedIsLost says whether a lost connection (SUSPENDED) already
+// ends a term. Default true; with false only LOST ends it.
+func WithSuspendedIsLost(lost bool) Option { return func(c *config) { c.suspendIsLost = lost } }
+
+// WithRequeue makes Run campaign again after each term ends (resigned,
+// lost or failed) until its ctx ends. Default false: Run returns after one
+// term.
+func WithRequeue(requeue bool) Option { return func(c *config) { c.requeue = requeue } }
+
+// WithCloseTimeout bounds how long Close waits for our node to be deleted.
+// Default 10s; the session's end deletes what is left.
+func WithCloseTimeout(d time.Duration) Option { return func(c *config) { c.closeTimeout = d } }
+
+// New returns a participant in the election at path (created, with missing
+// parents, as container nodes on first use). Nothing is sent to the server.
+// Errors: zk.ErrInvalidPath for a bad path or an id containing a NUL byte,
+// ErrClosed for a nil or closed connection.
+func New(conn zk.Conn, path string, opts ...Option) (*Election, error) {
+	if err := zk.ValidatePath(path); err != nil {
+		return nil, fmt.Errorf("election: %w", err)
+	}
+	if path == "/" {
+		return nil, fmt.Errorf("election: %w %q: the root cannot be an election", zk.ErrInvalidPath, path)
+	}
+	if conn == nil {
+		return nil, fmt.Errorf("%w: nil connection", ErrClosed)
+	}
+	if conn.State() == zk.StateClosed {
+		return nil, fmt.Errorf("%w: connection closed", ErrClosed)
+	}
+	cfg := config{suspendIsLost: true, closeTimeout: 10 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.id == "" {
+		cfg.id = uuid.NewString()
+	}
+	if cfg.tp == nil {
+		cfg.tp = otel.GetTracerProvider()
+	}
+	m, err := contention.NewMachine(contention.Config{
+		Dir:           path,
+		Markers:       markers,
+		Data:          []byte(cfg.id),
+		LoseOnSuspend: cfg.suspendIsLost,
+		Errors: contention.Errors{
+			SessionLost: ErrSessionLost,
+			Suspended:   ErrSuspended,
+			NodeDeleted: ErrNodeDeleted,
+			NotHeld:     errNotLeading,
+			Closed:      ErrClosed,
+		},
+		NewID:     uuid.NewString,
+		SessionID: conn.SessionID(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	tracer := cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version))
+	return &Election{
+		conn:   conn,
+		path:   path,
+		cfg:    cfg,
+		tracer: tracer,
+		closed: make(chan struct{}),
+		inst: contention.Start(conn, path, m, contention.Options{
+			Recipe: "election", Instance: cfg.id, Tracer: tracer, CloseTimeout: cfg.closeTimeout,
+		}),
+	}, nil
+}
+
+// ID is this participant's id.
+func (e *Election) ID() string { return e.cfg.id }
+
+// Term is one term of leadership.
+type Term struct {
+	n     uint64
+	node  string
+	token int64
+	lost  <-chan struct{}
+}
+
+// Token is the fencing token: the czxid of our election node, growing with
+// every term of every participant.
+func (t *Term) Token() int64 { return t.token }
+
+// Node is the full path of our election node.
+func (t *Term) Node() string { return t.node }
+
+// Lost is closed when the term ends or leadership can no longer be trusted:
+// Resign, SUSPENDED (default policy), LOST, or our node deleted.
+func (t *Term) Lost() <-chan struct{} { return t.lost }
+
+// Campaign blocks until we lead, ctx ends (ctx.Err(); our node is
+// deleted), or the session is lost (ErrSessionLost). While we lead it
+// returns the current term at once.
+func (e *Election) Campaign(ctx context.Context) (*Term, error) {
+	return e.campaign(ctx, latchMarker)
+}
+
+func (e *Election) campaign(ctx context.Context, marker string) (*Term, error) {
+	ctx, span := e.tracer.Start(ctx, "election.campaign", trace.WithAttributes(
+		attribute.String("zk.election.path", e.path), attribute.String("zk.election.id", e.cfg.id)))
+	defer span.End()
+	r, err := e.inst.Do(ctx, func(req uint64) contention.Input {
+		return contention.Acquire{Req: req, Marker: marker}
+	})
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(attribute.String("error.type", contention.ErrorType(err)))
+		return nil, err
+	}
+	span.SetAttributes(attribute.String("zk.election.node", r.Grant.Node), attribute.Int64("zk.election.token", r.Grant.Token))
+	return &Term{n: r.Grant.Term, node: r.Grant.Node, token: r.Grant.Token, lost: r.Lost}, nil
+}
+
+// Resign ends our term at once: our node is deleted (with the release mark,
+// so the next participant leads with no read) and Resign returns once it is
+// gone, or when ctx ends (the delete goes on in the background). It is a
+// no-op when we do not lead, so it may be called again after a failure.
+func (e *Election) Resign(ctx context.Context) error {
+	ctx, span := e.tracer.Start(ctx, "election.resign", trace.WithAttributes(attribute.String("zk.election.path", e.path)))
+	defer span.End()
+	_, err := e.inst.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req, All: true} })
+	if errors.Is(err, errNotLeading) {
+		return nil
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(attribute.String("error.type", contention.ErrorType(err)))
+	}
+	return err
+}
+
+// Run campaigns (selector style) and calls fn while we lead. fn's ctx is
+// cancelled the moment leadership is lost (SUSPENDED under the default
+// policy, LOST always) or ctx ends; when fn returns we resign. Run returns
+// fn's error, or the campaign's, or ctx's — unless WithRequeue, in which
+// case it campaigns again after each term until ctx ends.
+func (e *Election) Run(ctx context.Context, fn func(ctx context.Context) error) error {
+	for {
+		term, err := e.campaign(ctx, selectorMarker)
+		if err != nil {
+			if e.cfg.requeue && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
+				continue // the session was lost while waiting: queue again
+			}
+			return err
+		}
+		lead, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-term.Lost():
+				cancel()
+			case <-lead.Done():
+			}
+		}()
+		ferr := fn(lead)
+		cancel()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.closeTimeout)
+		rerr := e.Resign(rctx)
+		rcancel()
+		if !e.cfg.requeue || ctx.Err() != nil {
+			if ferr == nil {
+				ferr = rerr
+			}
+			return ferr
+		}
+	}
+}
+
+// State is our machine's state: START, OFFER, DETERMINE, READY, LEADER,
+// FAILED or STOP.
+func (e *Election) State() events.State { return e.inst.State() }
+
+// Subscribe returns a subscription to our lifecycle events. Close it when
+// done.
+func (e *Election) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
+	return e.inst.Subscribe(opts...)
+}
+
+// Err is ErrClosed once the election is closed, nil before. It tells why an
+// Observe channel closed when its ctx had not ended.
+func (e *Election) Err() error {
+	select {
+	case <-e.closed:
+		return ErrClosed
+	default:
+		return nil
+	}
+}
+
+// Close resigns, withdraws any campaign (waiting calls fail with
+// ErrClosed), deletes our node (waiting at most the close timeout), ends
+// Observe streams and subscriptions. Safe to call more than once.
+func (e *Election) Close() error {
+	select {
+	case <-e.closed:
+		return nil
+	default:
+	}
+	close(e.closed)
+	err := e.inst.Close()
+	if e.obs != nil {
+		e.obs.stop()
+	}
+	return err
+}

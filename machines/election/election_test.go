@@ -1,0 +1,411 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/election"
+	"github.com/zkrecipes/zkrecipes/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newElection(t *testing.T, c zk.Conn, path, id string, opts ...election.Option) *election.Election {
+	t.Helper()
+	e, err := election.New(c, path, append([]election.Option{election.WithID(id)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func recvLeader(t *testing.T, ch <-chan election.Leader) election.Leader {
+	t.Helper()
+	select {
+	case l, ok := <-ch:
+		if !ok {
+			t.Fatal("observe stream closed")
+		}
+		return l
+	case <-time.After(15 * time.Second):
+		t.Fatal("no leader change within 15s")
+	}
+	return election.Leader{}
+}
+
+type campaigned struct {
+	term *election.Term
+	err  error
+}
+
+func campaignAsync(ctx context.Context, e *election.Election) <-chan campaigned {
+	ch := make(chan campaigned, 1)
+	go func() {
+		term, err := e.Campaign(ctx)
+		ch <- campaigned{term, err}
+	}()
+	return ch
+}
+
+func TestOneLeaderAtATime(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		const participants, terms = 5, 40
+		ctx := ctxT(t)
+		var leaders, maxLeaders, lastToken, remaining atomic.Int64
+		remaining.Store(terms)
+		var wg sync.WaitGroup
+		errs := make(chan error, participants)
+		for i := range participants {
+			e := newElection(t, tg.Connect(t), "/election/one", fmt.Sprintf("p%d", i))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for remaining.Add(-1) >= 0 {
+					term, err := e.Campaign(ctx)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if n := leaders.Add(1); n > maxLeaders.Load() {
+						maxLeaders.Store(n)
+					}
+					if prev := lastToken.Swap(term.Token()); term.Token() <= prev {
+						errs <- fmt.Errorf("token %#x after %#x", term.Token(), prev)
+					}
+					if st := e.State(); st != events.StateLeader {
+						errs <- fmt.Errorf("state %s while leading", st)
+					}
+					leaders.Add(-1)
+					if err := e.Resign(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if m := maxLeaders.Load(); m != 1 {
+			t.Errorf("max simultaneous leaders = %d", m)
+		}
+	})
+}
+
+func TestLeaderExpiryHandsOverAndRequeues(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		lc := tg.Connect(t)
+		// The first leader runs selector style with requeue.
+		first := newElection(t, lc, "/election/expiry", "first", election.WithRequeue(true))
+		sub := first.Subscribe()
+		defer sub.Close()
+		leading := make(chan int64, 4)
+		runDone := make(chan error, 1)
+		rctx, stopRun := context.WithCancel(ctx)
+		defer stopRun()
+		go func() {
+			runDone <- first.Run(rctx, func(lead context.Context) error {
+				l, _ := first.Leader(lead)
+				leading <- l.Token
+				<-lead.Done() // lead until leadership is lost
+				return nil
+			})
+		}()
+		oldToken := <-leading
+		second := newElection(t, tg.Connect(t), "/election/expiry", "second")
+		res := campaignAsync(ctx, second)
+		tg.Expire(t, lc)
+		r := <-res
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.term.Token() <= oldToken {
+			t.Fatalf("new leader's token %#x not above %#x", r.term.Token(), oldToken)
+		}
+		failed := false
+		for !failed {
+			select {
+			case ev := <-sub.C:
+				failed = ev.Type == events.Failed
+			case <-time.After(15 * time.Second):
+				t.Fatal("no FAILED event for the expired leader")
+			}
+		}
+		// With requeue, the first participant is back, as a follower.
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			ps, err := second.Participants(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ps) == 2 && ps[0].ID == "second" && ps[1].ID == "first" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("participants %v, want [second first]", ps)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := second.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if tok := <-leading; tok <= r.term.Token() {
+			t.Fatalf("requeued leader's token %#x not above %#x", tok, r.term.Token())
+		}
+		stopRun()
+		if err := <-runDone; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestResignIsNoopWhenNotLeading(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		e := newElection(t, tg.Connect(t), "/election/noop", "a")
+		if err := e.Resign(ctx); err != nil {
+			t.Fatalf("Resign before Campaign = %v", err)
+		}
+		term, err := e.Campaign(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := e.Campaign(ctx)
+		if err != nil || again.Token() != term.Token() {
+			t.Fatalf("Campaign while leading = %v, %v", again, err)
+		}
+		if err := e.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-term.Lost():
+		default:
+			t.Fatal("Lost not closed after Resign")
+		}
+		if err := e.Resign(ctx); err != nil {
+			t.Fatalf("second Resign = %v", err)
+		}
+	})
+}
+
+func TestObserveEveryChangeInOrder(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		watcher := newElection(t, tg.Connect(t), "/election/observe", "watcher")
+		early := watcher.Observe(ctx)
+		slow := watcher.Observe(ctx) // not read until the end
+		if l := recvLeader(t, early); !l.Vacant() {
+			t.Fatalf("first value %+v, want vacant", l)
+		}
+		a := newElection(t, tg.Connect(t), "/election/observe", "a")
+		bConn := tg.Connect(t)
+		b := newElection(t, bConn, "/election/observe", "b")
+		c := newElection(t, tg.Connect(t), "/election/observe", "c")
+		if _, err := a.Campaign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if l := recvLeader(t, early); l.ID != "a" {
+			t.Fatalf("got %+v, want a", l)
+		}
+		waitParticipants := func(n int) {
+			for ps, _ := a.Participants(ctx); len(ps) < n; ps, _ = a.Participants(ctx) {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		bRes := campaignAsync(ctx, b) // queue b, then c, in that order
+		waitParticipants(2)
+		cRes := campaignAsync(ctx, c)
+		waitParticipants(3)
+		if err := a.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"", "a"}
+		first := <-bRes
+		if first.err != nil {
+			t.Fatal(first.err)
+		}
+		next := "b"
+		if l := recvLeader(t, early); l.ID != next {
+			t.Fatalf("got %+v, want %s", l, next)
+		}
+		want = append(want, next)
+		late := watcher.Observe(ctx)
+		if l := recvLeader(t, late); l.ID != "b" {
+			t.Fatalf("late subscriber starts with %+v, want the current leader b", l)
+		}
+		tg.Expire(t, bConn) // the leader crashes
+		if r := <-cRes; r.err != nil {
+			t.Fatal(r.err)
+		}
+		want = append(want, "c")
+		for _, ch := range []<-chan election.Leader{early, late} {
+			if l := recvLeader(t, ch); l.ID != "c" {
+				t.Fatalf("after the leader's crash got %+v, want c", l)
+			}
+		}
+		for i, id := range want {
+			if l := recvLeader(t, slow); l.ID != id {
+				t.Fatalf("slow subscriber change %d = %+v, want %q", i, l, id)
+			}
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		stream := watcher.Observe(cctx)
+		recvLeader(t, stream)
+		cancel()
+		for range stream {
+		}
+		watcher.Close()
+		if _, ok := <-early; ok {
+			t.Fatal("stream still open after Close")
+		}
+		if !errors.Is(watcher.Err(), election.ErrClosed) {
+			t.Fatalf("Err after Close = %v", watcher.Err())
+		}
+	})
+}
+
+// TestLifecyclePairingUnderRandomFaults drives participants through random
+// campaigns, resigns, cancels, disconnects and expiries on the simulator and
+// checks the pairing rules of the package doc on every event stream.
+func TestLifecyclePairingUnderRandomFaults(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, seed))
+			sim := testkit.NewSim(testkit.WithSeed(int64(seed)))
+			defer sim.Close()
+			ctx := ctxT(t)
+			type part struct {
+				c   zk.Conn
+				e   *election.Election
+				sub *events.Subscription
+				log []events.Event
+			}
+			var ps []*part
+			for i := range 4 {
+				c := sim.Connect()
+				e := newElection(t, c, "/election/pairing", fmt.Sprintf("p%d", i))
+				ps = append(ps, &part{c: c, e: e, sub: e.Subscribe()})
+			}
+			var wg sync.WaitGroup
+			for step := 0; step < 60; step++ {
+				p := ps[rng.IntN(len(ps))]
+				switch rng.IntN(6) {
+				case 0, 1:
+					cctx, cancel := context.WithTimeout(ctx, time.Duration(rng.IntN(3))*time.Millisecond)
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						defer cancel()
+						p.e.Campaign(cctx)
+					}()
+				case 2:
+					p.e.Resign(ctx)
+				case 3:
+					sim.Disconnect(p.c)
+					sim.Reconnect(p.c)
+				case 4:
+					sim.Expire(p.c)
+				case 5:
+					wg.Wait()
+				}
+			}
+			wg.Wait()
+			for _, p := range ps {
+				p.e.Close()
+				for ev := range p.sub.C {
+					p.log = append(p.log, ev)
+				}
+				p.sub.Close()
+				if err := checkPairing(p.log); err != nil {
+					t.Errorf("seed %d, %s: %v", seed, p.e.ID(), err)
+				}
+			}
+		})
+	}
+}
+
+// checkPairing checks one participant's events: per term, OFFER_START
+// first; then at most one ELECTED_START/ELECTED_COMPLETE; exactly one end
+// (STOP_START or FAILED); STOP_COMPLETE only after STOP_START; nothing of
+// the term after its end but STOP_COMPLETE.
+func checkPairing(log []events.Event) error {
+	type termState struct{ offered, elected, electedDone, ended, stopStarted, stopDone bool }
+	terms := map[uint64]*termState{}
+	for i, ev := range log {
+		switch ev.Type {
+		case events.Start, events.Suspended, events.Reconnected, events.Lost, events.Overflow:
+			continue
+		}
+		ts := terms[ev.Term]
+		if ts == nil {
+			ts = &termState{}
+			terms[ev.Term] = ts
+		}
+		bad := func(why string) error { return fmt.Errorf("event %d %s term %d: %s", i, ev.Type, ev.Term, why) }
+		if ev.Type != events.OfferStart && !ts.offered && ev.Term != 0 {
+			return bad("before OFFER_START")
+		}
+		switch ev.Type {
+		case events.OfferStart:
+			if ts.offered {
+				return bad("second OFFER_START")
+			}
+			ts.offered = true
+		case events.ElectedStart:
+			if ts.elected || ts.ended {
+				return bad("second or late ELECTED_START")
+			}
+			ts.elected = true
+		case events.ElectedComplete:
+			if !ts.elected || ts.electedDone || ts.ended {
+				return bad("ELECTED_COMPLETE out of order")
+			}
+			ts.electedDone = true
+		case events.StopStart, events.Failed:
+			if ts.ended {
+				return bad("term ended twice")
+			}
+			if ts.elected && !ts.electedDone {
+				return bad("ended between ELECTED_START and ELECTED_COMPLETE")
+			}
+			ts.ended = true
+			ts.stopStarted = ev.Type == events.StopStart
+		case events.StopComplete:
+			if !ts.stopStarted || ts.stopDone {
+				return bad("STOP_COMPLETE without STOP_START")
+			}
+			ts.stopDone = true
+		default:
+			if ts.ended {
+				return bad("after the term ended")
+			}
+		}
+	}
+	for n, ts := range terms {
+		if n != 0 && ts.offered && !ts.ended {
+			return fmt.Errorf("term %d never ended (closed election)", n)
+		}
+		if ts.electedDone && !ts.ended {
+			return fmt.Errorf("term %d: ELECTED_COMPLETE not followed by STOP or FAILED", n)
+		}
+	}
+	return nil
+}
