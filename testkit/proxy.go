@@ -166,7 +166,7 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return // closed
 		}
-		l := &proxyLink{p: p, client: c, done: make(chan struct{}), pending: map[int32]*proxyFault{}}
+		l := &proxyLink{p: p, client: c, done: make(chan struct{}), pending: map[int32]*proxyFault{}, rewatched: make(chan struct{})}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -242,7 +242,22 @@ type proxyLink struct {
 
 	wmu     sync.Mutex  // one frame at a time to the client
 	holding atomic.Bool // a reply is held: answer pings here
+
+	// See resyncGrace.
+	resumed   atomic.Bool   // the client's handshake resumed a session
+	rewatched chan struct{} // closed once the client re-sent its watches
 }
+
+// resyncGrace bounds how long, after a client resumed its session, the
+// proxy holds the server's frames back waiting for the client to re-send its
+// watches. go-zookeeper v1.0.4 reads its last zxid for that setWatches
+// request without synchronising with its receive loop, which updates it on
+// every reply (upstream issue samuel/go-zookeeper#260): a reply arriving
+// first is a data race, and -race fails the test. Once the client has
+// written setWatches, its next read is ordered after it, so the proxy
+// forwards replies only then; a client without watches sends none, and its
+// replies wait this long.
+const resyncGrace = 100 * time.Millisecond
 
 func (l *proxyLink) run() {
 	defer l.p.wg.Done()
@@ -296,12 +311,17 @@ func (l *proxyLink) close() {
 func (l *proxyLink) forwardRequests(srv net.Conn) {
 	defer l.close()
 	r := bufio.NewReader(l.client)
+	rewatched := false
 	for first := true; ; first = false {
 		frame, err := readWireFrame(r)
 		if err != nil || !l.p.waitOpen(l) {
 			return
 		}
-		if req, ok := parseWireRequest(frame); ok && !first {
+		req, ok := parseWireRequest(frame)
+		switch {
+		case first:
+			l.resumed.Store(wireResumesSession(frame))
+		case ok:
 			if req.xid == wireXidPing && l.holding.Load() {
 				if l.writeClient(wirePingReply) != nil {
 					return
@@ -312,6 +332,10 @@ func (l *proxyLink) forwardRequests(srv net.Conn) {
 		if _, err := srv.Write(frame); err != nil {
 			return
 		}
+		if ok && !first && !rewatched && slices.Contains(wireOpSetWatches, req.op) {
+			rewatched = true
+			close(l.rewatched)
+		}
 	}
 }
 
@@ -320,16 +344,35 @@ func (l *proxyLink) forwardRequests(srv net.Conn) {
 func (l *proxyLink) forwardReplies(srv net.Conn) {
 	defer l.close()
 	r := bufio.NewReader(srv)
+	var resync *time.Timer // running while replies wait for setWatches
+	defer func() {
+		if resync != nil {
+			resync.Stop()
+		}
+	}()
 	for first := true; ; first = false {
 		frame, err := readWireFrame(r)
 		if err != nil {
 			return
+		}
+		if resync != nil {
+			select {
+			case <-l.rewatched:
+			case <-resync.C:
+			case <-l.done:
+				return
+			}
+			resync.Stop()
+			resync = nil
 		}
 		if first {
 			if s, ok := parseWireConnectResponse(frame); ok {
 				l.p.mu.Lock()
 				l.p.sess = s
 				l.p.mu.Unlock()
+				if l.resumed.Load() {
+					resync = time.NewTimer(resyncGrace)
+				}
 			}
 		} else if xid, ok := wireReplyXid(frame); ok {
 			l.mu.Lock()

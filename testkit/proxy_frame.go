@@ -31,6 +31,10 @@ const (
 	wireMultiHeader          = 9 // {type int32, done bool, err int32}
 )
 
+// wireOpSetWatches are the opcodes (setWatches, setWatches2) a client
+// re-sends its watches with after it resumed a session.
+var wireOpSetWatches = []int32{101, 105}
+
 // wireOpcodes lists the request opcodes each OpKind matches.
 var wireOpcodes = map[OpKind][]int32{
 	OpCreate:   {1, 15, 19}, // create, create2, createContainer
@@ -100,6 +104,14 @@ func readWireString(b []byte) (string, []byte) {
 		return "", b[4:]
 	}
 	return string(b[4 : 4+n]), b[4+n:]
+}
+
+// wireResumesSession reports whether a ConnectRequest frame {protocolVersion
+// int32, lastZxidSeen int64, timeOut int32, sessionId int64, ...} asks to
+// resume a session rather than to open one.
+func wireResumesSession(frame []byte) bool {
+	body := frame[4:]
+	return len(body) >= 24 && binary.BigEndian.Uint64(body[16:]) != 0
 }
 
 // wireReplyXid returns the xid of a reply frame (not the handshake).

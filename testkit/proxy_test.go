@@ -284,3 +284,48 @@ func TestParseWireRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestProxyCutsWithWatches cuts a connection that has watches and requests
+// in flight, again and again: the client resumes its session each time and
+// re-sends its watches. Under -race this is where go-zookeeper's unguarded
+// lastZxid would show up if the proxy let replies overtake setWatches.
+func TestProxyCutsWithWatches(t *testing.T) {
+	c, p, w := proxied(t, 4*time.Second)
+	dc := direct(t)
+	dir := scratch(t, dc, "/proxy-rewatch")
+	ctx := t.Context()
+	_, _, watch, err := c.ExistsW(ctx, dir+"/flag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := c.SessionID()
+	for i := range 30 {
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := c.Children(ctx, dir)
+			for errors.Is(err, zk.ErrConnectionLoss) {
+				_, _, err = c.Children(ctx, dir)
+			}
+			done <- err
+		}()
+		p.Cut()
+		w.await(t, "Cut", zk.StateSuspended, zk.StateReconnected)
+		if err := <-done; err != nil {
+			t.Fatalf("cut %d: %v", i, err)
+		}
+	}
+	if c.SessionID() != sid {
+		t.Fatalf("session changed: %x -> %x", sid, c.SessionID())
+	}
+	if _, err := dc.Create(ctx, dir+"/flag", nil, zk.ModePersistent); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-watch:
+		if ev.Type != zk.EventNodeCreated {
+			t.Fatalf("watch after 30 cuts: %v", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not survive the cuts")
+	}
+}
