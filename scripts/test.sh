@@ -7,8 +7,9 @@
 #   ZK_REQUIRED=1 scripts/test.sh      a missing ZooKeeper fails instead of skipping
 #
 # It installs ZooKeeper when it is missing and it can (scripts/install-zookeeper.sh),
-# checks formatting (gofmt) and `go vet`, then runs
+# then checks formatting (gofmt -l), runs `go vet PKGS` and
 #   go test -race -count=1 -timeout 20m ARGS PKGS
+# and fails if any of the three did.
 # Real servers are started by the tests themselves (package testkit), on
 # loopback with free ports; no server needs to be running beforehand.
 set -euo pipefail
@@ -23,15 +24,20 @@ bash scripts/install-zookeeper.sh
 
 read -r -a pkgs <<<"${PKGS:-./...}"
 
+# Every check runs, so one run shows every problem; any failure fails it.
+status=0
+
 unformatted=$(gofmt -l . 2>&1)
 if [[ -n $unformatted ]]; then
-  echo "test.sh: not gofmt-ed:" >&2
+  echo "test.sh: not gofmt-ed (run gofmt -w on them):" >&2
   echo "$unformatted" >&2
-  exit 1
+  status=1
 fi
 
 echo "+ go vet ${pkgs[*]}" >&2
-go vet "${pkgs[@]}"
+go vet "${pkgs[@]}" || status=1
 
 echo "+ go test -race -count=1 -timeout 20m $* ${pkgs[*]}" >&2
-go test -race -count=1 -timeout 20m "$@" "${pkgs[@]}"
+go test -race -count=1 -timeout 20m "$@" "${pkgs[@]}" || status=1
+
+exit $status
