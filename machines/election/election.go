@@ -43,7 +43,7 @@ var (
 	// ErrNodeDeleted: our election node was deleted by someone else.
 	ErrNodeDeleted = errors.New("election: election node deleted by another client")
 	// ErrClosed: the Election, or its connection, is closed (or nil).
-	ErrClosed = errors.New("election: closed")
+	ErrClosed     = errors.New("election: closed")
 	errNotLeading = errors.New("election: not leading")
 )
 

@@ -48,6 +48,25 @@ func recvLeader(t *testing.T, ch <-chan election.Leader) election.Leader {
 	return election.Leader{}
 }
 
+// waitEvent reads sub until an event of type typ arrives.
+func waitEvent(t *testing.T, sub *events.Subscription, typ events.Type) events.Event {
+	t.Helper()
+	timeout := time.After(15 * time.Second)
+	for {
+		select {
+		case ev, ok := <-sub.C:
+			if !ok {
+				t.Fatalf("subscription closed before %s", typ)
+			}
+			if ev.Type == typ {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no %s event within 15s", typ)
+		}
+	}
+}
+
 type campaigned struct {
 	term *election.Term
 	err  error
@@ -131,7 +150,10 @@ func TestLeaderExpiryHandsOverAndRequeues(t *testing.T) {
 		}()
 		oldToken := <-leading
 		second := newElection(t, tg.Connect(t), "/election/expiry", "second")
+		secondSub := second.Subscribe()
+		defer secondSub.Close()
 		res := campaignAsync(ctx, second)
+		waitEvent(t, secondSub, events.ReadyStart) // second is queued behind first
 		tg.Expire(t, lc)
 		r := <-res
 		if r.err != nil {
@@ -140,29 +162,15 @@ func TestLeaderExpiryHandsOverAndRequeues(t *testing.T) {
 		if r.term.Token() <= oldToken {
 			t.Fatalf("new leader's token %#x not above %#x", r.term.Token(), oldToken)
 		}
-		failed := false
-		for !failed {
-			select {
-			case ev := <-sub.C:
-				failed = ev.Type == events.Failed
-			case <-time.After(15 * time.Second):
-				t.Fatal("no FAILED event for the expired leader")
-			}
-		}
+		waitEvent(t, sub, events.Failed)
 		// With requeue, the first participant is back, as a follower.
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			ps, err := second.Participants(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(ps) == 2 && ps[0].ID == "second" && ps[1].ID == "first" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("participants %v, want [second first]", ps)
-			}
-			time.Sleep(5 * time.Millisecond)
+		waitEvent(t, sub, events.ReadyStart)
+		ps, err := second.Participants(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ps) != 2 || ps[0].ID != "second" || ps[1].ID != "first" {
+			t.Fatalf("participants %v, want [second first]", ps)
 		}
 		if err := second.Resign(ctx); err != nil {
 			t.Fatal(err)
@@ -225,15 +233,13 @@ func TestObserveEveryChangeInOrder(t *testing.T) {
 		if l := recvLeader(t, early); l.ID != "a" {
 			t.Fatalf("got %+v, want a", l)
 		}
-		waitParticipants := func(n int) {
-			for ps, _ := a.Participants(ctx); len(ps) < n; ps, _ = a.Participants(ctx) {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
+		bSub, cSub := b.Subscribe(), c.Subscribe()
+		defer bSub.Close()
+		defer cSub.Close()
 		bRes := campaignAsync(ctx, b) // queue b, then c, in that order
-		waitParticipants(2)
+		waitEvent(t, bSub, events.ReadyStart)
 		cRes := campaignAsync(ctx, c)
-		waitParticipants(3)
+		waitEvent(t, cSub, events.ReadyStart)
 		if err := a.Resign(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -76,15 +76,29 @@ func waitChildren(t *testing.T, c zk.Conn, path string, n int) {
 	}
 }
 
-// eventually polls cond (a read of the server's state) until it holds.
-func eventually(t *testing.T, what string, cond func() bool) {
+// eventually waits, re-reading path's children each time they change (a
+// child watch), until cond holds for them.
+func eventually(t *testing.T, c zk.Conn, path, what string, cond func(kids []string) bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for {
+		kids, _, ch, err := c.ChildrenW(ctx, path)
+		if errors.Is(err, zk.ErrNoNode) {
+			_, _, ch, err = c.ExistsW(ctx, path)
 		}
-		time.Sleep(5 * time.Millisecond)
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		slices.Sort(kids)
+		if cond(kids) {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for: %s (children %v)", what, kids)
+		}
 	}
 }
 
@@ -243,7 +257,7 @@ func TestFairFIFO(t *testing.T) {
 				}
 			}()
 		}
-		eventually(t, "every handle queued", func() bool { return len(children(t, cs[0], "/locks/fair")) == handles+1 })
+		waitChildren(t, cs[0], "/locks/fair", handles+1) // every handle queued
 		deadline.Store(time.Now().Add(duration).UnixNano())
 		if err := gate.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -346,9 +360,8 @@ func TestSessionExpiryWhileHolding(t *testing.T) {
 		if ev := waitEvent(t, sub, events.Failed); ev.Err == nil {
 			t.Fatal("FAILED without a cause")
 		}
-		eventually(t, "the expired holder's node is gone", func() bool {
-			_, ok, err := other.Exists(ctx, g.Node())
-			return err == nil && !ok
+		eventually(t, other, "/locks/expire-held", "the expired holder's node is gone", func(kids []string) bool {
+			return !slices.Contains(kids, zk.Base(g.Node()))
 		})
 		// The handle works again on the new session.
 		g2, err := l.Acquire(ctx)
@@ -387,8 +400,7 @@ func TestSessionExpiryWhileWaiting(t *testing.T) {
 		case <-time.After(15 * time.Second):
 			t.Fatal("Acquire still blocked after its session expired")
 		}
-		eventually(t, "only the holder's node is left", func() bool {
-			kids := children(t, other, "/locks/expire-wait")
+		eventually(t, other, "/locks/expire-wait", "only the holder's node is left", func(kids []string) bool {
 			return len(kids) == 1 && "/locks/expire-wait/"+kids[0] == hg.Node()
 		})
 	})
@@ -413,8 +425,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 		if r := <-res; !errors.Is(r.err, context.Canceled) {
 			t.Fatalf("Acquire after cancel = %v, want context.Canceled", r.err)
 		}
-		eventually(t, "the cancelled waiter's node is gone", func() bool {
-			kids := children(t, other, "/locks/cancel")
+		eventually(t, other, "/locks/cancel", "the cancelled waiter's node is gone", func(kids []string) bool {
 			return len(kids) == 1 && "/locks/cancel/"+kids[0] == hg.Node()
 		})
 		// The holder's release still hands over normally.
@@ -445,8 +456,8 @@ func TestCancelBetweenCreateAndReply(t *testing.T) {
 			t.Fatalf("Acquire = %v, want context.Canceled", r.err)
 		}
 		release() // the create's reply arrives after the caller gave up
-		eventually(t, "the late-created node is deleted", func() bool {
-			return len(children(t, other, "/locks/late")) == 0
+		eventually(t, other, "/locks/late", "the late-created node is deleted", func(kids []string) bool {
+			return len(kids) == 0
 		})
 	})
 }
