@@ -26,9 +26,10 @@
 // StartServer starts a standalone Apache ZooKeeper (Debian's
 // libzookeeper-java jars, run with java) on 127.0.0.1 with a free port and a
 // throw-away data directory, and stops it when the test ends; StartEnsemble
-// starts three servers whose members a test can Kill and Restart. Both are
-// ready in about half a second and two seconds. LaunchServer and
-// LaunchEnsemble do the same for programs (the demo, benchmarks).
+// starts three servers whose members a test can Kill and Restart. A server
+// is usually ready within a second, an ensemble within one or two.
+// LaunchServer and LaunchEnsemble do the same for programs (the demo,
+// benchmarks).
 //
 // Test servers run with a 200 ms tick, so sessions can be as short as
 // 400 ms (two ticks; 1–2 s is a good choice) and expire at most one tick
