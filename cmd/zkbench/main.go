@@ -1,0 +1,180 @@
+// Command zkbench measures zkrecipes against a ZooKeeper server and prints
+// one JSON line per run, in the shape the peer benchmark programs print
+// (Apache Curator's LockBench and RawRtt, kazoo's, go-zookeeper's Lock; see
+// /work/shared/peers), so that lines from one run can be compared side by
+// side:
+//
+//	zkbench lock -zk 127.0.0.1:2181 -clients 4 -duration 10s -warmup 2s
+//	zkbench rtt  -zk 127.0.0.1:2181 -n 1000
+//
+// Latencies are objects {n, mean_us, p50_us, p90_us, p99_us, max_us} with
+// nearest-rank percentiles. -zk takes host:port[,host:port...], or "sim"
+// for the in-memory simulator: a smoke test whose figures say nothing about
+// ZooKeeper. The exit code is 1 when the line says "ok": false.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/testkit"
+)
+
+const usage = `usage: zkbench BENCH -zk ADDR [flags]
+
+  lock   C clients (one session, one lock handle, one goroutine each) loop
+         Acquire/Release on one lock path
+  rtt    raw round trips through zkrecipes' ZooKeeper adapter, n sequential
+         calls each: exists, get, set, create, getChildren (10 children), delete
+
+ADDR is host:port[,host:port...] or "sim" (the in-memory simulator).
+"zkbench BENCH -h" lists a bench's flags.
+`
+
+// benches maps a bench name to its function. A bench parses its own flags
+// and returns its result line.
+var benches = map[string]func(ctx context.Context, args []string) (obj, error){
+	"lock": lockBench,
+	"rtt":  rttBench,
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the bench named by args[0] and writes its line to stdout. It
+// returns the process's exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || benches[args[0]] == nil {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	out, err := benches[args[0]](ctx, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "zkbench %s: %v\n", args[0], err)
+		return 1
+	}
+	line, err := json.Marshal(out)
+	if err != nil {
+		fmt.Fprintf(stderr, "zkbench %s: %v\n", args[0], err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s\n", line)
+	for _, f := range out {
+		if f.k == "ok" && f.v == false {
+			return 1
+		}
+	}
+	return 0
+}
+
+// common are the flags every bench has.
+type common struct {
+	fs      *flag.FlagSet
+	addr    string
+	session time.Duration
+	path    string
+}
+
+func newCommon(bench string) *common {
+	c := &common{fs: flag.NewFlagSet("zkbench "+bench, flag.ContinueOnError)}
+	c.fs.StringVar(&c.addr, "zk", "", `ZooKeeper servers host:port[,host:port...], or "sim" (required)`)
+	c.fs.DurationVar(&c.session, "session", 10*time.Second, "session timeout")
+	c.fs.StringVar(&c.path, "path", "/zkbench/"+bench+"-"+runID(), "the bench's directory (deleted at the end)")
+	return c
+}
+
+// parse parses args and checks -zk.
+func (c *common) parse(args []string) error {
+	if err := c.fs.Parse(args); err != nil {
+		return err
+	}
+	if c.addr == "" {
+		return errors.New("-zk is required")
+	}
+	if c.fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", c.fs.Args())
+	}
+	return nil
+}
+
+// target is where a bench runs: a ZooKeeper server or ensemble, or the
+// simulator, which all connections of one bench share.
+type target struct {
+	servers []string
+	session time.Duration
+	sim     *testkit.Sim
+}
+
+func (c *common) target() *target {
+	if c.addr == "sim" {
+		return &target{sim: testkit.NewSim()}
+	}
+	return &target{servers: strings.Split(c.addr, ","), session: c.session}
+}
+
+// connect opens a new session.
+func (t *target) connect(ctx context.Context) (zk.Conn, error) {
+	if t.sim != nil {
+		return t.sim.Connect(), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return zk.Connect(ctx, t.servers, zk.WithSessionTimeout(t.session))
+}
+
+// header is the start of every line: what ran, where, with which settings.
+func (c *common) header(bench string, params obj) obj {
+	return obj{
+		{"bench", bench}, {"impl", "zkrecipes"}, {"impl_version", implVersion()},
+		{"go_version", runtime.Version()}, {"connect", c.addr}, {"params", params},
+	}
+}
+
+// implVersion is the module version the binary was built from (with the
+// commit, when built by go build in a checkout), or "(devel)".
+func implVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+func runID() string { return fmt.Sprintf("%x", time.Now().UnixNano()) }
+
+// deleteTree deletes path and everything below it.
+func deleteTree(ctx context.Context, c zk.Conn, path string) error {
+	kids, _, err := c.Children(ctx, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, k := range kids {
+		if err := deleteTree(ctx, c, path+"/"+k); err != nil {
+			return err
+		}
+	}
+	if err := c.Delete(ctx, path, zk.AnyVersion); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	return nil
+}

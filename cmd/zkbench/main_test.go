@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		d := make([]time.Duration, len(v))
+		for i, x := range v {
+			d[i] = time.Duration(x) * time.Millisecond
+		}
+		return d
+	}
+	tests := []struct {
+		name   string
+		sorted []time.Duration
+		p      float64
+		want   time.Duration
+	}{
+		{"one sample", ms(7), .99, 7 * time.Millisecond},
+		{"p50 of four is the second", ms(1, 2, 3, 4), .50, 2 * time.Millisecond},
+		{"p50 of five is the third", ms(1, 2, 3, 4, 5), .50, 3 * time.Millisecond},
+		{"p90 of ten is the ninth", ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), .90, 9 * time.Millisecond},
+		{"p99 of ten is the max", ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), .99, 10 * time.Millisecond},
+		{"p0 is the min", ms(1, 2, 3), 0, 1 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := percentile(tt.sorted, tt.p); got != tt.want {
+				t.Errorf("percentile(%v, %v) = %v, want %v", tt.sorted, tt.p, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSummary(t *testing.T) {
+	var d []time.Duration
+	for i := 100; i >= 1; i-- { // unsorted on purpose
+		d = append(d, time.Duration(i)*time.Microsecond)
+	}
+	got, _ := json.Marshal(summary(d, micros))
+	want := `{"n":100,"mean_us":50.5,"p50_us":50,"p90_us":90,"p99_us":99,"max_us":100}`
+	if string(got) != want {
+		t.Errorf("summary = %s, want %s", got, want)
+	}
+	got, _ = json.Marshal(summary(nil, millis))
+	want = `{"n":0,"mean_ms":null,"p50_ms":null,"p90_ms":null,"p99_ms":null,"max_ms":null}`
+	if string(got) != want {
+		t.Errorf("empty summary = %s, want %s", got, want)
+	}
+}
+
+// runBench runs zkbench with args and decodes its JSON line.
+func runBench(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, args, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("zkbench %s: exit %d, stderr: %s, stdout: %s", strings.Join(args, " "), code, stderr.String(), stdout.String())
+	}
+	if n := strings.Count(stdout.String(), "\n"); n != 1 {
+		t.Fatalf("want one line, got %d: %s", n, stdout.String())
+	}
+	var out map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"bench", "impl", "impl_version", "connect", "params", "ok", "errors"} {
+		if _, ok := out[k]; !ok {
+			t.Errorf("field %q missing in %s", k, stdout.String())
+		}
+	}
+	return out
+}
+
+func latency(t *testing.T, out map[string]any, key string) map[string]any {
+	t.Helper()
+	l, ok := out[key].(map[string]any)
+	if !ok {
+		t.Fatalf("%s missing: %v", key, out)
+	}
+	if n, _ := l["n"].(float64); n < 1 {
+		t.Errorf("%s has no samples: %v", key, l)
+	}
+	return l
+}
+
+func TestLockBenchOnSim(t *testing.T) {
+	out := runBench(t, "lock", "-zk", "sim", "-clients", "3", "-duration", "300ms", "-warmup", "50ms")
+	for _, k := range []string{"acquire_us", "release_us", "cycle_us"} {
+		latency(t, out, k)
+	}
+	if out["max_holders"] != 1.0 || out["mutex_ok"] != true || out["ok"] != true {
+		t.Errorf("max_holders %v, mutex_ok %v, ok %v", out["max_holders"], out["mutex_ok"], out["ok"])
+	}
+	if out["lock_nodes_left"] != 0.0 {
+		t.Errorf("lock_nodes_left = %v", out["lock_nodes_left"])
+	}
+	if lo := out["per_client_min"].(float64); lo < 1 {
+		t.Errorf("per_client_min = %v: a client was never served", lo)
+	}
+}
+
+func TestRttBenchOnSim(t *testing.T) {
+	out := runBench(t, "rtt", "-zk", "sim", "-n", "20", "-warmup", "5")
+	for _, k := range []string{"exists_us", "get_us", "set_us", "create_us", "children_us", "delete_us"} {
+		latency(t, out, k)
+	}
+}
+
+func TestBadArguments(t *testing.T) {
+	for _, args := range [][]string{nil, {"nosuch"}, {"lock"}, {"lock", "-zk", "sim", "-clients", "0"}, {"rtt", "-zk", "sim", "extra"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(t.Context(), args, &stdout, &stderr); code == 0 || stdout.Len() > 0 {
+			t.Errorf("zkbench %q: exit %d, stdout %q; want a failure and no line", args, code, stdout.String())
+		}
+	}
+}

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# bench_peers.sh [OUTDIR]: zkrecipes against the ZooKeeper peers on one
+# standalone server (forceSync=yes, as the peers run it), interleaved.
+#
+# Each repetition runs, at each client count, zkbench lock, go-zookeeper's
+# Lock (peers/go/zklock) and Curator 5.4's InterProcessMutex (peers/curator
+# LockBench), in an order that rotates between repetitions; then zkbench
+# rtt and the lock package's Go benchmarks (uncontended acquire+release
+# against raw create+children+delete, each on its own forceSync server).
+# Every JSON line lands in OUTDIR (default: a new temp dir) and a summary of
+# medians and same-run ratios is printed at the end.
+#
+#   REPS=3 CLIENTS="4 16" DURATION=10 WARMUP=2 PORT=22181 BENCHTIME=3s
+#   PEERS=<repo>/../shared/peers
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+PEERS=${PEERS:-$(cd "$repo/../shared/peers" && pwd)}
+REPS=${REPS:-3}
+CLIENTS=${CLIENTS:-4 16}
+DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-2}
+PORT=${PORT:-22181}
+BENCHTIME=${BENCHTIME:-3s}
+out=${1:-$(mktemp -d -t zkrecipes-bench-XXXX)}
+mkdir -p "$out"
+work=$(mktemp -d -t zkrecipes-peers-XXXX)
+cleanup() { "$PEERS/zk.sh" stop "$work/zk" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+log() { echo "[$(date +%T)] $*" | tee -a "$out/commands.txt" >&2; }
+
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "commit: $(git -C "$repo" rev-parse --short HEAD)"
+  echo "nproc: $(nproc)"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+  echo "kernel: $(uname -r)"
+  echo "go: $(go version)"
+  echo "java: $(java -version 2>&1 | head -1)"
+  dpkg-query -W -f='pkg: ${Package} ${Version}\n' libzookeeper-java libcurator-recipes-java 2>/dev/null || true
+} > "$out/machine.txt"
+
+# Build everything first, into our own folder (the Curator peers are built
+# from a copy, so a build in the shared folder cannot pull the jar from
+# under a run).
+(cd "$repo" && go build -o "$work/zkbench" ./cmd/zkbench && go test -c -o "$work/lock.test" ./machines/lock)
+(cd "$PEERS/go/zklock" && go build -o "$work/zklock" .)
+cp -r "$PEERS/curator" "$work/curator"
+rm -rf "$work/curator/build"
+"$work/curator/build.sh" >&2
+
+"$PEERS/zk.sh" start-standalone "$PORT" "$work/zk" > /dev/null
+CS=127.0.0.1:$PORT
+
+# run NAME CMD...: the command's JSON line goes to OUTDIR/NAME.json
+run() {
+  local name=$1; shift
+  log "$name: $*"
+  if ! timeout 300 "$@" > "$out/$name.json" 2> "$out/$name.err"; then
+    log "  !! $name failed (see $out/$name.err)"
+  fi
+  [[ -s $out/$name.err ]] || rm -f "$out/$name.err"
+}
+
+lock_cmd() { # IMPL CLIENTS
+  case $1 in
+    zkrecipes) echo "$work/zkbench lock -zk $CS -clients $2 -duration ${DURATION}s -warmup ${WARMUP}s" ;;
+    go-zookeeper) echo "$work/zklock $CS clients=$2 duration_s=$DURATION warmup_s=$WARMUP" ;;
+    curator) echo "$work/curator/run.sh LockBench $CS clients=$2 duration_s=$DURATION warmup_s=$WARMUP" ;;
+  esac
+}
+
+# Warm the server's JVM with every client (discarded).
+for impl in zkrecipes go-zookeeper curator; do
+  # shellcheck disable=SC2046
+  timeout 120 $(DURATION=2 WARMUP=1 lock_cmd "$impl" 4) > /dev/null 2>&1 || true
+done
+
+impls=(zkrecipes go-zookeeper curator)
+for rep in $(seq 1 "$REPS"); do
+  for c in $CLIENTS; do
+    for k in 0 1 2; do
+      impl=${impls[$(( (k + rep - 1) % 3 ))]}
+      # shellcheck disable=SC2046
+      run "lock-$impl-c$c-rep$rep" $(lock_cmd "$impl" "$c")
+    done
+  done
+  run "rtt-zkrecipes-rep$rep" "$work/zkbench" rtt -zk "$CS" -n 1000
+  log "go benchmarks rep $rep"
+  (cd "$repo/machines/lock" && "$work/lock.test" -test.run '^$' \
+    -test.bench 'Uncontended|RawCreateChildrenDelete' -test.benchtime "$BENCHTIME") \
+    > "$out/gobench-rep$rep.txt" 2>&1 || log "  !! go benchmarks failed (see $out/gobench-rep$rep.txt)"
+done
+
+/usr/bin/python3 - "$out" <<'PY'
+import glob, json, os, re, statistics, sys
+out = sys.argv[1]
+def load(p):
+    try:
+        return json.loads(open(p).read().strip().splitlines()[-1])
+    except Exception:
+        return None
+runs = {}
+for p in glob.glob(os.path.join(out, "lock-*.json")):
+    m = re.match(r"lock-(.+)-c(\d+)-rep(\d+)\.json", os.path.basename(p))
+    runs.setdefault(int(m[2]), {}).setdefault(int(m[3]), {})[m[1]] = load(p)
+print("contended lock, acq/s per repetition (same server, interleaved)")
+for c in sorted(runs):
+    reps = runs[c]
+    ratios = []
+    for rep in sorted(reps):
+        r = reps[rep]
+        val = {k: (v or {}).get("acq_per_s") if (v or {}).get("ok") else None for k, v in r.items()}
+        peers = [val.get(k) for k in ("go-zookeeper", "curator") if val.get(k)]
+        ratio = val.get("zkrecipes") / max(peers) if val.get("zkrecipes") and peers else None
+        if ratio:
+            ratios.append(ratio)
+        print("  c=%-2d rep %d: " % (c, rep) + "  ".join("%s %s" % (k, val.get(k)) for k in ("zkrecipes", "go-zookeeper", "curator"))
+              + ("   zkrecipes / best peer = %.2f" % ratio if ratio else ""))
+    meds = {k: statistics.median([reps[r][k]["acq_per_s"] for r in reps if reps[r].get(k) and reps[r][k].get("ok")] or [0])
+            for k in ("zkrecipes", "go-zookeeper", "curator")}
+    print("  c=%-2d median: %s" % (c, "  ".join("%s %.1f" % kv for kv in meds.items()))
+          + ("   median of same-run ratios %.2f" % statistics.median(ratios) if ratios else ""))
+rtts = [load(p) for p in sorted(glob.glob(os.path.join(out, "rtt-zkrecipes-rep*.json")))]
+rtts = [r for r in rtts if r and r.get("ok")]
+if rtts:
+    print("zkbench rtt, median over repetitions of p50 (us): " + "  ".join(
+        "%s %.1f" % (op, statistics.median([r[op + "_us"]["p50_us"] for r in rtts]))
+        for op in ("exists", "get", "set", "create", "children", "delete")))
+ratios = []
+for p in sorted(glob.glob(os.path.join(out, "gobench-rep*.txt"))):
+    ns = dict(re.findall(r"^Benchmark(\w+?)-\d+\s+\d+\s+([\d.]+) ns/op", open(p).read(), re.M))
+    if "Uncontended" in ns and "RawCreateChildrenDelete" in ns:
+        u, r = float(ns["Uncontended"]), float(ns["RawCreateChildrenDelete"])
+        ratios.append(u / r)
+        print("go bench %s: uncontended %.0f us, raw create+children+delete %.0f us, ratio %.3f" % (os.path.basename(p), u / 1e3, r / 1e3, u / r))
+if ratios:
+    print("go bench: median ratio uncontended / raw = %.3f" % statistics.median(ratios))
+print("results in " + out)
+PY
