@@ -5,7 +5,8 @@
 # Each repetition runs, at each client count, zkbench lock, go-zookeeper's
 # Lock (peers/go/zklock) and Curator 5.4's InterProcessMutex (peers/curator
 # LockBench), in an order that rotates between repetitions; then zkbench
-# rtt and the lock package's Go benchmarks (uncontended acquire+release
+# rtt, zkbench election beside Curator's ElectionBench (LeaderLatch), and
+# the lock package's Go benchmarks (uncontended acquire+release
 # against raw create+children+delete, each on its own forceSync server).
 # Every JSON line lands in OUTDIR (default: a new temp dir) and a summary of
 # medians and same-run ratios is printed at the end.
@@ -86,6 +87,8 @@ for rep in $(seq 1 "$REPS"); do
     done
   done
   run "rtt-zkrecipes-rep$rep" "$work/zkbench" rtt -zk "$CS" -n 1000
+  run "election-zkrecipes-rep$rep" "$work/zkbench" election -zk "$CS" -participants 5 -rounds 20 -kill-rounds 1 -victim-session 4s
+  run "election-curator-rep$rep" "$work/curator/run.sh" ElectionBench "$CS" participants=5 rounds=20 kill_rounds=1 victim_session_ms=4000
   log "go benchmarks rep $rep"
   (cd "$repo/machines/lock" && "$work/lock.test" -test.run '^$' \
     -test.bench 'Uncontended|RawCreateChildrenDelete' -test.benchtime "$BENCHTIME") \
@@ -127,6 +130,14 @@ if rtts:
     print("zkbench rtt, median over repetitions of p50 (us): " + "  ".join(
         "%s %.1f" % (op, statistics.median([r[op + "_us"]["p50_us"] for r in rtts]))
         for op in ("exists", "get", "set", "create", "children", "delete")))
+for impl in ("zkrecipes", "curator"):
+    el = [load(p) for p in sorted(glob.glob(os.path.join(out, "election-%s-rep*.json" % impl)))]
+    el = [r for r in el if r and r.get("ok")]
+    if el:
+        fo = [r["failover_ms"]["p50_ms"] for r in el]
+        kill = [k["failover_ms"] for r in el for k in r.get("kill_rounds", [])]
+        print("election %-9s graceful failover p50 per repetition (ms): %s  median %.3f;  kill failover (ms): %s" % (
+            impl, " ".join("%.3f" % v for v in fo), statistics.median(fo), " ".join("%.0f" % v for v in kill)))
 ratios = []
 for p in sorted(glob.glob(os.path.join(out, "gobench-rep*.txt"))):
     ns = dict(re.findall(r"^Benchmark(\w+?)-\d+\s+\d+\s+([\d.]+) ns/op", open(p).read(), re.M))

@@ -128,3 +128,26 @@ func TestBadArguments(t *testing.T) {
 		}
 	}
 }
+
+func TestElectionBenchOnSim(t *testing.T) {
+	out := runBench(t, "election", "-zk", "sim", "-participants", "4", "-rounds", "6", "-kill-rounds", "2")
+	if out["ok"] != true || out["rounds"] != 6.0 {
+		t.Errorf("ok %v, rounds %v, errors %v", out["ok"], out["rounds"], out["errors"])
+	}
+	if _, ok := out["first_leader_ms"].(float64); !ok {
+		t.Errorf("first_leader_ms = %v", out["first_leader_ms"])
+	}
+	if n := latency(t, out, "failover_ms")["n"]; n != 6.0 {
+		t.Errorf("failover_ms.n = %v, want 6", n)
+	}
+	kills, _ := out["kill_rounds"].([]any)
+	if len(kills) != 2 {
+		t.Fatalf("kill_rounds = %v, want 2", out["kill_rounds"])
+	}
+	for _, k := range kills {
+		k := k.(map[string]any)
+		if k["new_leader"] == "victim" || k["new_leader"] == nil || k["failover_ms"] == nil {
+			t.Errorf("kill round %v", k)
+		}
+	}
+}
