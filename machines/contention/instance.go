@@ -262,7 +262,7 @@ func (in *Instance) run(cmd Command) {
 		err := f(ctx)
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
-			span.SetAttributes(attribute.String("error.type", ErrorType(err)))
+			span.SetAttributes(attribute.String("error.type", Errors{}.ErrorType(err)))
 		}
 		span.End()
 	}
@@ -367,12 +367,18 @@ func EnsurePath(ctx context.Context, conn zk.Conn, path string) error {
 	return err
 }
 
-// ErrorType is the span attribute error.type for err: a short stable name.
-func ErrorType(err error) string {
-	for _, e := range []struct {
+// ErrorType is the span attribute error.type for err: a short stable name,
+// from the recipe's own errors first, then ZooKeeper's.
+func (e Errors) ErrorType(err error) string {
+	for _, c := range []struct {
 		err  error
 		name string
 	}{
+		{e.SessionLost, "session_lost"},
+		{e.Suspended, "suspended"},
+		{e.NodeDeleted, "node_deleted"},
+		{e.NotHeld, "not_held"},
+		{e.Closed, "closed"},
 		{context.Canceled, "canceled"},
 		{context.DeadlineExceeded, "deadline_exceeded"},
 		{zk.ErrConnectionLoss, "connection_loss"},
@@ -384,9 +390,13 @@ func ErrorType(err error) string {
 		{zk.ErrBadVersion, "bad_version"},
 		{zk.ErrNoAuth, "no_auth"},
 	} {
-		if errors.Is(err, e.err) {
-			return e.name
+		if c.err != nil && errors.Is(err, c.err) {
+			return c.name
 		}
 	}
 	return "_OTHER"
 }
+
+// ErrorType names err for the span attribute error.type, knowing this
+// instance's recipe errors.
+func (in *Instance) ErrorType(err error) string { return in.m.cfg.Errors.ErrorType(err) }

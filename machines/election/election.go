@@ -188,7 +188,7 @@ func (e *Election) campaign(ctx context.Context, marker string) (*Term, error) {
 	})
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(attribute.String("error.type", contention.ErrorType(err)))
+		span.SetAttributes(attribute.String("error.type", e.inst.ErrorType(err)))
 		return nil, err
 	}
 	span.SetAttributes(attribute.String("zk.election.node", r.Grant.Node), attribute.Int64("zk.election.token", r.Grant.Token))
@@ -208,7 +208,7 @@ func (e *Election) Resign(ctx context.Context) error {
 	}
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(attribute.String("error.type", contention.ErrorType(err)))
+		span.SetAttributes(attribute.String("error.type", e.inst.ErrorType(err)))
 	}
 	return err
 }

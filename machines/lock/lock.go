@@ -179,7 +179,7 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 	r, err := l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Acquire{Req: req, Try: try} })
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(attribute.String("error.type", contention.ErrorType(err)))
+		span.SetAttributes(attribute.String("error.type", l.inst.ErrorType(err)))
 		return false, nil, err
 	}
 	span.SetAttributes(attribute.Bool("zk.lock.acquired", r.Granted))
@@ -200,7 +200,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	_, err := l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req} })
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(attribute.String("error.type", contention.ErrorType(err)))
+		span.SetAttributes(attribute.String("error.type", l.inst.ErrorType(err)))
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -118,3 +119,60 @@ func hasAttr(s sdktrace.ReadOnlySpan, key, value string) bool {
 	}
 	return false
 }
+
+// TestZeroReadHandoff checks, from the ZooKeeper request spans, that a
+// waiter behind a holder makes no request between the holder's release and
+// its own grant: delete → notification → held.
+func TestZeroReadHandoff(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c, other := tg.Connect(t), tg.Connect(t)
+		ensureDir(t, other, "/locks/handoff")
+		holder := newLock(t, other, "/locks/handoff")
+		if _, err := holder.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sr := tracetest.NewSpanRecorder()
+		ended := make(chan string, 100)
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSpanProcessor(endNotifier(ended)))
+		defer tp.Shutdown(context.Background())
+		waiter := newLock(t, c, "/locks/handoff", lock.WithTracerProvider(tp))
+		res := acquireAsync(ctx, waiter)
+		// The waiter's requests: create, children + exists (own node), then
+		// exists on the holder's node, which arms the watch.
+		for exists := 0; exists < 2; {
+			select {
+			case name := <-ended:
+				if name == "zk.exists /locks/handoff" {
+					exists++
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("the waiter's watch was not armed")
+			}
+		}
+		before := len(sr.Ended())
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-res; r.err != nil {
+			t.Fatal(r.err)
+		}
+		var after []string
+		for _, s := range sr.Ended()[before:] {
+			if strings.HasPrefix(s.Name(), "zk.") {
+				after = append(after, s.Name())
+			}
+		}
+		if len(after) != 0 {
+			t.Fatalf("the waiter made requests after the holder released: %v", after)
+		}
+	})
+}
+
+// endNotifier is a span processor that sends each ended span's name.
+type endNotifier chan<- string
+
+func (n endNotifier) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (n endNotifier) OnEnd(s sdktrace.ReadOnlySpan)                   { n <- s.Name() }
+func (n endNotifier) Shutdown(context.Context) error                  { return nil }
+func (n endNotifier) ForceFlush(context.Context) error                { return nil }
