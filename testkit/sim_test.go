@@ -427,6 +427,83 @@ func TestSimContainers(t *testing.T) {
 	}
 }
 
+// TestSimWatchBeforeReply: a session's own watch event is in its channel
+// when the reply of the change that fired it returns (zk-semantics.md §4).
+func TestSimWatchBeforeReply(t *testing.T) {
+	s := NewSim()
+	defer s.Close()
+	a := simSessions(t, s, 1)[0]
+	w := a.existsW("/n")
+	a.mkdir("/n")
+	wantEvent(t, delivered(t, w), zk.EventNodeCreated, "/n")
+	w = a.childrenW("/n")
+	a.mkdir("/n/c")
+	wantEvent(t, delivered(t, w), zk.EventNodeChildrenChanged, "/n")
+	w = a.getW("/n/c")
+	a.del("/n/c")
+	wantEvent(t, delivered(t, w), zk.EventNodeDeleted, "/n/c")
+}
+
+// TestSimEventOrder looks at the order in which a transaction queues its
+// notifications for a session (what a real server sends on the wire): a
+// node's before its parent's, and a multi's in op order, the parent's child
+// watch spent by the first child change (zk-semantics.md §4).
+func TestSimEventOrder(t *testing.T) {
+	s := NewSim()
+	defer s.Close()
+	ss := simSessions(t, s, 2)
+	a, b := ss[0], ss[1]
+	a.mkdir("/P")
+	for _, n := range []string{"m1", "m2", "m3"} {
+		a.mkdir("/P/" + n)
+	}
+	bid := b.SessionID()
+	// queued runs fn as a transaction and returns what it queued for a.
+	queued := func(fn func(tx *txn) error) []string {
+		t.Helper()
+		s.mu.Lock()
+		check(t, s.write(fn))
+		var got []string
+		for _, d := range a.Conn.(*simConn).outbox {
+			got = append(got, d.watch.Type.String()+" "+d.watch.Path)
+		}
+		s.mu.Unlock()
+		s.deliver()
+		return got
+	}
+	a.childrenW("/P")
+	a.existsW("/P/c")
+	got := queued(func(tx *txn) error { _, err := tx.create("/P/c", nil, zk.ModePersistent, bid); return err })
+	if want := []string{"NodeCreated /P/c", "NodeChildrenChanged /P"}; !slices.Equal(got, want) {
+		t.Fatalf("create: %v, want %v", got, want)
+	}
+	a.childrenW("/P")
+	a.getW("/P/c")
+	a.childrenW("/P/c")
+	got = queued(func(tx *txn) error { return tx.delete("/P/c", -1) })
+	if want := []string{"NodeDeleted /P/c", "NodeDeleted /P/c", "NodeChildrenChanged /P"}; !slices.Equal(got, want) {
+		t.Fatalf("delete: %v, want %v (one notification for both watches of /P/c)", got, want)
+	}
+	a.getW("/P/m3")
+	a.getW("/P/m2")
+	a.getW("/P/m1")
+	a.existsW("/P/m4")
+	a.childrenW("/P")
+	got = queued(func(tx *txn) error {
+		_, err := tx.multi([]zk.Op{
+			&zk.SetOp{Path: "/P/m1", Version: -1},
+			&zk.DeleteOp{Path: "/P/m2", Version: -1},
+			&zk.SetOp{Path: "/P/m3", Version: -1},
+			&zk.CreateOp{Path: "/P/m4"},
+		}, bid)
+		return err
+	})
+	want := []string{"NodeDataChanged /P/m1", "NodeDeleted /P/m2", "NodeChildrenChanged /P", "NodeDataChanged /P/m3", "NodeCreated /P/m4"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("multi: %v, want %v", got, want)
+	}
+}
+
 func TestSimTarget(t *testing.T) {
 	s := NewSim()
 	defer s.Close()
