@@ -21,6 +21,30 @@
 //		})
 //	}
 //
+// # The simulator
+//
+// NewSim is an in-memory ZooKeeper 3.8, one standalone server seen through
+// go-zookeeper and our adapter, as zk-semantics.md describes them:
+// per-parent sequence counters (not Cversion; restarting with the parent),
+// ephemerals, containers, one-shot watches with the server's firing rules
+// and order, atomic multi with per-op results, full Stats from one zxid
+// counter (failed writes, a whole multi, opening and closing a session each
+// take one), children listed in a seeded, stable, never-sorted order, the
+// request frame limit. It has no goroutines and no timers: the same calls
+// in the same order give the same names, zxids and events, and time enters
+// only through WithClock. A session's own watch event is in its channel
+// before the reply of the change that fired it.
+//
+// Faults are small verbs: Disconnect and Reconnect (SUSPENDED, requests
+// wait, then RECONNECTED and the watches replayed from the last zxid the
+// conn saw), Expire (the ephemerals go; LOST, then CONNECTED with a new
+// session, as go-zookeeper does), LoseNextReply and HoldNextReply, and
+// ReapContainers (one pass of the server's reaper; WithAutoReap reaps at
+// once). SetSequence moves a parent's counter, to test wrap-around. Sim's
+// Target is the "sim" of ForEachTarget; conformance_test.go runs one table
+// of ZooKeeper behaviours on it and on a real server, and where they differ
+// the simulator is the one to fix.
+//
 // # A real ZooKeeper
 //
 // StartServer starts a standalone Apache ZooKeeper (Debian's
