@@ -945,6 +945,7 @@ func faultLostReply(t *testing.T, tg Target) {
 	ss := connect(t, tg, 2)
 	a, b := ss[0], ss[1]
 	a.mkdir("/P")
+	w := a.childrenW("/P")
 	log := recordSession(t, a)
 	sid := a.SessionID()
 	tg.LoseNextReply(t, a.Conn, OpCreate, "/P/")
@@ -957,6 +958,9 @@ func faultLostReply(t *testing.T, tg Target) {
 	if o := b.stat("/P/n-0000000000").EphemeralOwner; o != sid {
 		t.Fatalf("the lost create's node owned by %#x, want %#x", o, sid)
 	}
+	// The session's watch fires once: before the lost reply, or in the
+	// replay after the reconnect.
+	wantEvent(t, await(t, w), zk.EventNodeChildrenChanged, "/P")
 }
 
 // The Target contract: a held reply's request is applied at once; the
@@ -965,6 +969,7 @@ func faultHeldReply(t *testing.T, tg Target) {
 	ss := connect(t, tg, 2)
 	a, b := ss[0], ss[1]
 	a.mkdir("/P")
+	w := a.getW("/P")
 	applied, release := tg.HoldNextReply(t, a.Conn, OpCreate, "/P/")
 	type result struct {
 		path string
@@ -983,6 +988,12 @@ func faultHeldReply(t *testing.T, tg Target) {
 	if !b.exists("/P/n-0000000000") {
 		t.Fatal("the held create is not visible to another session")
 	}
+	// The watch events that come meanwhile are held with the reply.
+	b.set("/P", []byte("x"))
+	if tg.Name() != "sim" {
+		<-time.After(50 * time.Millisecond) // an observation window for an absence
+	}
+	undelivered(t, w)
 	select {
 	case r := <-done:
 		t.Fatalf("the reply was not held: %+v", r)
@@ -992,6 +1003,7 @@ func faultHeldReply(t *testing.T, tg Target) {
 	if r := <-done; r.err != nil || r.path != "/P/n-0000000000" {
 		t.Fatalf("held reply %+v", r)
 	}
+	wantEvent(t, await(t, w), zk.EventNodeDataChanged, "/P")
 }
 
 // §10: a request frame over jute.maxbuffer makes the server drop the

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -206,11 +207,12 @@ func (s *Sim) LoseNextReply(c zk.Conn, op OpKind, pathPrefix string) {
 
 // HoldNextReply arms a one-shot fault on c: the next matching request (as
 // for LoseNextReply) is applied, and applied is closed, but its reply is
-// held until release is called; replies to c's later requests wait behind
-// it, as on a real connection (their requests are applied at once). Watch
-// events are not held. If c's connection drops first, the held caller gets
-// the error of the drop. release is idempotent; called before the request
-// comes, it lets the reply through unheld.
+// held until release is called, and so is everything after it on c's
+// connection: the replies to c's later requests (which are applied at
+// once) and the watch events c gets meanwhile. If c's connection drops
+// first, the held callers get the error of the drop and the held watch
+// events are lost, their watches left for the replay. release is
+// idempotent; called before the fault matched, it disarms it.
 func (s *Sim) HoldNextReply(c zk.Conn, op OpKind, pathPrefix string) (applied <-chan struct{}, release func()) {
 	sc := s.own(c)
 	f := &fault{op: op, prefix: pathPrefix, hold: true, applied: make(chan struct{}), release: make(chan struct{})}
@@ -221,8 +223,18 @@ func (s *Sim) HoldNextReply(c zk.Conn, op OpKind, pathPrefix string) (applied <-
 	return f.applied, func() {
 		once.Do(func() {
 			s.mu.Lock()
-			defer s.mu.Unlock()
 			close(f.release)
+			sc.faults = slices.DeleteFunc(sc.faults, func(g *fault) bool { return g == f })
+			sc.holds = slices.DeleteFunc(sc.holds, func(ch chan struct{}) bool { return ch == f.release })
+			if len(sc.holds) == 0 {
+				parked := sc.parked
+				sc.parked = nil
+				for _, d := range parked {
+					sc.post(d)
+				}
+			}
+			s.mu.Unlock()
+			s.deliver()
 		})
 	}
 }

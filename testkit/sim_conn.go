@@ -24,7 +24,8 @@ type simConn struct {
 	lastZxid int64         // the zxid of the last reply received (SetWatches' relZxid)
 	watches  map[watchKey][]chan zk.WatchEvent
 	faults   []*fault
-	holds    []chan struct{} // release channels of held replies, in request order
+	holds    []chan struct{} // release channels of the replies held now, in request order
+	parked   []delivery      // watch events that came after a held reply, held with it
 	subs     []subscriber
 	nextSub  int
 	outbox   []delivery
@@ -52,12 +53,18 @@ func (c *simConn) online() bool {
 	return c.state == zk.StateConnected || c.state == zk.StateReconnected
 }
 
-// drop ends c's current connection: owed replies fail with err.
+// drop ends c's current connection: owed replies fail with err, and the
+// notifications held behind them are lost, so their watches are armed
+// again, for the replay.
 func (c *simConn) drop(err error) {
 	c.link.err = err
 	close(c.link.down)
 	c.link = newLink()
 	c.holds = nil
+	for _, d := range c.parked {
+		c.watches[d.key] = append(c.watches[d.key], d.ch)
+	}
+	c.parked = nil
 }
 
 // cut drops c's connection and makes it SUSPENDED.
@@ -134,15 +141,13 @@ func (c *simConn) call(ctx context.Context, req request, apply func(watch bool) 
 		s.deliver()
 		return zk.ErrConnectionLoss
 	}
-	c.holds = slices.DeleteFunc(c.holds, closed)
 	wait := slices.Clone(c.holds)
-	if f != nil {
-		c.holds = append(c.holds, f.release)
-		wait = append(wait, f.release)
-	}
 	err := apply(true)
 	zxid, l := s.zxid, c.link
 	if f != nil {
+		// Held from here on: the reply, and what follows it.
+		c.holds = append(c.holds, f.release)
+		wait = append(wait, f.release)
 		close(f.applied)
 	}
 	if len(wait) == 0 {
@@ -168,15 +173,6 @@ func (c *simConn) call(ctx context.Context, req request, apply func(watch bool) 
 	}
 	s.mu.Unlock()
 	return err
-}
-
-func closed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // saw records that c received a reply carrying zxid.

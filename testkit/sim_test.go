@@ -308,6 +308,7 @@ func TestSimHoldNextReply(t *testing.T) {
 	defer s.Close()
 	ss := simSessions(t, s, 2)
 	a, b := ss[0], ss[1]
+	w := a.existsW("/watched")
 	applied, release := s.HoldNextReply(a.Conn, OpCreate, "/held")
 	type result struct {
 		path string
@@ -339,8 +340,12 @@ func TestSimHoldNextReply(t *testing.T) {
 		t.Fatalf("held reply not held: %+v", r)
 	default:
 	}
+	// Watch events wait behind the held reply too.
+	b.mkdir("/watched")
+	undelivered(t, w)
 	release()
 	release()
+	wantEvent(t, delivered(t, w), zk.EventNodeCreated, "/watched")
 	if r := <-held; r.err != nil || r.path != "/held" {
 		t.Fatalf("held reply %+v", r)
 	}
@@ -349,6 +354,7 @@ func TestSimHoldNextReply(t *testing.T) {
 	}
 
 	// A connection drop fails the held reply.
+	w = a.getW("/held")
 	applied, release = s.HoldNextReply(a.Conn, OpSet, "")
 	defer release()
 	go func() {
@@ -356,9 +362,12 @@ func TestSimHoldNextReply(t *testing.T) {
 		held <- result{err: err}
 	}()
 	<-applied
+	b.set("/held", nil)
 	s.Disconnect(a.Conn)
 	wantErr(t, "held reply at Disconnect", (<-held).err, zk.ErrConnectionLoss)
-	s.Reconnect(a.Conn)
+	undelivered(t, w)
+	s.Reconnect(a.Conn) // the held event was lost; the replay brings it
+	wantEvent(t, delivered(t, w), zk.EventNodeDataChanged, "/held")
 
 	// A ctx that ends while the reply is held.
 	applied, release2 := s.HoldNextReply(a.Conn, OpDelete, "")

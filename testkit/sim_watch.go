@@ -52,7 +52,7 @@ func (c *simConn) fire(path string, typ zk.EventType) {
 	for _, kind := range kindsFired(typ) {
 		k := watchKey{path, kind}
 		for _, ch := range c.watches[k] {
-			c.post(delivery{ch: ch, watch: zk.WatchEvent{Type: typ, Path: path}})
+			c.post(delivery{ch: ch, key: k, watch: zk.WatchEvent{Type: typ, Path: path}})
 		}
 		delete(c.watches, k)
 	}
@@ -120,17 +120,23 @@ func (c *simConn) dropWatches(err error) {
 	clear(c.watches)
 }
 
-// delivery is one thing to hand to c's user: a watch event for one channel,
-// or a session event for the subscribers.
+// delivery is one thing to hand to c's user: a watch event for the channel
+// of a watch (key), or a session event for the subscribers.
 type delivery struct {
 	ch      chan zk.WatchEvent
+	key     watchKey
 	watch   zk.WatchEvent
 	session zk.SessionEvent
 }
 
 // post queues d for c, in order. Called with the sim's lock held; d is
-// handed over by deliver, without the lock.
+// handed over by deliver, without the lock. A watch event that comes while
+// a reply is held waits with it, as it would on the connection.
 func (c *simConn) post(d delivery) {
+	if d.ch != nil && len(c.holds) > 0 {
+		c.parked = append(c.parked, d)
+		return
+	}
 	if !c.queued {
 		c.queued = true
 		c.s.pending = append(c.s.pending, c)
