@@ -44,6 +44,7 @@ var conformance = []struct {
 	{"builtins", builtins},
 	{"children/unsorted", childrenUnsorted},
 	{"session/reconnect replays watches", sessionReplay},
+	{"session/requests wait while cut", sessionRequestsWait},
 	{"session/expiry", sessionExpiry},
 	{"session/close", sessionClose},
 	{"fault/lost reply", faultLostReply},
@@ -889,6 +890,28 @@ func sessionReplay(t *testing.T, tg Target) {
 	// d5's watch, missed while cut, is still armed.
 	b.mkdir("/R/d5")
 	wantEvent(t, await(t, d5), zk.EventNodeCreated, "/R/d5")
+}
+
+// The Target contract: while the connection is cut, requests wait; they
+// go through once it is back, in the same session.
+func sessionRequestsWait(t *testing.T, tg Target) {
+	ss := connect(t, tg, 2)
+	a, b := ss[0], ss[1]
+	sid := a.SessionID()
+	w := b.existsW("/e")
+	tg.Disconnect(t, a.Conn)
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Create(a.ctx, "/e", nil, zk.ModeEphemeral)
+		done <- err
+	}()
+	quiet(t, tg, b, w)
+	tg.Reconnect(t, a.Conn)
+	check(t, <-done)
+	wantEvent(t, await(t, w), zk.EventNodeCreated, "/e")
+	if o := b.stat("/e").EphemeralOwner; o != sid {
+		t.Fatalf("created in session %#x, want %#x", o, sid)
+	}
 }
 
 // §2: expiry deletes the session's ephemerals and fires other sessions'
