@@ -20,12 +20,15 @@ import (
 // calls in the same order give the same names, zxids, child orders and
 // events. Time enters only through the clock (WithClock) for ctime/mtime
 // and event times. Session expiry and container reaping happen when a test
-// says so (Expire, ReapContainers, or WithAutoReap).
+// says so (Expire, ReapContainers, or WithAutoReap): a session never times
+// out, however long its conn stays cut (on a real server it would expire
+// after its timeout).
 //
 // Requests are answered synchronously by the calling goroutine. Session
 // events and watch events are handed to a conn's subscribers and channels
 // in order, never under the Sim's lock, before the call that caused them
-// returns. Subscriber callbacks must not call the Sim or the Conn.
+// returns (unless a held reply holds them back, see HoldNextReply).
+// Subscriber callbacks must not call the Sim or the Conn.
 //
 // The fault verbs (Disconnect, Reconnect, Expire, LoseNextReply,
 // HoldNextReply) are safe to call from any goroutine. They panic when given
