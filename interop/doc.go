@@ -1,0 +1,13 @@
+// Package interop checks, on a real ZooKeeper, that zkrecipes and Apache
+// Curator 5.4 share their recipes: a Curator InterProcessMutex and a
+// machines/lock Lock exclude each other on one path, and a Curator
+// LeaderLatch or LeaderSelector and a machines/election Election elect
+// exactly one leader together, each reading the other's participant id.
+//
+// It has tests only. They run java/CuratorPeer.java with Java's
+// single-file source launcher against Debian's Curator jars
+// (libcurator-recipes-java, libcurator-framework-java,
+// libcurator-client-java) and drive it one command at a time over its
+// stdin, waiting on the lines it prints. Without java or those jars the
+// tests skip, or fail when the environment sets ZK_REQUIRED=1.
+package interop
