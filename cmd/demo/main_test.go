@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+func TestScenariosOnSim(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	p := newPrinter(&out)
+	c := &cluster{sim: testkit.NewSim(), where: "the simulator"}
+	if err := lockScenario(ctx, c, p, 4, 2, time.Millisecond); err != nil {
+		t.Fatalf("lock: %v\n%s", err, out.String())
+	}
+	if err := electionScenario(ctx, c, p); err != nil {
+		t.Fatalf("election: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"acquisitions per worker: worker-1 2, worker-2 2, worker-3 2, worker-4 2",
+		"maximum concurrent holders (measured): 1",
+		"ELECTED_COMPLETE",
+		"(resigned) → ",
+		"(crashed) → ",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}

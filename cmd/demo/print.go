@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/events"
+)
+
+// printer writes the demo's lines, whole, from any goroutine, each with its
+// time since the start.
+type printer struct {
+	mu    sync.Mutex
+	w     io.Writer
+	start time.Time
+}
+
+func newPrinter(w io.Writer) *printer { return &printer{w: w, start: time.Now()} }
+
+func (p *printer) line(at time.Time, format string, a ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, "%9.3fms  %s\n", float64(at.Sub(p.start))/1e6, fmt.Sprintf(format, a...))
+}
+
+// say prints a line of the story.
+func (p *printer) say(format string, a ...any) { p.line(time.Now(), "== "+format, a...) }
+
+// event prints one lifecycle event of who: its type, the state it left
+// the machine in, and what it carries.
+func (p *printer) event(who string, ev events.Event) {
+	s := fmt.Sprintf("%-11s %-18s %-9s", who, ev.Type, ev.State)
+	if ev.Term != 0 {
+		s += fmt.Sprintf(" term=%d", ev.Term)
+	}
+	if n := len(ev.Node); n >= 10 {
+		s += " seq=" + ev.Node[n-10:] // the node's sequence number
+	}
+	if ev.Token != 0 {
+		s += fmt.Sprintf(" token=%#x", ev.Token)
+	}
+	switch ev.Type {
+	case events.Suspended, events.Reconnected, events.Lost:
+		s += fmt.Sprintf(" session=%#x", ev.SessionID)
+	case events.Overflow:
+		s += fmt.Sprintf(" missed=%d", ev.Missed)
+	}
+	if ev.Err != nil {
+		s += " err=" + ev.Err.Error()
+	}
+	p.line(ev.Time, "%s", s)
+}
+
+// follow prints who's events until sub ends; wg tracks it.
+func (p *printer) follow(wg *sync.WaitGroup, who string, sub *events.Subscription) {
+	wg.Go(func() {
+		for ev := range sub.C {
+			p.event(who, ev)
+		}
+	})
+}
+
+// percentile is the nearest-rank percentile: the smallest sample with at
+// least p of all samples at or below it.
+func percentile(d []time.Duration, p float64) time.Duration {
+	s := slices.Sorted(slices.Values(d))
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
