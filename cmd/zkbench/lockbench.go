@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,9 +17,14 @@ import (
 // lockClient is one client's share of a lock run: measured samples only.
 type lockClient struct {
 	acquire, release, cycle []time.Duration
+	holds                   []hold
 	lastEnd                 time.Time
 	err                     error
 }
+
+// hold is one hold of the lock: from Acquire returning to Release being
+// called.
+type hold struct{ from, to time.Time }
 
 // lockBench is the peers' LockBench: every client has its own session, lock
 // handle and goroutine, and loops Acquire/Release on one path with nothing
@@ -26,7 +32,10 @@ type lockClient struct {
 // samples of cycles begun during warm-up are dropped. acq_per_s divides the
 // measured acquisitions by the time from the end of warm-up to the last
 // measured release. max_holders counts clients between Acquire returning and
-// Release being called, so any overlap of two holders shows.
+// Release being called, so any overlap of two holders shows. handoff_us
+// (not in the peers' lines) is the time from a holder calling Release to the
+// next holder's Acquire returning: in a contended run, where someone always
+// waits, it is the whole cost of passing the lock on.
 func lockBench(ctx context.Context, args []string) (obj, error) {
 	c := newCommon("lock")
 	clients := c.fs.Int("clients", 4, "clients: one session, one lock handle and one goroutine each; 1 = uncontended")
@@ -97,6 +106,7 @@ func lockBench(ctx context.Context, args []string) (obj, error) {
 					r.acquire = append(r.acquire, t1.Sub(t0))
 					r.release = append(r.release, t3.Sub(t2))
 					r.cycle = append(r.cycle, t1.Sub(t0)+t3.Sub(t2))
+					r.holds = append(r.holds, hold{t1, t2})
 					r.lastEnd = t3
 				}
 			}
@@ -105,11 +115,13 @@ func lockBench(ctx context.Context, args []string) (obj, error) {
 	wg.Wait()
 
 	var acq, rel, cyc []time.Duration
+	var holds []hold
 	errs := []string{}
 	lastEnd := measureStart
 	perMin, perMax := len(res[0].acquire), 0
 	for _, r := range res {
 		acq, rel, cyc = append(acq, r.acquire...), append(rel, r.release...), append(cyc, r.cycle...)
+		holds = append(holds, r.holds...)
 		perMin, perMax = min(perMin, len(r.acquire)), max(perMax, len(r.acquire))
 		if r.lastEnd.After(lastEnd) {
 			lastEnd = r.lastEnd
@@ -143,8 +155,18 @@ func lockBench(ctx context.Context, args []string) (obj, error) {
 		field{"max_holders", maxHolders.Load()}, field{"mutex_violations", violations.Load()},
 		field{"mutex_ok", mutexOK}, field{"errors", errs},
 		field{"ok", len(errs) == 0 && mutexOK && len(acq) > 0},
-		field{"lock_nodes_left", left},
+		field{"lock_nodes_left", left}, field{"handoff_us", summary(handoffs(holds), micros)},
 	), nil
+}
+
+// handoffs are the gaps between consecutive holds, in grant order.
+func handoffs(holds []hold) []time.Duration {
+	slices.SortFunc(holds, func(a, b hold) int { return a.from.Compare(b.from) })
+	var d []time.Duration
+	for i := 1; i < len(holds); i++ {
+		d = append(d, holds[i].from.Sub(holds[i-1].to))
+	}
+	return d
 }
 
 // nodesLeft counts the nodes under path once every client has released: a

@@ -99,7 +99,7 @@ func latency(t *testing.T, out map[string]any, key string) map[string]any {
 
 func TestLockBenchOnSim(t *testing.T) {
 	out := runBench(t, "lock", "-zk", "sim", "-clients", "3", "-duration", "300ms", "-warmup", "50ms")
-	for _, k := range []string{"acquire_us", "release_us", "cycle_us"} {
+	for _, k := range []string{"acquire_us", "release_us", "cycle_us", "handoff_us"} {
 		latency(t, out, k)
 	}
 	if out["max_holders"] != 1.0 || out["mutex_ok"] != true || out["ok"] != true {
@@ -115,7 +115,7 @@ func TestLockBenchOnSim(t *testing.T) {
 
 func TestRttBenchOnSim(t *testing.T) {
 	out := runBench(t, "rtt", "-zk", "sim", "-n", "20", "-warmup", "5")
-	for _, k := range []string{"exists_us", "get_us", "set_us", "create_us", "children_us", "delete_us"} {
+	for _, k := range []string{"exists_us", "get_us", "set_us", "create_us", "children_us", "delete_us", "delete_notify_us"} {
 		latency(t, out, k)
 	}
 }

@@ -14,6 +14,9 @@ import (
 // warm-up exists calls. Reads are answered from the server's memory; writes
 // go through its transaction log (fsync with forceSync=yes). children_us
 // lists a node with 10 children, about a busy lock's directory.
+// delete_notify_us (not in the peers' lines) times a delete from its start
+// to the watch event it fires at another session: the least a lock or
+// leadership handoff can cost.
 func rttBench(ctx context.Context, args []string) (obj, error) {
 	c := newCommon("rtt")
 	n := c.fs.Int("n", 1000, "calls per operation")
@@ -24,11 +27,17 @@ func rttBench(ctx context.Context, args []string) (obj, error) {
 	if *n < 1 {
 		return nil, errors.New("-n must be at least 1")
 	}
-	conn, err := c.target().connect(ctx)
+	tg := c.target()
+	conn, err := tg.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
+	watcher, err := tg.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer watcher.Close()
 	for range *warm {
 		if _, _, err := conn.Exists(ctx, "/"); err != nil {
 			return nil, err
@@ -71,10 +80,45 @@ func rttBench(ctx context.Context, args []string) (obj, error) {
 		}
 		out = append(out, field{op.key, summary(lat, micros)})
 	}
+	notify, err := deleteNotify(ctx, conn, watcher, dir, *n)
+	if err != nil {
+		return nil, fmt.Errorf("delete_notify_us: %w", err)
+	}
+	out = append(out, field{"delete_notify_us", summary(notify, micros)})
 	if err := deleteTree(ctx, conn, dir); err != nil {
 		return nil, err
 	}
 	return append(out, field{"errors", []string{}}, field{"ok", true}), nil
+}
+
+// deleteNotify times n deletes by conn, each from its start to the
+// NodeDeleted event at watcher, which watches the node.
+func deleteNotify(ctx context.Context, conn, watcher zk.Conn, dir string, n int) ([]time.Duration, error) {
+	lat := make([]time.Duration, n)
+	for i := range n {
+		node := fmt.Sprintf("%s/w%d", dir, i)
+		if _, err := conn.Create(ctx, node, nil, zk.ModePersistent); err != nil {
+			return nil, err
+		}
+		_, _, ch, err := watcher.ExistsW(ctx, node)
+		if err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		if err := conn.Delete(ctx, node, zk.AnyVersion); err != nil {
+			return nil, err
+		}
+		select {
+		case ev := <-ch:
+			if ev.Type != zk.EventNodeDeleted {
+				return nil, fmt.Errorf("watch on %s: %v", node, ev.Type)
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		lat[i] = time.Since(t0)
+	}
+	return lat, nil
 }
 
 // createParents creates path and its missing ancestors as persistent nodes.
