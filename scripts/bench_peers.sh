@@ -12,8 +12,76 @@
 # medians and same-run ratios is printed at the end.
 #
 #   REPS=3 CLIENTS="4 16" DURATION=10 WARMUP=2 PORT=22181 BENCHTIME=3s
-#   PEERS=<repo>/../shared/peers
+#   REV=HEAD PEERS=<repo>/../shared/peers
+#
+# bench_peers.sh --summary OUTDIR prints the summary of an earlier run.
 set -euo pipefail
+
+# summarize DIR: medians and same-run ratios of the JSON lines in DIR.
+summarize() {
+/usr/bin/python3 - "$1" <<'PY'
+import glob, json, os, re, statistics, sys
+out = sys.argv[1]
+def load(p):
+    try:
+        return json.loads(open(p).read().strip().splitlines()[-1])
+    except Exception:
+        return None
+runs = {}
+for p in glob.glob(os.path.join(out, "lock-*.json")):
+    m = re.match(r"lock-(.+)-c(\d+)-rep(\d+)\.json", os.path.basename(p))
+    runs.setdefault(int(m[2]), {}).setdefault(int(m[3]), {})[m[1]] = load(p)
+print("contended lock, acq/s per repetition (same server, interleaved)")
+for c in sorted(runs):
+    reps = runs[c]
+    ratios = []
+    for rep in sorted(reps):
+        r = reps[rep]
+        val = {k: (v or {}).get("acq_per_s") if (v or {}).get("ok") else None for k, v in r.items()}
+        peers = [val.get(k) for k in ("go-zookeeper", "curator") if val.get(k)]
+        ratio = val.get("zkrecipes") / max(peers) if val.get("zkrecipes") and peers else None
+        if ratio:
+            ratios.append(ratio)
+        print("  c=%-2d rep %d: " % (c, rep) + "  ".join("%s %s" % (k, val.get(k)) for k in ("zkrecipes", "go-zookeeper", "curator"))
+              + ("   zkrecipes / best peer = %.2f" % ratio if ratio else ""))
+    meds = {k: statistics.median([reps[r][k]["acq_per_s"] for r in reps if reps[r].get(k) and reps[r][k].get("ok")] or [0])
+            for k in ("zkrecipes", "go-zookeeper", "curator")}
+    print("  c=%-2d median: %s" % (c, "  ".join("%s %.1f" % kv for kv in meds.items()))
+          + ("   median of same-run ratios %.2f" % statistics.median(ratios) if ratios else ""))
+for c in sorted(runs):
+    h = [r["zkrecipes"]["handoff_us"]["p50_us"] for r in runs[c].values()
+         if (r.get("zkrecipes") or {}).get("handoff_us")]
+    if h:
+        print("zkrecipes c=%d handoff (Release called -> next Acquire returns) p50 per repetition (us): %s  median %.1f"
+              % (c, " ".join("%.1f" % v for v in h), statistics.median(h)))
+rtts = [load(p) for p in sorted(glob.glob(os.path.join(out, "rtt-zkrecipes-rep*.json")))]
+rtts = [r for r in rtts if r and r.get("ok")]
+if rtts:
+    print("zkbench rtt, median over repetitions of p50 (us): " + "  ".join(
+        "%s %.1f" % (op, statistics.median([r[op + "_us"]["p50_us"] for r in rtts]))
+        for op in ("exists", "get", "set", "create", "children", "delete", "delete_notify") if op + "_us" in rtts[0]))
+for impl in ("zkrecipes", "curator"):
+    el = [load(p) for p in sorted(glob.glob(os.path.join(out, "election-%s-rep*.json" % impl)))]
+    el = [r for r in el if r and r.get("ok")]
+    if el:
+        fo = [r["failover_ms"]["p50_ms"] for r in el]
+        kill = [k["failover_ms"] for r in el for k in r.get("kill_rounds", [])]
+        print("election %-9s graceful failover p50 per repetition (ms): %s  median %.3f;  kill failover (ms): %s" % (
+            impl, " ".join("%.3f" % v for v in fo), statistics.median(fo), " ".join("%.0f" % v for v in kill)))
+ratios = []
+for p in sorted(glob.glob(os.path.join(out, "gobench-rep*.txt"))):
+    ns = dict(re.findall(r"^Benchmark(\w+?)-\d+\s+\d+\s+([\d.]+) ns/op", open(p).read(), re.M))
+    if "Uncontended" in ns and "RawCreateChildrenDelete" in ns:
+        u, r = float(ns["Uncontended"]), float(ns["RawCreateChildrenDelete"])
+        ratios.append(u / r)
+        print("go bench %s: uncontended %.0f us, raw create+children+delete %.0f us, ratio %.3f" % (os.path.basename(p), u / 1e3, r / 1e3, u / r))
+if ratios:
+    print("go bench: median ratio uncontended / raw = %.3f" % statistics.median(ratios))
+print("results in " + out)
+PY
+}
+
+if [[ ${1:-} == --summary ]]; then summarize "$2"; exit; fi
 repo=$(cd "$(dirname "$0")/.." && pwd)
 PEERS=${PEERS:-$(cd "$repo/../shared/peers" && pwd)}
 REPS=${REPS:-3}
@@ -32,7 +100,7 @@ log() { echo "[$(date +%T)] $*" | tee -a "$out/commands.txt" >&2; }
 
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-  echo "commit: $(git -C "$repo" rev-parse --short HEAD)"
+  echo "commit: $(git -C "$repo" rev-parse --short "${REV:-HEAD}")"
   echo "nproc: $(nproc)"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
   echo "kernel: $(uname -r)"
@@ -41,10 +109,13 @@ log() { echo "[$(date +%T)] $*" | tee -a "$out/commands.txt" >&2; }
   dpkg-query -W -f='pkg: ${Package} ${Version}\n' libzookeeper-java libcurator-recipes-java 2>/dev/null || true
 } > "$out/machine.txt"
 
-# Build everything first, into our own folder (the Curator peers are built
-# from a copy, so a build in the shared folder cannot pull the jar from
-# under a run).
-(cd "$repo" && go build -o "$work/zkbench" ./cmd/zkbench && go test -c -o "$work/lock.test" ./machines/lock)
+# Build everything first, into our own folder: zkrecipes from the commit
+# REV (default HEAD; uncommitted changes are not measured), the Curator
+# peers from a copy, so a build in the shared folder cannot pull the jar
+# from under a run.
+mkdir -p "$work/src"
+git -C "$repo" archive "${REV:-HEAD}" | tar -x -C "$work/src"
+(cd "$work/src" && go build -o "$work/zkbench" ./cmd/zkbench && go test -c -o "$work/lock.test" ./machines/lock)
 (cd "$PEERS/go/zklock" && go build -o "$work/zklock" .)
 cp -r "$PEERS/curator" "$work/curator"
 rm -rf "$work/curator/build"
@@ -90,62 +161,9 @@ for rep in $(seq 1 "$REPS"); do
   run "election-zkrecipes-rep$rep" "$work/zkbench" election -zk "$CS" -participants 5 -rounds 20 -kill-rounds 1 -victim-session 4s
   run "election-curator-rep$rep" "$work/curator/run.sh" ElectionBench "$CS" participants=5 rounds=20 kill_rounds=1 victim_session_ms=4000
   log "go benchmarks rep $rep"
-  (cd "$repo/machines/lock" && "$work/lock.test" -test.run '^$' \
+  (cd "$work/src/machines/lock" && "$work/lock.test" -test.run '^$' \
     -test.bench 'Uncontended|RawCreateChildrenDelete' -test.benchtime "$BENCHTIME") \
     > "$out/gobench-rep$rep.txt" 2>&1 || log "  !! go benchmarks failed (see $out/gobench-rep$rep.txt)"
 done
 
-/usr/bin/python3 - "$out" <<'PY'
-import glob, json, os, re, statistics, sys
-out = sys.argv[1]
-def load(p):
-    try:
-        return json.loads(open(p).read().strip().splitlines()[-1])
-    except Exception:
-        return None
-runs = {}
-for p in glob.glob(os.path.join(out, "lock-*.json")):
-    m = re.match(r"lock-(.+)-c(\d+)-rep(\d+)\.json", os.path.basename(p))
-    runs.setdefault(int(m[2]), {}).setdefault(int(m[3]), {})[m[1]] = load(p)
-print("contended lock, acq/s per repetition (same server, interleaved)")
-for c in sorted(runs):
-    reps = runs[c]
-    ratios = []
-    for rep in sorted(reps):
-        r = reps[rep]
-        val = {k: (v or {}).get("acq_per_s") if (v or {}).get("ok") else None for k, v in r.items()}
-        peers = [val.get(k) for k in ("go-zookeeper", "curator") if val.get(k)]
-        ratio = val.get("zkrecipes") / max(peers) if val.get("zkrecipes") and peers else None
-        if ratio:
-            ratios.append(ratio)
-        print("  c=%-2d rep %d: " % (c, rep) + "  ".join("%s %s" % (k, val.get(k)) for k in ("zkrecipes", "go-zookeeper", "curator"))
-              + ("   zkrecipes / best peer = %.2f" % ratio if ratio else ""))
-    meds = {k: statistics.median([reps[r][k]["acq_per_s"] for r in reps if reps[r].get(k) and reps[r][k].get("ok")] or [0])
-            for k in ("zkrecipes", "go-zookeeper", "curator")}
-    print("  c=%-2d median: %s" % (c, "  ".join("%s %.1f" % kv for kv in meds.items()))
-          + ("   median of same-run ratios %.2f" % statistics.median(ratios) if ratios else ""))
-rtts = [load(p) for p in sorted(glob.glob(os.path.join(out, "rtt-zkrecipes-rep*.json")))]
-rtts = [r for r in rtts if r and r.get("ok")]
-if rtts:
-    print("zkbench rtt, median over repetitions of p50 (us): " + "  ".join(
-        "%s %.1f" % (op, statistics.median([r[op + "_us"]["p50_us"] for r in rtts]))
-        for op in ("exists", "get", "set", "create", "children", "delete")))
-for impl in ("zkrecipes", "curator"):
-    el = [load(p) for p in sorted(glob.glob(os.path.join(out, "election-%s-rep*.json" % impl)))]
-    el = [r for r in el if r and r.get("ok")]
-    if el:
-        fo = [r["failover_ms"]["p50_ms"] for r in el]
-        kill = [k["failover_ms"] for r in el for k in r.get("kill_rounds", [])]
-        print("election %-9s graceful failover p50 per repetition (ms): %s  median %.3f;  kill failover (ms): %s" % (
-            impl, " ".join("%.3f" % v for v in fo), statistics.median(fo), " ".join("%.0f" % v for v in kill)))
-ratios = []
-for p in sorted(glob.glob(os.path.join(out, "gobench-rep*.txt"))):
-    ns = dict(re.findall(r"^Benchmark(\w+?)-\d+\s+\d+\s+([\d.]+) ns/op", open(p).read(), re.M))
-    if "Uncontended" in ns and "RawCreateChildrenDelete" in ns:
-        u, r = float(ns["Uncontended"]), float(ns["RawCreateChildrenDelete"])
-        ratios.append(u / r)
-        print("go bench %s: uncontended %.0f us, raw create+children+delete %.0f us, ratio %.3f" % (os.path.basename(p), u / 1e3, r / 1e3, u / r))
-if ratios:
-    print("go bench: median ratio uncontended / raw = %.3f" % statistics.median(ratios))
-print("results in " + out)
-PY
+summarize "$out"
