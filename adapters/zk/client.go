@@ -35,10 +35,10 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (Conn, error
 	stop, cancel := context.WithCancel(context.Background())
 	c := &client{
 		stop:      cancel,
-		dialer:    &dialer{stop: stop},
 		connected: make(chan struct{}),
 		closeDone: make(chan struct{}),
 	}
+	c.dialer = &dialer{stop: stop, watching: c.watches.any}
 	// Hold c.mu until c.gz is set: the event callback reads it.
 	c.mu.Lock()
 	gz, events, err := gozk.Connect(servers, cfg.sessionTimeout,
@@ -82,6 +82,10 @@ type client struct {
 
 	// noContainers is set once the server said it does not know containers.
 	noContainers atomic.Bool
+
+	// watches counts the watches go-zookeeper may hold, for the resync hold
+	// of the dialer's connections (see resyncGrace).
+	watches watchCount
 
 	// deliverMu orders session-event deliveries; taken before mu.
 	deliverMu sync.Mutex
@@ -164,18 +168,28 @@ func call[T any](ctx context.Context, c *client, req func(gz *gozk.Conn) (T, err
 
 // watch forwards go-zookeeper's one-shot watch channel to a WatchEvent
 // channel of capacity 1 that receives exactly one event and is then closed.
-func (c *client) watch(src <-chan gozk.Event) <-chan WatchEvent {
+// It runs in the request's goroutine, right after go-zookeeper answered the
+// watch request begun (c.watches.begin) at gen, so that a watch whose caller
+// has gone is still drained and counted; src is nil when no watch was left.
+func (c *client) watch(gen uint64, src <-chan gozk.Event) <-chan WatchEvent {
+	if src == nil {
+		c.watches.end(gen, false)
+		return nil
+	}
 	out := make(chan WatchEvent, 1)
 	if err := c.begin(); err != nil {
 		// Close began while the request was answered; go-zookeeper ends
 		// the watch with ErrClosing, unobserved.
+		c.watches.end(gen, false)
 		out <- WatchEvent{Type: EventNotWatching, Err: ErrClosed}
 		close(out)
 		return out
 	}
+	c.watches.end(gen, true)
 	go func() {
 		defer c.calls.Done()
 		ev, ok := <-src
+		c.watches.fired()
 		if !ok {
 			ev = gozk.Event{Type: gozk.EventNotWatching, Err: gozk.ErrClosing}
 		}
@@ -296,7 +310,7 @@ func (c *client) Delete(ctx context.Context, path string, version int32) error {
 type existsResult struct {
 	stat   Stat
 	exists bool
-	ch     <-chan gozk.Event
+	w      <-chan WatchEvent
 }
 
 func (c *client) Exists(ctx context.Context, path string) (Stat, bool, error) {
@@ -318,8 +332,9 @@ func (c *client) ExistsW(ctx context.Context, path string) (Stat, bool, <-chan W
 		return Stat{}, false, nil, err
 	}
 	r, err := call(ctx, c, func(gz *gozk.Conn) (existsResult, error) {
+		gen := c.watches.begin()
 		ok, s, ch, err := gz.ExistsW(path)
-		return existsResult{stat: stat(s), exists: ok, ch: ch}, err
+		return existsResult{stat: stat(s), exists: ok, w: c.watch(gen, ch)}, err
 	})
 	if err != nil {
 		return Stat{}, false, nil, err
@@ -327,13 +342,13 @@ func (c *client) ExistsW(ctx context.Context, path string) (Stat, bool, <-chan W
 	if !r.exists {
 		r.stat = Stat{}
 	}
-	return r.stat, r.exists, c.watch(r.ch), nil
+	return r.stat, r.exists, r.w, nil
 }
 
 type getResult struct {
 	data []byte
 	stat Stat
-	ch   <-chan gozk.Event
+	w    <-chan WatchEvent
 }
 
 func (c *client) Get(ctx context.Context, path string) ([]byte, Stat, error) {
@@ -355,19 +370,20 @@ func (c *client) GetW(ctx context.Context, path string) ([]byte, Stat, <-chan Wa
 		return nil, Stat{}, nil, err
 	}
 	r, err := call(ctx, c, func(gz *gozk.Conn) (getResult, error) {
+		gen := c.watches.begin()
 		d, s, ch, err := gz.GetW(path)
-		return getResult{data: d, stat: stat(s), ch: ch}, err
+		return getResult{data: d, stat: stat(s), w: c.watch(gen, ch)}, err
 	})
 	if err != nil {
 		return nil, Stat{}, nil, err
 	}
-	return r.data, r.stat, c.watch(r.ch), nil
+	return r.data, r.stat, r.w, nil
 }
 
 type childrenResult struct {
 	names []string
 	stat  Stat
-	ch    <-chan gozk.Event
+	w     <-chan WatchEvent
 }
 
 func (c *client) Children(ctx context.Context, path string) ([]string, Stat, error) {
@@ -389,13 +405,14 @@ func (c *client) ChildrenW(ctx context.Context, path string) ([]string, Stat, <-
 		return nil, Stat{}, nil, err
 	}
 	r, err := call(ctx, c, func(gz *gozk.Conn) (childrenResult, error) {
+		gen := c.watches.begin()
 		n, s, ch, err := gz.ChildrenW(path)
-		return childrenResult{names: n, stat: stat(s), ch: ch}, err
+		return childrenResult{names: n, stat: stat(s), w: c.watch(gen, ch)}, err
 	})
 	if err != nil {
 		return nil, Stat{}, nil, err
 	}
-	return r.names, r.stat, c.watch(r.ch), nil
+	return r.names, r.stat, r.w, nil
 }
 
 func (c *client) Set(ctx context.Context, path string, data []byte, version int32) (Stat, error) {

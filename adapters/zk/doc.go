@@ -25,7 +25,8 @@
 // with jitter, capped; see WithReconnectBackoff) only while dials keep
 // failing, so a connection cut with the session alive costs milliseconds.
 // Requests made while disconnected wait in go-zookeeper's queue until a
-// connection is back (or their ctx ends).
+// connection is back (or their ctx ends), and, when watches are re-sent,
+// until they are (see below).
 //
 // Session states. go-zookeeper's event channel holds six events and drops
 // the rest, and its states describe the TCP connection. The adapter ignores
@@ -55,6 +56,34 @@
 // ErrSessionExpired or ErrClosed. Watches survive a reconnect with the same
 // session: go-zookeeper re-registers them and the server reports what
 // changed meanwhile.
+//
+// A data race in go-zookeeper at reconnect. When go-zookeeper resumes a
+// session on a new connection it starts its send and receive loops and only
+// then builds the setWatches request that re-registers its watches, reading
+// its last zxid without synchronisation while the receive loop writes it for
+// every reply (samuel/go-zookeeper#178 and #260, go-zookeeper/zk#35, all
+// unfixed in v1.0.4). Any reply handled before setWatches is on the wire
+// races with that read: replies to requests left in go-zookeeper's queue at
+// the cut, issued while disconnected, or issued at RECONNECTED (which the
+// adapter reports before go-zookeeper builds setWatches). Under -race that
+// fails tests. The adapter guards the wire instead: its dialer wraps each
+// connection and reads the frames go-zookeeper writes. After a handshake
+// that resumes a session while the adapter counts a watch go-zookeeper may
+// hold, request frames are acknowledged but held back until go-zookeeper
+// writes setWatches; setWatches then goes out first and the held requests
+// right after it, in order (the order the Java client uses). This holds back
+// everything, including what was already in go-zookeeper's queue at the cut,
+// and costs nothing else: calls take no extra step, the RECONNECTED event is
+// not delayed, and requests wait only until setWatches is written, tens of
+// microseconds to a millisecond. If no setWatches comes within 250 ms (the
+// watches counted had just fired, or were requests not yet answered),
+// go-zookeeper had none to re-send and read nothing, and the held requests
+// go out then. What remains: a new session (first connect, or after
+// expiry) and a resumed one without counted watches hold nothing, so a
+// watch request answered on the new connection and then a further reply,
+// both before go-zookeeper's connection loop reaches setWatches, still
+// race; and a connection loop stalled more than 250 ms before it builds
+// setWatches would race when the hold ends.
 //
 // Paths and ops are validated before anything is sent (ValidatePath; a
 // container create inside Multi is refused with ErrBadArguments, because

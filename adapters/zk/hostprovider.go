@@ -101,9 +101,13 @@ func (p *hostProvider) backoff(k int) time.Duration {
 // dialer is the go-zookeeper Dialer the adapter installs: a plain TCP dial
 // that stop interrupts, and that remembers the connection it made last so
 // that Close can break a handshake stuck on a dead connection (go-zookeeper
-// waits up to ten receive timeouts for the server's handshake reply).
+// waits up to ten receive timeouts for the server's handshake reply). Each
+// connection is wrapped in a resyncConn (see resyncGrace); watching tells
+// it whether go-zookeeper may hold watches (nil: never).
 type dialer struct {
-	stop context.Context
+	stop     context.Context
+	watching func() bool
+	stats    resyncStats
 
 	mu   sync.Mutex
 	conn net.Conn
@@ -123,8 +127,12 @@ func (d *dialer) dial(network, address string, timeout time.Duration) (net.Conn,
 		conn.Close()
 		return nil, errStopping
 	}
-	d.conn = conn
-	return conn, nil
+	watching := d.watching
+	if watching == nil {
+		watching = func() bool { return false }
+	}
+	d.conn = newResyncConn(conn, watching, resyncGrace, &d.stats)
+	return d.conn, nil
 }
 
 // closeConn closes the last connection dialled (go-zookeeper may already

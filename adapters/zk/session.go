@@ -80,6 +80,12 @@ func (c *client) onEvent(ev gozk.Event) {
 	if ev.Type != gozk.EventSession {
 		return
 	}
+	switch ev.State {
+	case gozk.StateHasSession:
+		c.watches.connected()
+	case gozk.StateDisconnected:
+		c.watches.lost()
+	}
 	c.deliverMu.Lock()
 	defer c.deliverMu.Unlock()
 	c.mu.Lock()
