@@ -52,9 +52,9 @@ type Instance struct {
 // message is what the actor's mailbox carries: one machine input, with the
 // caller waiting for its answer, or a watch to forward.
 type message struct {
-	in    Input
-	call  *call
-	watch <-chan zk.WatchEvent
+	in      Input
+	call    *call
+	watches []<-chan zk.WatchEvent
 }
 
 type call struct {
@@ -153,9 +153,9 @@ func (in *Instance) Close() error {
 
 // handle runs on the actor goroutine.
 func (in *Instance) handle(actx context.Context, msg message) bool {
-	if msg.watch != nil {
+	for _, w := range msg.watches {
 		cmd := msg.in.(Watching).Cmd
-		runtime.Forward(in.actor, msg.watch, func(ev zk.WatchEvent) message {
+		runtime.Forward(in.actor, w, func(ev zk.WatchEvent) message {
 			return message{in: WatchFired{Cmd: cmd, Event: ev}}
 		})
 	}
@@ -171,7 +171,7 @@ func (in *Instance) handle(actx context.Context, msg message) bool {
 		} else if id := replyCmd(msg.in); id != 0 {
 			if s, ok := in.spans[id]; ok {
 				in.curSpan = s
-				if _, armed := msg.in.(Watching); !armed || msg.watch == nil {
+				if _, armed := msg.in.(Watching); !armed || len(msg.watches) == 0 {
 					delete(in.spans, id) // a watch keeps its span for WatchFired
 				}
 			}
@@ -240,6 +240,8 @@ func replyCmd(i Input) uint64 {
 	case DirListed:
 		return i.Cmd
 	case Watching:
+		return i.Cmd
+	case NodesChecked:
 		return i.Cmd
 	case WatchFired:
 		return i.Cmd
@@ -319,13 +321,55 @@ func (in *Instance) run(cmd Command) {
 		})
 	case WatchNode:
 		in.actor.Go(func(ctx context.Context) message {
-			r := Watching{Cmd: c.Cmd}
-			var ch <-chan zk.WatchEvent
-			op(ctx, "exists", func(ctx context.Context) error {
-				_, r.Exists, ch, r.Err = conn.ExistsW(ctx, c.Path)
-				return r.Err
+			var exists bool
+			var dataW, childW <-chan zk.WatchEvent
+			var existsErr, childErr error
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				op(ctx, "exists", func(ctx context.Context) error {
+					_, exists, dataW, existsErr = conn.ExistsW(ctx, c.Path)
+					return existsErr
+				})
+			}()
+			op(ctx, "children", func(ctx context.Context) error {
+				_, _, childW, childErr = conn.ChildrenW(ctx, c.Path)
+				return childErr
 			})
-			return message{in: r, watch: ch}
+			wg.Wait()
+			r := Watching{Cmd: c.Cmd, Exists: exists, Err: existsErr}
+			if errors.Is(childErr, zk.ErrNoNode) {
+				r.Exists = false // deleted between the two requests
+			} else if r.Err == nil {
+				r.Err = childErr
+			}
+			var watches []<-chan zk.WatchEvent
+			for _, w := range []<-chan zk.WatchEvent{dataW, childW} {
+				if w != nil {
+					watches = append(watches, w)
+				}
+			}
+			return message{in: r, watches: watches}
+		})
+	case CheckNodes:
+		in.actor.Go(func(ctx context.Context) message {
+			r := NodesChecked{Cmd: c.Cmd, Exists: make([]bool, len(c.Paths))}
+			errs := make([]error, len(c.Paths))
+			var wg sync.WaitGroup
+			for i, p := range c.Paths {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					op(ctx, "exists", func(ctx context.Context) error {
+						_, r.Exists[i], errs[i] = conn.Exists(ctx, p)
+						return errs[i]
+					})
+				}()
+			}
+			wg.Wait()
+			r.Err = errors.Join(errs...)
+			return message{in: r}
 		})
 	case DeleteNode:
 		in.actor.Go(func(ctx context.Context) message {

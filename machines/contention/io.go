@@ -82,7 +82,14 @@ type Watching struct {
 	Err    error
 }
 
-// WatchFired is the event of the watch WatchNode Cmd left.
+// NodesChecked is the reply to CheckNodes: whether each path exists.
+type NodesChecked struct {
+	Cmd    uint64
+	Exists []bool
+	Err    error
+}
+
+// WatchFired is the event of a watch WatchNode Cmd left.
 type WatchFired struct {
 	Cmd   uint64
 	Event zk.WatchEvent
@@ -94,18 +101,19 @@ type Deleted struct {
 	Err error
 }
 
-func (Acquire) isInput()    {}
-func (Cancel) isInput()     {}
-func (Release) isInput()    {}
-func (Shutdown) isInput()   {}
-func (Session) isInput()    {}
-func (Created) isInput()    {}
-func (DirEnsured) isInput() {}
-func (DirRead) isInput()    {}
-func (DirListed) isInput()  {}
-func (Watching) isInput()   {}
-func (WatchFired) isInput() {}
-func (Deleted) isInput()    {}
+func (Acquire) isInput()      {}
+func (Cancel) isInput()       {}
+func (Release) isInput()      {}
+func (Shutdown) isInput()     {}
+func (Session) isInput()      {}
+func (Created) isInput()      {}
+func (DirEnsured) isInput()   {}
+func (DirRead) isInput()      {}
+func (DirListed) isInput()    {}
+func (Watching) isInput()     {}
+func (NodesChecked) isInput() {}
+func (WatchFired) isInput()   {}
+func (Deleted) isInput()      {}
 
 func (i Acquire) String() string {
 	if i.Try {
@@ -137,6 +145,9 @@ func (i DirListed) String() string {
 }
 func (i Watching) String() string {
 	return fmt.Sprintf("Watching cmd=%d exists=%t%s", i.Cmd, i.Exists, errText(i.Err))
+}
+func (i NodesChecked) String() string {
+	return fmt.Sprintf("NodesChecked cmd=%d exists=%v%s", i.Cmd, i.Exists, errText(i.Err))
 }
 func (i WatchFired) String() string {
 	return fmt.Sprintf("WatchFired cmd=%d %s %s%s", i.Cmd, i.Event.Type, i.Event.Path, errText(i.Event.Err))
@@ -189,17 +200,28 @@ type ListDir struct {
 	Dir string
 }
 
-// WatchNode checks that Path exists and leaves a one-shot watch on it.
-// Replies: Watching, then WatchFired when the watch fires.
+// WatchNode checks that Path exists and leaves two one-shot watches on it,
+// both requests in flight together: a data watch (exists), which fires on a
+// data change or the delete, and a child watch, which fires only on the
+// delete (contender nodes are ephemeral: they have no children). So a data
+// change never hides the delete that follows it. Replies: Watching, then a
+// WatchFired for each watch that fires.
 type WatchNode struct {
 	Cmd  uint64
 	Path string
 }
 
+// CheckNodes asks whether each of Paths exists, all requests in flight
+// together. Reply: NodesChecked.
+type CheckNodes struct {
+	Cmd   uint64
+	Paths []string
+}
+
 // DeleteNode deletes Path. With Release set, it first marks the node
-// released in the same atomic multi (set data, then delete), which tells
-// the one waiter watching it that a holder left, so it holds next with no
-// read. Reply: Deleted.
+// released in the same atomic multi (set data, then delete): the waiter
+// watching it sees the data change and then the delete, so it knows a
+// holder left and holds next with no read. Reply: Deleted.
 type DeleteNode struct {
 	Cmd     uint64
 	Path    string
@@ -211,6 +233,7 @@ func (c EnsureDir) ID() uint64  { return c.Cmd }
 func (c ReadDir) ID() uint64    { return c.Cmd }
 func (c ListDir) ID() uint64    { return c.Cmd }
 func (c WatchNode) ID() uint64  { return c.Cmd }
+func (c CheckNodes) ID() uint64 { return c.Cmd }
 func (c DeleteNode) ID() uint64 { return c.Cmd }
 
 func (CreateNode) isCommand() {}
@@ -218,6 +241,7 @@ func (EnsureDir) isCommand()  {}
 func (ReadDir) isCommand()    {}
 func (ListDir) isCommand()    {}
 func (WatchNode) isCommand()  {}
+func (CheckNodes) isCommand() {}
 func (DeleteNode) isCommand() {}
 
 func (c CreateNode) String() string {
@@ -229,6 +253,9 @@ func (c ReadDir) String() string {
 }
 func (c ListDir) String() string   { return fmt.Sprintf("ListDir cmd=%d dir=%s", c.Cmd, c.Dir) }
 func (c WatchNode) String() string { return fmt.Sprintf("WatchNode cmd=%d path=%s", c.Cmd, c.Path) }
+func (c CheckNodes) String() string {
+	return fmt.Sprintf("CheckNodes cmd=%d paths=%v", c.Cmd, c.Paths)
+}
 func (c DeleteNode) String() string {
 	return fmt.Sprintf("DeleteNode cmd=%d path=%s release=%t", c.Cmd, c.Path, c.Release)
 }

@@ -15,11 +15,17 @@ import (
 )
 
 // ReleasedMark is the data a holder writes to its node in the same multi
-// that deletes it, so the waiter watching the node sees NodeDataChanged
-// (not NodeDeleted) and knows a holder left: every node below it is gone,
-// since nodes below ours can only disappear, and it holds next with no
-// read. A plain NodeDeleted (a waiter gave up, a session expired, a Curator
-// holder released) makes the waiter look at the next lower node it saw.
+// that deletes it. The waiter watching the node (with a data and a child
+// watch) sees NodeDataChanged and then NodeDeleted, and so knows a holder
+// left: every node below it is gone, since nodes below ours can only
+// disappear, and it holds next with no read. A NodeDeleted without that
+// data change (a waiter gave up, a session expired, a Curator holder
+// released) makes the waiter check the lower nodes it saw, in one round.
+//
+// A data change alone is not a release: Curator's revocation writes to a
+// holder's node, and the holder keeps it until it deletes it. Only one case
+// is misread: someone writes to a waiting node whose owner then gives up
+// while older nodes remain; do not write to contender nodes.
 var ReleasedMark = []byte("released")
 
 // Errors are the recipe's sentinel errors, so that a lock reports
@@ -39,7 +45,12 @@ type Config struct {
 	// "latch-") of the nodes that take part; ours use the first unless an
 	// Acquire names another.
 	Markers []string
-	Data    []byte // our node's data
+	// MarkedMarkers are the markers whose nodes are released with
+	// ReleasedMark. Not "latch-": Curator's LeaderLatch waits for
+	// NodeDeleted on a one-shot data watch, so a data change before the
+	// delete would leave it waiting forever.
+	MarkedMarkers []string
+	Data          []byte // our node's data
 	// LoseOnSuspend ends a grant as soon as the connection is SUSPENDED
 	// (the safe default for recipes); when false only LOST ends it.
 	LoseOnSuspend bool
@@ -94,9 +105,11 @@ type term struct {
 	node    string
 	seq     int32
 	token   int64
+	marker  string
 	below   []string // lower nodes we saw, ascending; we watch the last
 	pending uint64   // the term's outstanding command, 0 when only a watch is armed
-	watch   uint64   // the command whose watch we wait for
+	watch   uint64   // the command whose watches we wait for
+	marked  bool     // the watched node's data changed: a release, if it is deleted next
 	try     bool     // only TryAcquire callers: give up instead of waiting
 }
 
@@ -180,6 +193,8 @@ func (m *Machine) Step(in Input) Output {
 		m.dirListed(in)
 	case Watching:
 		m.watching(in)
+	case NodesChecked:
+		m.nodesChecked(in)
 	case WatchFired:
 		m.watchFired(in)
 	case Deleted:
@@ -210,7 +225,7 @@ func (m *Machine) acquire(in Acquire) {
 		marker = m.cfg.Markers[0]
 	}
 	m.termN++
-	t := &term{n: m.termN, prefix: zk.Join(m.cfg.Dir, "_c_"+m.cfg.NewID()+"-"+marker), try: in.Try}
+	t := &term{n: m.termN, prefix: zk.Join(m.cfg.Dir, "_c_"+m.cfg.NewID()+"-"+marker), marker: marker, try: in.Try}
 	m.term = t
 	m.fire(trOffer)
 	m.emit(events.OfferStart, nil)
@@ -423,27 +438,54 @@ func (m *Machine) watching(in Watching) {
 	case in.Err != nil:
 		m.fail(t, in.Err)
 	case !in.Exists:
+		t.watch = 0 // gone already: a watch left by the race is stale
 		t.below = t.below[:len(t.below)-1]
-		m.advance(t)
+		m.recheck(t)
 	}
 }
 
 func (m *Machine) watchFired(in WatchFired) {
 	t := m.term
-	if t == nil || in.Cmd != t.watch || t.pending != 0 {
+	if t == nil || in.Cmd != t.watch || t.pending != 0 || len(t.below) == 0 {
 		return
 	}
-	t.watch = 0
+	watched := t.below[len(t.below)-1]
 	switch in.Event.Type {
 	case zk.EventNodeDataChanged:
-		// A holder released it (ReleasedMark): nothing below is left.
-		t.below = nil
+		// A release writes ReleasedMark and deletes in one multi: wait for
+		// the delete, which the child watch reports.
+		_, t.marked = parseSeq(zk.Base(watched), m.cfg.MarkedMarkers)
 	case zk.EventNodeDeleted:
-		t.below = t.below[:len(t.below)-1]
-	case zk.EventNotWatching:
-		return // the session ended; LOST follows
+		t.watch = 0
+		if t.marked {
+			t.below = nil // a holder left: nothing below it is left either
+			m.advance(t)
+		} else {
+			t.below = t.below[:len(t.below)-1]
+			m.recheck(t)
+		}
+		t.marked = false
 	}
-	m.advance(t)
+}
+
+func (m *Machine) nodesChecked(in NodesChecked) {
+	r, t := m.take(in.Cmd)
+	switch {
+	case t == nil:
+	case errors.Is(in.Err, zk.ErrConnectionLoss):
+		m.send(r)
+	case in.Err != nil:
+		m.fail(t, in.Err)
+	default:
+		var left []string
+		for i, p := range r.cmd.(CheckNodes).Paths {
+			if in.Exists[i] {
+				left = append(left, p)
+			}
+		}
+		t.below = left
+		m.advance(t)
+	}
 }
 
 func (m *Machine) deleted(in Deleted) {
@@ -484,6 +526,17 @@ func (m *Machine) offered(t *term, node string) {
 	m.fire(trDetermine)
 	m.emit(events.DetermineStart, nil)
 	m.send(&request{cmd: ReadDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir, Own: node}, term: t})
+}
+
+// recheck follows a node before ours that went without a release mark: the
+// lower nodes we saw may still be there (it may have been a waiter that
+// gave up), so ask for all of them in one round. With none left, hold.
+func (m *Machine) recheck(t *term) {
+	if len(t.below) == 0 {
+		m.elect(t)
+		return
+	}
+	m.send(&request{cmd: CheckNodes{Cmd: m.nextCmd(), Paths: slices.Clone(t.below)}, term: t})
 }
 
 // advance holds it when nothing we saw below is left, or else waits for the
@@ -538,7 +591,7 @@ func (m *Machine) stop(t *term, releasers []uint64) {
 	m.fire(trStop)
 	m.emit(events.StopStart, nil)
 	m.endTerm(t)
-	m.deleteNode(t.node, true, releasers, t.n)
+	m.deleteNode(t.node, slices.Contains(m.cfg.MarkedMarkers, t.marker), releasers, t.n)
 }
 
 // abandon ends a term that does not hold: its node (if any) is deleted; a

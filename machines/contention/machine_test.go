@@ -37,7 +37,7 @@ type transcript struct {
 func newTranscript(t *testing.T, loseOnSuspend bool) *transcript {
 	tr := &transcript{t: t}
 	m, err := NewMachine(Config{
-		Dir: "/app/lock", Markers: []string{"lock-"}, LoseOnSuspend: loseOnSuspend, Errors: testErrors,
+		Dir: "/app/lock", Markers: []string{"lock-", "latch-"}, MarkedMarkers: []string{"lock-"}, LoseOnSuspend: loseOnSuspend, Errors: testErrors,
 		NewID:     func() string { tr.id++; return fmt.Sprintf("uuid%d", tr.id) },
 		SessionID: sess,
 	})
@@ -120,8 +120,10 @@ func TestTranscriptZeroReadHandoff(t *testing.T) {
 		"_c_uuid1-lock-0000000003", "_c_a-lock-0000000001", "_c_b-lock-0000000002", "_c_c-lock-0000000000",
 	}, Own: own(0x50), OwnExists: true})
 	tr.step(Watching{Cmd: 3, Exists: true})
-	// The holder before us released with the mark: we hold, no read.
-	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: "/app/lock/_c_b-lock-0000000002"}})
+	// The holder before us released with the mark (data change, then the
+	// delete on the child watch): we hold, no read.
+	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: "/app/lock/_c_b-lock-0000000002"}})
+	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
 	if len(out.Commands) != 0 || len(out.Replies) != 1 || !out.Replies[0].Granted {
 		t.Fatalf("want a grant with no command, got %+v", out)
 	}
@@ -136,8 +138,42 @@ func TestTranscriptWaiterBeforeUsGaveUp(t *testing.T) {
 	tr.step(Watching{Cmd: 3, Exists: true})
 	// A plain delete: b may have been a waiter that gave up; look at a.
 	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
-	tr.step(Watching{Cmd: 4, Exists: false})
+	// The data watch reports the same delete again: ignored.
+	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
+	tr.step(NodesChecked{Cmd: 4, Exists: []bool{true}})
+	tr.step(Watching{Cmd: 5, Exists: true})
+	tr.step(WatchFired{Cmd: 5, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_a-lock-0000000001"}})
 	tr.check("waiter_gave_up")
+}
+
+func TestTranscriptDataChangeAloneIsNoRelease(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
+	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_a-lock-0000000001", "_c_b-lock-0000000002"}, Own: own(0x50), OwnExists: true})
+	tr.step(Watching{Cmd: 3, Exists: true})
+	// Curator's Revoker writes to the node we wait for: not a release.
+	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: "/app/lock/_c_b-lock-0000000002"}})
+	if len(out.Replies) != 0 {
+		t.Fatalf("a data change alone granted the lock: %v", out.Replies)
+	}
+	tr.check("data_change_alone")
+}
+
+func TestTranscriptLatchNodesAreNotMarked(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
+	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_a-lock-0000000001", "_c_b-latch-0000000002"}, Own: own(0x50), OwnExists: true})
+	tr.step(Watching{Cmd: 3, Exists: true})
+	// A data change on a latch node means nothing: its delete is checked.
+	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: "/app/lock/_c_b-latch-0000000002"}})
+	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-latch-0000000002"}})
+	if len(out.Commands) != 1 {
+		t.Fatalf("want the lower nodes checked, got %v", out.Commands)
+	}
+	tr.step(NodesChecked{Cmd: 4, Exists: []bool{false}})
+	tr.check("latch_not_marked")
 }
 
 func TestTranscriptGhostAdopted(t *testing.T) {

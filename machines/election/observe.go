@@ -130,6 +130,7 @@ type observer struct {
 	e      *Election
 	cancel context.CancelFunc
 	done   chan struct{}
+	quit   chan struct{} // closed by stop: streams end even mid-send
 
 	mu      sync.Mutex
 	log     []Leader // changes not yet read by every stream
@@ -142,7 +143,7 @@ type observer struct {
 
 func newObserver(e *Election) *observer {
 	ctx, cancel := context.WithCancel(context.Background())
-	o := &observer{e: e, cancel: cancel, done: make(chan struct{}), readers: make(map[*int]struct{}), changed: make(chan struct{})}
+	o := &observer{e: e, cancel: cancel, done: make(chan struct{}), quit: make(chan struct{}), readers: make(map[*int]struct{}), changed: make(chan struct{})}
 	go o.follow(ctx)
 	return o
 }
@@ -229,6 +230,8 @@ func (o *observer) stream(ctx context.Context, pos *int, out chan<- Leader) {
 				continue
 			case <-ctx.Done():
 				return
+			case <-o.quit:
+				return
 			}
 		}
 		l := o.log[i]
@@ -236,6 +239,8 @@ func (o *observer) stream(ctx context.Context, pos *int, out chan<- Leader) {
 		select {
 		case out <- l:
 		case <-ctx.Done():
+			return
+		case <-o.quit:
 			return
 		}
 		o.mu.Lock()
@@ -271,8 +276,7 @@ func (o *observer) stop() {
 	<-o.done
 	o.mu.Lock()
 	o.stopped = true
-	close(o.changed)
-	o.changed = make(chan struct{})
 	o.mu.Unlock()
+	close(o.quit)
 	o.wg.Wait()
 }

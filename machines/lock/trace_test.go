@@ -139,12 +139,12 @@ func TestZeroReadHandoff(t *testing.T) {
 		waiter := newLock(t, c, "/locks/handoff", lock.WithTracerProvider(tp))
 		res := acquireAsync(ctx, waiter)
 		// The waiter's requests: create, children + exists (own node), then
-		// exists on the holder's node, which arms the watch.
-		for exists := 0; exists < 2; {
+		// exists + children on the holder's node, which arm the watches.
+		for reads := 0; reads < 4; {
 			select {
 			case name := <-ended:
-				if name == "zk.exists /locks/handoff" {
-					exists++
+				if name == "zk.exists /locks/handoff" || name == "zk.children /locks/handoff" {
+					reads++
 				}
 			case <-time.After(15 * time.Second):
 				t.Fatal("the waiter's watch was not armed")
