@@ -1,0 +1,131 @@
+// Regression tests for two interop bugs found with Curator 5.4: a data
+// change on the node a waiter watches must not be taken for a release
+// (Curator's revocation writes to the holder's node), and a latch node must
+// go with a plain delete (a Curator LeaderLatch behind it waits for
+// NodeDeleted on a one-shot data watch).
+package interop
+
+import (
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/lock"
+	"github.com/zkrecipes/zkrecipes/testkit"
+)
+
+// Our leader resigns with a Curator LeaderLatch next in queue: the latch
+// must lead. Resign deletes our node in a multi that first sets its data
+// (contention.ReleasedMark), so the latch's data watch on it fires
+// NodeDataChanged, the one-shot watch is spent, no NodeDeleted follows, and
+// LeaderLatch (which re-reads only on NodeDeleted) never learns it is first.
+func TestFindingLatchFollowsOurResign(t *testing.T) {
+	needCurator(t)
+	srv := testkit.StartServer(t)
+	t0 := time.Now()
+	ctx := testCtx(t)
+	const dir = "/interop/latch-resign"
+	a := newElection(t, connect(t, srv.Addr()), dir, "go-a")
+	conn := connect(t, srv.Addr())
+	cur := startCurator(t, t0, srv.Addr(), "latch", dir, "curator-b")
+
+	termA, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.ask("start", "STARTED")
+	awaitChildren(t, ctx, conn, dir, 2)
+	awaitWatch(t, ctx, srv.Addr(), termA.Node(), cur.session)
+	// Watch go-a's node as Curator's latch does (a data watch), to see what
+	// a watcher is told.
+	_, _, seen, err := conn.GetW(ctx, termA.Node())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ev := <-seen
+	t.Logf("a data watch on go-a's node saw %v on Resign", ev.Type)
+	if _, ok := cur.awaitWithin("LEADER", 3*time.Second); ok {
+		return
+	}
+	kids := children(t, ctx, conn, dir)
+	t.Errorf("Curator's latch is not leader 3s after go-a resigned: nodes %v (Curator's is first), "+
+		"Curator hasLeadership %s, Curator getLeader %q, our Leader %q",
+		kids, cur.ask("status", "STATUS"), cur.ask("leader", "LEADERID"), leaderID(t, ctx, a))
+}
+
+// The same handover through a plain delete (as when our leader's session
+// ends) works: the latch sees NodeDeleted.
+func TestFindingLatchFollowsPlainDelete(t *testing.T) {
+	needCurator(t)
+	srv := testkit.StartServer(t)
+	t0 := time.Now()
+	ctx := testCtx(t)
+	const dir = "/interop/latch-delete"
+	a := newElection(t, connect(t, srv.Addr()), dir, "go-a")
+	conn := connect(t, srv.Addr())
+	cur := startCurator(t, t0, srv.Addr(), "latch", dir, "curator-b")
+
+	termA, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.ask("start", "STARTED")
+	awaitChildren(t, ctx, conn, dir, 2)
+	awaitWatch(t, ctx, srv.Addr(), termA.Node(), cur.session)
+	start := time.Now()
+	if err := conn.Delete(ctx, termA.Node(), zk.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	cur.await("LEADER")
+	t.Logf("plain delete of go-a's node -> Curator isLeader: %s", ms(time.Since(start)))
+}
+
+// A Curator holder is asked to give the lock up (Curator's
+// Revoker.attemptRevoke sets the holder's node data to "__REVOKE__"; the
+// holder keeps the lock until it chooses to release). Our waiter takes any
+// NodeDataChanged on its predecessor for a release mark and holds at once:
+// two holders.
+func TestFindingLockWaiterHoldsOnRevokeRequest(t *testing.T) {
+	needCurator(t)
+	srv := testkit.StartServer(t)
+	t0 := time.Now()
+	ctx := testCtx(t)
+	const dir = "/interop/mutex-revoke"
+	conn := connect(t, srv.Addr())
+	cur := startCurator(t, t0, srv.Addr(), "mutex", dir, "curator")
+	lconn := connect(t, srv.Addr())
+	l, err := lock.New(lconn, dir, lock.WithID("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	sub := l.Subscribe()
+	defer sub.Close()
+
+	curNode := cur.ask("acquire 5000", "ACQUIRED")
+	got := make(chan error, 1)
+	go func() {
+		_, err := l.Acquire(ctx)
+		got <- err
+	}()
+	awaitEvent(t, sub, events.ReadyStart)
+	awaitWatch(t, ctx, srv.Addr(), curNode, sessionHex(lconn))
+	// What Revoker.attemptRevoke(client, curNode) sends.
+	if _, err := conn.Set(ctx, curNode, []byte("__REVOKE__"), zk.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		_, exists, xerr := conn.Exists(ctx, curNode)
+		t.Errorf("our Acquire returned (err %v) while Curator holds: its node %s exists=%v (%v)",
+			err, curNode, exists, xerr)
+	case <-time.After(2 * time.Second):
+		t.Log("no grant within 2s of the revoke request, as it should be")
+	}
+	cur.ask("release", "RELEASED")
+}
