@@ -18,6 +18,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/contention"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
 
@@ -318,13 +319,23 @@ func awaitWatch(t *testing.T, ctx context.Context, addr, node, session string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, step)
 	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		out, err := testkit.FourLetterWord(ctx, addr, "wchp")
 		if err != nil {
 			t.Fatalf("waiting for %s's watch on %s: %v", session, node, err)
 		}
-		if watchers(out, node)[session] {
+		// A Curator waiter leaves a data watch on node; ours, an exists
+		// watch on node's release mark (and a child watch on node, which
+		// wchp does not list).
+		if watchers(out, node)[session] || watchers(out, contention.ReleaseMark(node))[session] {
 			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s's watch on %s: %v", session, node, ctx.Err())
 		}
 	}
 }

@@ -321,31 +321,28 @@ func (in *Instance) run(cmd Command) {
 		})
 	case WatchNode:
 		in.actor.Go(func(ctx context.Context) message {
-			var exists bool
-			var dataW, childW <-chan zk.WatchEvent
-			var existsErr, childErr error
+			var markW, deleteW <-chan zk.WatchEvent
+			var markErr, childErr error
 			var wg sync.WaitGroup
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				op(ctx, "exists", func(ctx context.Context) error {
-					_, exists, dataW, existsErr = conn.ExistsW(ctx, c.Path)
-					return existsErr
+					_, _, markW, markErr = conn.ExistsW(ctx, ReleaseMark(c.Path))
+					return markErr
 				})
 			}()
 			op(ctx, "children", func(ctx context.Context) error {
-				_, _, childW, childErr = conn.ChildrenW(ctx, c.Path)
+				_, _, deleteW, childErr = conn.ChildrenW(ctx, c.Path)
 				return childErr
 			})
 			wg.Wait()
-			r := Watching{Cmd: c.Cmd, Exists: exists, Err: existsErr}
-			if errors.Is(childErr, zk.ErrNoNode) {
-				r.Exists = false // deleted between the two requests
-			} else if r.Err == nil {
+			r := Watching{Cmd: c.Cmd, Exists: childErr == nil, Err: markErr}
+			if childErr != nil && !errors.Is(childErr, zk.ErrNoNode) {
 				r.Err = childErr
 			}
 			var watches []<-chan zk.WatchEvent
-			for _, w := range []<-chan zk.WatchEvent{dataW, childW} {
+			for _, w := range []<-chan zk.WatchEvent{markW, deleteW} {
 				if w != nil {
 					watches = append(watches, w)
 				}
@@ -376,8 +373,10 @@ func (in *Instance) run(cmd Command) {
 			var err error
 			if c.Release {
 				op(ctx, "multi", func(ctx context.Context) error {
+					mark := ReleaseMark(c.Path)
 					_, err = conn.Multi(ctx,
-						&zk.SetOp{Path: c.Path, Data: ReleasedMark, Version: zk.AnyVersion},
+						&zk.CreateOp{Path: mark, Mode: zk.ModePersistent},
+						&zk.DeleteOp{Path: mark, Version: zk.AnyVersion},
 						&zk.DeleteOp{Path: c.Path, Version: zk.AnyVersion})
 					return err
 				})

@@ -200,12 +200,11 @@ type ListDir struct {
 	Dir string
 }
 
-// WatchNode checks that Path exists and leaves two one-shot watches on it,
-// both requests in flight together: a data watch (exists), which fires on a
-// data change or the delete, and a child watch, which fires only on the
-// delete (contender nodes are ephemeral: they have no children). So a data
-// change never hides the delete that follows it. Replies: Watching, then a
-// WatchFired for each watch that fires.
+// WatchNode checks that Path exists and leaves two one-shot watches, both
+// requests in flight together: a child watch on Path, which fires only when
+// it is deleted (contender nodes are ephemeral: no children; a data change
+// does not fire it), and an exists watch on ReleaseMark(Path). Replies:
+// Watching, then a WatchFired for each watch that fires.
 type WatchNode struct {
 	Cmd  uint64
 	Path string
@@ -218,10 +217,9 @@ type CheckNodes struct {
 	Paths []string
 }
 
-// DeleteNode deletes Path. With Release set, it first marks the node
-// released in the same atomic multi (set data, then delete): the waiter
-// watching it sees the data change and then the delete, so it knows a
-// holder left and holds next with no read. Reply: Deleted.
+// DeleteNode deletes Path. With Release set, one multi creates and deletes
+// ReleaseMark(Path) and then deletes Path, so the waiter watching it knows
+// a holder left and holds next with no read. Reply: Deleted.
 type DeleteNode struct {
 	Cmd     uint64
 	Path    string

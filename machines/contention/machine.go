@@ -14,19 +14,21 @@ import (
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
-// ReleasedMark is the data a holder writes to its node in the same multi
-// that deletes it. The waiter watching the node (with a data and a child
-// watch) sees NodeDataChanged and then NodeDeleted, and so knows a holder
-// left: every node below it is gone, since nodes below ours can only
-// disappear, and it holds next with no read. A NodeDeleted without that
-// data change (a waiter gave up, a session expired, a Curator holder
-// released) makes the waiter check the lower nodes it saw, in one round.
+// ReleaseMark is the name of the marker node a holder creates and deletes,
+// in the same multi that deletes its own node: node + ".released". The
+// marker never exists outside that transaction, so no one lists it; but the
+// waiter behind the node watches for the marker's creation (an exists
+// watch) as well as for the node's deletion (a child watch). Seeing the
+// marker created, then the node deleted, it knows a holder left: every node
+// below is gone (nodes below ours can only disappear), and it holds next
+// with no read. A deletion without the marker (a waiter gave up, a session
+// expired, a Curator client released) makes it check the lower nodes it
+// saw, in one round.
 //
-// A data change alone is not a release: Curator's revocation writes to a
-// holder's node, and the holder keeps it until it deletes it. Only one case
-// is misread: someone writes to a waiting node whose owner then gives up
-// while older nodes remain; do not write to contender nodes.
-var ReleasedMark = []byte("released")
+// Nothing else about a node is a signal: a data change (Curator's
+// revocation writes one) fires neither watch, and a Curator waiter behind
+// our node sees only the plain NodeDeleted it waits for.
+func ReleaseMark(node string) string { return node + ".released" }
 
 // Errors are the recipe's sentinel errors, so that a lock reports
 // "lock: session lost" and an election "election: session lost".
@@ -45,12 +47,7 @@ type Config struct {
 	// "latch-") of the nodes that take part; ours use the first unless an
 	// Acquire names another.
 	Markers []string
-	// MarkedMarkers are the markers whose nodes are released with
-	// ReleasedMark. Not "latch-": Curator's LeaderLatch waits for
-	// NodeDeleted on a one-shot data watch, so a data change before the
-	// delete would leave it waiting forever.
-	MarkedMarkers []string
-	Data          []byte // our node's data
+	Data    []byte // our node's data
 	// LoseOnSuspend ends a grant as soon as the connection is SUSPENDED
 	// (the safe default for recipes); when false only LOST ends it.
 	LoseOnSuspend bool
@@ -105,11 +102,10 @@ type term struct {
 	node    string
 	seq     int32
 	token   int64
-	marker  string
 	below   []string // lower nodes we saw, ascending; we watch the last
 	pending uint64   // the term's outstanding command, 0 when only a watch is armed
 	watch   uint64   // the command whose watches we wait for
-	marked  bool     // the watched node's data changed: a release, if it is deleted next
+	marked  bool     // the watched node's release mark was created: a holder is leaving
 	try     bool     // only TryAcquire callers: give up instead of waiting
 }
 
@@ -225,7 +221,7 @@ func (m *Machine) acquire(in Acquire) {
 		marker = m.cfg.Markers[0]
 	}
 	m.termN++
-	t := &term{n: m.termN, prefix: zk.Join(m.cfg.Dir, "_c_"+m.cfg.NewID()+"-"+marker), marker: marker, try: in.Try}
+	t := &term{n: m.termN, prefix: zk.Join(m.cfg.Dir, "_c_"+m.cfg.NewID()+"-"+marker), try: in.Try}
 	m.term = t
 	m.fire(trOffer)
 	m.emit(events.OfferStart, nil)
@@ -450,12 +446,10 @@ func (m *Machine) watchFired(in WatchFired) {
 		return
 	}
 	watched := t.below[len(t.below)-1]
-	switch in.Event.Type {
-	case zk.EventNodeDataChanged:
-		// A release writes ReleasedMark and deletes in one multi: wait for
-		// the delete, which the child watch reports.
-		_, t.marked = parseSeq(zk.Base(watched), m.cfg.MarkedMarkers)
-	case zk.EventNodeDeleted:
+	switch {
+	case in.Event.Type == zk.EventNodeCreated && in.Event.Path == ReleaseMark(watched):
+		t.marked = true // the node's deletion is in the same transaction
+	case in.Event.Type == zk.EventNodeDeleted && in.Event.Path == watched:
 		t.watch = 0
 		if t.marked {
 			t.below = nil // a holder left: nothing below it is left either
@@ -497,6 +491,12 @@ func (m *Machine) deleted(in Deleted) {
 	case errors.Is(in.Err, zk.ErrConnectionLoss), errors.Is(in.Err, zk.ErrSessionExpired):
 		// Retry once connected: the node is gone with its session, or it
 		// is still ours to delete.
+		m.send(r)
+	case errors.Is(in.Err, zk.ErrNodeExists):
+		// Someone made a node by the release mark's name: delete plainly.
+		d := r.cmd.(DeleteNode)
+		d.Release = false
+		r.cmd = d
 		m.send(r)
 	case in.Err == nil, errors.Is(in.Err, zk.ErrNoNode), errors.Is(in.Err, zk.ErrClosed):
 		m.finishDelete(r, nil)
@@ -591,7 +591,7 @@ func (m *Machine) stop(t *term, releasers []uint64) {
 	m.fire(trStop)
 	m.emit(events.StopStart, nil)
 	m.endTerm(t)
-	m.deleteNode(t.node, slices.Contains(m.cfg.MarkedMarkers, t.marker), releasers, t.n)
+	m.deleteNode(t.node, true, releasers, t.n)
 }
 
 // abandon ends a term that does not hold: its node (if any) is deleted; a
@@ -656,8 +656,8 @@ func (m *Machine) vanished(t *term) error {
 // ---- deletes
 
 // deleteNode deletes path in the background until it succeeds, the node is
-// gone, or the connection is closed; release marks it released first (see
-// ReleasedMark). releasers are answered when it is done; stopTerm, if set,
+// gone, or the connection is closed; release marks it released (see
+// ReleaseMark). releasers are answered when it is done; stopTerm, if set,
 // completes that term's STOP.
 func (m *Machine) deleteNode(path string, release bool, releasers []uint64, stopTerm uint64) {
 	m.send(&request{cmd: DeleteNode{Cmd: m.nextCmd(), Path: path, Release: release}, releasers: releasers, stopTerm: stopTerm})

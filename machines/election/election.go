@@ -122,7 +122,6 @@ func New(conn zk.Conn, path string, opts ...Option) (*Election, error) {
 	m, err := contention.NewMachine(contention.Config{
 		Dir:           path,
 		Markers:       markers,
-		MarkedMarkers: []string{selectorMarker},
 		Data:          []byte(cfg.id),
 		LoseOnSuspend: cfg.suspendIsLost,
 		Errors: contention.Errors{

@@ -108,7 +108,6 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 	m, err := contention.NewMachine(contention.Config{
 		Dir:           path,
 		Markers:       []string{"lock-"},
-		MarkedMarkers: []string{"lock-"},
 		LoseOnSuspend: cfg.suspendIsLost,
 		Errors: contention.Errors{
 			SessionLost: ErrSessionLost,
