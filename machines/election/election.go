@@ -196,9 +196,10 @@ func (e *Election) campaign(ctx context.Context, marker string) (*Term, error) {
 }
 
 // Resign ends our term at once: our node is deleted (with the release mark,
-// so the next participant leads with no read) and Resign returns once it is
-// gone, or when ctx ends (the delete goes on in the background). It is a
-// no-op when we do not lead, so it may be called again after a failure.
+// contention.ReleaseMark, so the next participant leads with no read) and
+// Resign returns once it is gone, or when ctx ends (the delete goes on in
+// the background). It is a no-op when we do not lead, so it may be called
+// again after a failure.
 func (e *Election) Resign(ctx context.Context) error {
 	ctx, span := e.tracer.Start(ctx, "election.resign", trace.WithAttributes(attribute.String("zk.election.path", e.path)))
 	defer span.End()

@@ -6,9 +6,11 @@
 // Curator process and this package exclude each other on the same path.
 // Waiters queue in sequence order (FIFO) and each watches only the node just
 // before its own, so a release wakes exactly one waiter. A holder releases
-// by marking its node released and deleting it in one multi; the waiter it
-// wakes then holds the lock with no further read (delete → notification,
-// where other libraries need delete → notification → getChildren).
+// by deleting its node in one multi that also creates and deletes a marker
+// node beside it (contention.ReleaseMark), which the waiter behind watches
+// for: the waiter then holds the lock with no further read (delete →
+// notification, where other libraries need delete → notification →
+// getChildren). Curator's waiters see a plain delete.
 //
 // # What a grant guarantees, and what it does not
 //
