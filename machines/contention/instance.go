@@ -3,6 +3,7 @@ package contention
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,31 @@ type call struct {
 type Result struct {
 	Reply
 	Lost <-chan struct{}
+}
+
+// Open checks, before anything is sent, what every recipe checks — the
+// directory (cfg.Dir) and the connection — and starts a machine for cfg on
+// conn. Errors: zk.ErrInvalidPath (prefixed with opts.Recipe) or
+// cfg.Errors.Closed for a nil or closed connection.
+func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
+	if err := zk.ValidatePath(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("%s: %w", opts.Recipe, err)
+	}
+	if cfg.Dir == "/" {
+		return nil, fmt.Errorf("%s: %w %q: the root cannot hold contenders", opts.Recipe, zk.ErrInvalidPath, cfg.Dir)
+	}
+	if conn == nil {
+		return nil, fmt.Errorf("%w: nil connection", cfg.Errors.Closed)
+	}
+	if conn.State() == zk.StateClosed {
+		return nil, fmt.Errorf("%w: connection closed", cfg.Errors.Closed)
+	}
+	cfg.SessionID = conn.SessionID()
+	m, err := NewMachine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return Start(conn, cfg.Dir, m, opts), nil
 }
 
 // Start runs m on conn. The Instance owns m from now on.

@@ -3,7 +3,6 @@ package election
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -94,21 +93,9 @@ func WithCloseTimeout(d time.Duration) Option { return func(c *config) { c.close
 
 // New returns a participant in the election at path (created, with missing
 // parents, as container nodes on first use). Nothing is sent to the server.
-// Errors: zk.ErrInvalidPath for a bad path or an id containing a NUL byte,
-// ErrClosed for a nil or closed connection.
+// Errors: zk.ErrInvalidPath for a bad path, ErrClosed for a nil or closed
+// connection.
 func New(conn zk.Conn, path string, opts ...Option) (*Election, error) {
-	if err := zk.ValidatePath(path); err != nil {
-		return nil, fmt.Errorf("election: %w", err)
-	}
-	if path == "/" {
-		return nil, fmt.Errorf("election: %w %q: the root cannot be an election", zk.ErrInvalidPath, path)
-	}
-	if conn == nil {
-		return nil, fmt.Errorf("%w: nil connection", ErrClosed)
-	}
-	if conn.State() == zk.StateClosed {
-		return nil, fmt.Errorf("%w: connection closed", ErrClosed)
-	}
 	cfg := config{suspendIsLost: true, closeTimeout: 10 * time.Second}
 	for _, o := range opts {
 		o(&cfg)
@@ -119,7 +106,8 @@ func New(conn zk.Conn, path string, opts ...Option) (*Election, error) {
 	if cfg.tp == nil {
 		cfg.tp = otel.GetTracerProvider()
 	}
-	m, err := contention.NewMachine(contention.Config{
+	tracer := cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version))
+	inst, err := contention.Open(conn, contention.Config{
 		Dir:           path,
 		Markers:       markers,
 		Data:          []byte(cfg.id),
@@ -131,23 +119,12 @@ func New(conn zk.Conn, path string, opts ...Option) (*Election, error) {
 			NotHeld:     errNotLeading,
 			Closed:      ErrClosed,
 		},
-		NewID:     uuid.NewString,
-		SessionID: conn.SessionID(),
-	})
+		NewID: uuid.NewString,
+	}, contention.Options{Recipe: "election", Instance: cfg.id, Tracer: tracer, CloseTimeout: cfg.closeTimeout})
 	if err != nil {
 		return nil, err
 	}
-	tracer := cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version))
-	return &Election{
-		conn:   conn,
-		path:   path,
-		cfg:    cfg,
-		tracer: tracer,
-		closed: make(chan struct{}),
-		inst: contention.Start(conn, path, m, contention.Options{
-			Recipe: "election", Instance: cfg.id, Tracer: tracer, CloseTimeout: cfg.closeTimeout,
-		}),
-	}, nil
+	return &Election{conn: conn, path: path, cfg: cfg, tracer: tracer, closed: make(chan struct{}), inst: inst}, nil
 }
 
 // ID is this participant's id.

@@ -48,25 +48,6 @@ func recvLeader(t *testing.T, ch <-chan election.Leader) election.Leader {
 	return election.Leader{}
 }
 
-// waitEvent reads sub until an event of type typ arrives.
-func waitEvent(t *testing.T, sub *events.Subscription, typ events.Type) events.Event {
-	t.Helper()
-	timeout := time.After(15 * time.Second)
-	for {
-		select {
-		case ev, ok := <-sub.C:
-			if !ok {
-				t.Fatalf("subscription closed before %s", typ)
-			}
-			if ev.Type == typ {
-				return ev
-			}
-		case <-timeout:
-			t.Fatalf("no %s event within 15s", typ)
-		}
-	}
-}
-
 type campaigned struct {
 	term *election.Term
 	err  error
@@ -153,7 +134,7 @@ func TestLeaderExpiryHandsOverAndRequeues(t *testing.T) {
 		secondSub := second.Subscribe()
 		defer secondSub.Close()
 		res := campaignAsync(ctx, second)
-		waitEvent(t, secondSub, events.ReadyStart) // second is queued behind first
+		testkit.WaitEvent(t, secondSub, events.ReadyStart) // second is queued behind first
 		tg.Expire(t, lc)
 		r := <-res
 		if r.err != nil {
@@ -162,9 +143,9 @@ func TestLeaderExpiryHandsOverAndRequeues(t *testing.T) {
 		if r.term.Token() <= oldToken {
 			t.Fatalf("new leader's token %#x not above %#x", r.term.Token(), oldToken)
 		}
-		waitEvent(t, sub, events.Failed)
+		testkit.WaitEvent(t, sub, events.Failed)
 		// With requeue, the first participant is back, as a follower.
-		waitEvent(t, sub, events.ReadyStart)
+		testkit.WaitEvent(t, sub, events.ReadyStart)
 		ps, err := second.Participants(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -237,9 +218,9 @@ func TestObserveEveryChangeInOrder(t *testing.T) {
 		defer bSub.Close()
 		defer cSub.Close()
 		bRes := campaignAsync(ctx, b) // queue b, then c, in that order
-		waitEvent(t, bSub, events.ReadyStart)
+		testkit.WaitEvent(t, bSub, events.ReadyStart)
 		cRes := campaignAsync(ctx, c)
-		waitEvent(t, cSub, events.ReadyStart)
+		testkit.WaitEvent(t, cSub, events.ReadyStart)
 		if err := a.Resign(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -83,18 +82,6 @@ func WithCloseTimeout(d time.Duration) Option { return func(c *config) { c.close
 // server. It fails with an error matching zk.ErrInvalidPath for a bad path,
 // and ErrClosed for a nil or closed connection.
 func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
-	if err := zk.ValidatePath(path); err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
-	}
-	if path == "/" {
-		return nil, fmt.Errorf("lock: %w %q: the root cannot be a lock", zk.ErrInvalidPath, path)
-	}
-	if conn == nil {
-		return nil, fmt.Errorf("%w: nil connection", ErrClosed)
-	}
-	if conn.State() == zk.StateClosed {
-		return nil, fmt.Errorf("%w: connection closed", ErrClosed)
-	}
 	cfg := config{suspendIsLost: true, closeTimeout: 10 * time.Second}
 	for _, o := range opts {
 		o(&cfg)
@@ -105,7 +92,8 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 	if cfg.tp == nil {
 		cfg.tp = otel.GetTracerProvider()
 	}
-	m, err := contention.NewMachine(contention.Config{
+	tracer := cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version))
+	inst, err := contention.Open(conn, contention.Config{
 		Dir:           path,
 		Markers:       []string{"lock-"},
 		LoseOnSuspend: cfg.suspendIsLost,
@@ -116,16 +104,11 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 			NotHeld:     ErrNotHeld,
 			Closed:      ErrClosed,
 		},
-		NewID:     uuid.NewString,
-		SessionID: conn.SessionID(),
-	})
+		NewID: uuid.NewString,
+	}, contention.Options{Recipe: "lock", Instance: cfg.id, Tracer: tracer, CloseTimeout: cfg.closeTimeout})
 	if err != nil {
 		return nil, err
 	}
-	tracer := cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version))
-	inst := contention.Start(conn, path, m, contention.Options{
-		Recipe: "lock", Instance: cfg.id, Tracer: tracer, CloseTimeout: cfg.closeTimeout,
-	})
 	return &Lock{path: path, inst: inst, tracer: tracer}, nil
 }
 

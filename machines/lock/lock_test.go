@@ -102,25 +102,6 @@ func eventually(t *testing.T, c zk.Conn, path, what string, cond func(kids []str
 	}
 }
 
-// waitEvent reads sub until an event of type typ arrives.
-func waitEvent(t *testing.T, sub *events.Subscription, typ events.Type) events.Event {
-	t.Helper()
-	timeout := time.After(15 * time.Second)
-	for {
-		select {
-		case ev, ok := <-sub.C:
-			if !ok {
-				t.Fatalf("subscription closed before %s", typ)
-			}
-			if ev.Type == typ {
-				return ev
-			}
-		case <-timeout:
-			t.Fatalf("no %s event within 15s", typ)
-		}
-	}
-}
-
 type acquired struct {
 	g   *lock.Grant
 	err error
@@ -357,7 +338,7 @@ func TestSessionExpiryWhileHolding(t *testing.T) {
 		case <-time.After(15 * time.Second):
 			t.Fatal("Lost() not closed after the session expired")
 		}
-		if ev := waitEvent(t, sub, events.Failed); ev.Err == nil {
+		if ev := testkit.WaitEvent(t, sub, events.Failed); ev.Err == nil {
 			t.Fatal("FAILED without a cause")
 		}
 		eventually(t, other, "/locks/expire-held", "the expired holder's node is gone", func(kids []string) bool {
@@ -390,7 +371,7 @@ func TestSessionExpiryWhileWaiting(t *testing.T) {
 		sub := l.Subscribe()
 		defer sub.Close()
 		res := acquireAsync(ctx, l)
-		waitEvent(t, sub, events.ReadyStart)
+		testkit.WaitEvent(t, sub, events.ReadyStart)
 		tg.Expire(t, c)
 		select {
 		case r := <-res:
@@ -420,7 +401,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 		defer sub.Close()
 		wctx, cancel := context.WithCancel(ctx)
 		res := acquireAsync(wctx, l)
-		waitEvent(t, sub, events.ReadyStart)
+		testkit.WaitEvent(t, sub, events.ReadyStart)
 		cancel()
 		if r := <-res; !errors.Is(r.err, context.Canceled) {
 			t.Fatalf("Acquire after cancel = %v, want context.Canceled", r.err)
@@ -479,7 +460,7 @@ func TestForeignCuratorNodeIsRespected(t *testing.T) {
 		sub := l.Subscribe()
 		defer sub.Close()
 		res := acquireAsync(ctx, l)
-		waitEvent(t, sub, events.ReadyStart)
+		testkit.WaitEvent(t, sub, events.ReadyStart)
 		if err := other.Delete(ctx, foreign, zk.AnyVersion); err != nil { // Curator releases: a plain delete
 			t.Fatal(err)
 		}

@@ -83,7 +83,7 @@ func TestSpans(t *testing.T) {
 	defer sub.Close()
 	wctx, cancel := context.WithCancel(ctxT(t))
 	res := acquireAsync(wctx, waiter)
-	waitEvent(t, sub, events.ReadyStart)
+	testkit.WaitEvent(t, sub, events.ReadyStart)
 	cancel()
 	if r := <-res; !errors.Is(r.err, context.Canceled) {
 		t.Fatal(r.err)
