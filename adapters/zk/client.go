@@ -87,6 +87,9 @@ type client struct {
 	// of the dialer's connections (see resyncGrace).
 	watches watchCount
 
+	// order delivers node events to watch channels in the server's order.
+	order inOrder
+
 	// deliverMu orders session-event deliveries; taken before mu.
 	deliverMu sync.Mutex
 
@@ -171,7 +174,9 @@ func call[T any](ctx context.Context, c *client, req func(gz *gozk.Conn) (T, err
 // It runs in the request's goroutine, right after go-zookeeper answered the
 // watch request begun (c.watches.begin) at gen, so that a watch whose caller
 // has gone is still drained and counted; src is nil when no watch was left.
-func (c *client) watch(gen uint64, src <-chan gozk.Event) <-chan WatchEvent {
+// The event callback delivers node events to it in the server's order (see
+// inOrder); the goroutine here delivers what the callback did not.
+func (c *client) watch(gen uint64, src <-chan gozk.Event, path string, kind watchKind) <-chan WatchEvent {
 	if src == nil {
 		c.watches.end(gen, false)
 		return nil
@@ -186,15 +191,17 @@ func (c *client) watch(gen uint64, src <-chan gozk.Event) <-chan WatchEvent {
 		return out
 	}
 	c.watches.end(gen, true)
+	p := &pendingWatch{out: out}
+	c.order.register(path, kind, p)
 	go func() {
 		defer c.calls.Done()
 		ev, ok := <-src
 		c.watches.fired()
+		c.order.unregister(path, kind, p)
 		if !ok {
 			ev = gozk.Event{Type: gozk.EventNotWatching, Err: gozk.ErrClosing}
 		}
-		out <- watchEvent(ev)
-		close(out)
+		p.deliver(ev)
 	}()
 	return out
 }
@@ -334,7 +341,11 @@ func (c *client) ExistsW(ctx context.Context, path string) (Stat, bool, <-chan W
 	r, err := call(ctx, c, func(gz *gozk.Conn) (existsResult, error) {
 		gen := c.watches.begin()
 		ok, s, ch, err := gz.ExistsW(path)
-		return existsResult{stat: stat(s), exists: ok, w: c.watch(gen, ch)}, err
+		kind := kindExist
+		if ok {
+			kind = kindData
+		}
+		return existsResult{stat: stat(s), exists: ok, w: c.watch(gen, ch, path, kind)}, err
 	})
 	if err != nil {
 		return Stat{}, false, nil, err
@@ -372,7 +383,7 @@ func (c *client) GetW(ctx context.Context, path string) ([]byte, Stat, <-chan Wa
 	r, err := call(ctx, c, func(gz *gozk.Conn) (getResult, error) {
 		gen := c.watches.begin()
 		d, s, ch, err := gz.GetW(path)
-		return getResult{data: d, stat: stat(s), w: c.watch(gen, ch)}, err
+		return getResult{data: d, stat: stat(s), w: c.watch(gen, ch, path, kindData)}, err
 	})
 	if err != nil {
 		return nil, Stat{}, nil, err
@@ -407,7 +418,7 @@ func (c *client) ChildrenW(ctx context.Context, path string) ([]string, Stat, <-
 	r, err := call(ctx, c, func(gz *gozk.Conn) (childrenResult, error) {
 		gen := c.watches.begin()
 		n, s, ch, err := gz.ChildrenW(path)
-		return childrenResult{names: n, stat: stat(s), w: c.watch(gen, ch)}, err
+		return childrenResult{names: n, stat: stat(s), w: c.watch(gen, ch, path, kindChild)}, err
 	})
 	if err != nil {
 		return nil, Stat{}, nil, err

@@ -78,6 +78,7 @@ type subscriber struct {
 // except for SessionID, an atomic load.
 func (c *client) onEvent(ev gozk.Event) {
 	if ev.Type != gozk.EventSession {
+		c.order.fire(ev)
 		return
 	}
 	switch ev.State {

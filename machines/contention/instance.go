@@ -53,9 +53,11 @@ type Instance struct {
 // message is what the actor's mailbox carries: one machine input, with the
 // caller waiting for its answer, or a watch to forward.
 type message struct {
-	in      Input
-	call    *call
-	watches []<-chan zk.WatchEvent
+	start bool // emit the START event
+	in    Input
+	call  *call
+	// For Watching: the release mark's watch and the deletion watch.
+	markW, deleteW <-chan zk.WatchEvent
 }
 
 type call struct {
@@ -115,7 +117,7 @@ func Start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
 		return message{in: Session{State: ev.State, SessionID: ev.SessionID}}
 	})
 	in.curSpan = context.Background()
-	in.actor.Post(message{}) // emits START from the actor
+	in.actor.Post(message{start: true})
 	return in
 }
 
@@ -179,16 +181,15 @@ func (in *Instance) Close() error {
 
 // handle runs on the actor goroutine.
 func (in *Instance) handle(actx context.Context, msg message) bool {
-	for _, w := range msg.watches {
-		cmd := msg.in.(Watching).Cmd
-		runtime.Forward(in.actor, w, func(ev zk.WatchEvent) message {
-			return message{in: WatchFired{Cmd: cmd, Event: ev}}
-		})
+	if msg.deleteW != nil {
+		in.forwardWatches(msg.in.(Watching).Cmd, msg.markW, msg.deleteW)
 	}
 	var out Output
 	switch {
-	case msg.in == nil:
+	case msg.start:
 		out = in.m.Start()
+	case msg.in == nil:
+		return true // a watch forwarder that gave up
 	default:
 		in.curSpan = context.Background()
 		if msg.call != nil {
@@ -197,7 +198,7 @@ func (in *Instance) handle(actx context.Context, msg message) bool {
 		} else if id := replyCmd(msg.in); id != 0 {
 			if s, ok := in.spans[id]; ok {
 				in.curSpan = s
-				if _, armed := msg.in.(Watching); !armed || len(msg.watches) == 0 {
+				if _, armed := msg.in.(Watching); !armed || msg.deleteW == nil {
 					delete(in.spans, id) // a watch keeps its span for WatchFired
 				}
 			}
@@ -253,6 +254,40 @@ func (in *Instance) apply(actx context.Context, out Output) {
 		in.spans[cmd.ID()] = in.curSpan
 		in.run(cmd)
 	}
+}
+
+// forwardWatches forwards the two watches of a WatchNode: the release
+// mark's and the node's deletion. The adapter fills watch channels in the
+// order the server sent the events, so when the deletion arrives, a mark
+// the server sent before it is already waiting: it is posted first. The
+// forwarder ends with the deletion (a mark after it means nothing).
+func (in *Instance) forwardWatches(cmd uint64, markW, deleteW <-chan zk.WatchEvent) {
+	fired := func(ev zk.WatchEvent) message { return message{in: WatchFired{Cmd: cmd, Event: ev}} }
+	in.actor.Go(func(ctx context.Context) message {
+		select {
+		case ev, ok := <-markW:
+			if ok {
+				in.actor.Post(fired(ev))
+			}
+		case ev := <-deleteW:
+			select {
+			case mark, ok := <-markW:
+				if ok {
+					in.actor.Post(fired(mark))
+				}
+			default:
+			}
+			return fired(ev)
+		case <-ctx.Done():
+			return message{}
+		}
+		select {
+		case ev := <-deleteW:
+			return fired(ev)
+		case <-ctx.Done():
+			return message{}
+		}
+	})
 }
 
 func replyCmd(i Input) uint64 {
@@ -367,13 +402,7 @@ func (in *Instance) run(cmd Command) {
 			if childErr != nil && !errors.Is(childErr, zk.ErrNoNode) {
 				r.Err = childErr
 			}
-			var watches []<-chan zk.WatchEvent
-			for _, w := range []<-chan zk.WatchEvent{markW, deleteW} {
-				if w != nil {
-					watches = append(watches, w)
-				}
-			}
-			return message{in: r, watches: watches}
+			return message{in: r, markW: markW, deleteW: deleteW}
 		})
 	case CheckNodes:
 		in.actor.Go(func(ctx context.Context) message {
