@@ -652,7 +652,9 @@ func TestSubscribers(t *testing.T) {
 	for i := range cancels {
 		cancels[i] = c.Subscribe(func(ev SessionEvent) {
 			got[i] = append(got[i], ev.State.String())
-			if i == 0 && ev.State == StateReconnected {
+			// Subscribers are called in order: the last active one seeing
+			// RECONNECTED means every one has.
+			if i == 1 && ev.State == StateReconnected {
 				close(done)
 			}
 		})
