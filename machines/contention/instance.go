@@ -256,34 +256,31 @@ func (in *Instance) apply(actx context.Context, out Output) {
 	}
 }
 
-// forwardWatches forwards the two watches of a WatchNode: the release
-// mark's and the node's deletion. The adapter fills watch channels in the
-// order the server sent the events, so when the deletion arrives, a mark
-// the server sent before it is already waiting: it is posted first. The
-// forwarder ends with the deletion (a mark after it means nothing).
+// forwardWatches turns the two watches of a WatchNode — the release
+// mark's and the node's deletion — into one WatchFired. Both events of a
+// release come from one transaction, mark first, and the adapter fills
+// watch channels in the server's order: so when the deletion arrives, a
+// mark sent before it is already waiting.
 func (in *Instance) forwardWatches(cmd uint64, markW, deleteW <-chan zk.WatchEvent) {
-	fired := func(ev zk.WatchEvent) message { return message{in: WatchFired{Cmd: cmd, Event: ev}} }
 	in.actor.Go(func(ctx context.Context) message {
+		isMark := func(ev zk.WatchEvent) bool { return ev.Type == zk.EventNodeCreated }
+		released := false
 		select {
-		case ev, ok := <-markW:
-			if ok {
-				in.actor.Post(fired(ev))
-			}
+		case mark := <-markW:
+			released = isMark(mark)
 		case ev := <-deleteW:
 			select {
-			case mark, ok := <-markW:
-				if ok {
-					in.actor.Post(fired(mark))
-				}
+			case mark := <-markW:
+				released = isMark(mark)
 			default:
 			}
-			return fired(ev)
+			return message{in: WatchFired{Cmd: cmd, Event: ev, Released: released}}
 		case <-ctx.Done():
 			return message{}
 		}
 		select {
 		case ev := <-deleteW:
-			return fired(ev)
+			return message{in: WatchFired{Cmd: cmd, Event: ev, Released: released}}
 		case <-ctx.Done():
 			return message{}
 		}

@@ -89,10 +89,13 @@ type NodesChecked struct {
 	Err    error
 }
 
-// WatchFired is the event of a watch WatchNode Cmd left.
+// WatchFired is the event of the watches WatchNode Cmd left: the watched
+// node's deletion (or the end of the watch), and whether its release mark
+// came with it (see ReleaseMark).
 type WatchFired struct {
-	Cmd   uint64
-	Event zk.WatchEvent
+	Cmd      uint64
+	Event    zk.WatchEvent
+	Released bool
 }
 
 // Deleted is the reply to DeleteNode.
@@ -150,7 +153,11 @@ func (i NodesChecked) String() string {
 	return fmt.Sprintf("NodesChecked cmd=%d exists=%v%s", i.Cmd, i.Exists, errText(i.Err))
 }
 func (i WatchFired) String() string {
-	return fmt.Sprintf("WatchFired cmd=%d %s %s%s", i.Cmd, i.Event.Type, i.Event.Path, errText(i.Event.Err))
+	s := fmt.Sprintf("WatchFired cmd=%d %s %s%s", i.Cmd, i.Event.Type, i.Event.Path, errText(i.Event.Err))
+	if i.Released {
+		s += " released"
+	}
+	return s
 }
 func (i Deleted) String() string { return fmt.Sprintf("Deleted cmd=%d%s", i.Cmd, errText(i.Err)) }
 
@@ -204,7 +211,7 @@ type ListDir struct {
 // requests in flight together: a child watch on Path, which fires only when
 // it is deleted (contender nodes are ephemeral: no children; a data change
 // does not fire it), and an exists watch on ReleaseMark(Path). Replies:
-// Watching, then a WatchFired for each watch that fires.
+// Watching, then one WatchFired.
 type WatchNode struct {
 	Cmd  uint64
 	Path string

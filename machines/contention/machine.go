@@ -105,7 +105,6 @@ type term struct {
 	below   []string // lower nodes we saw, ascending; we watch the last
 	pending uint64   // the term's outstanding command, 0 when only a watch is armed
 	watch   uint64   // the command whose watches we wait for
-	marked  bool     // the watched node's release mark was created: a holder is leaving
 	try     bool     // only TryAcquire callers: give up instead of waiting
 }
 
@@ -442,24 +441,18 @@ func (m *Machine) watching(in Watching) {
 
 func (m *Machine) watchFired(in WatchFired) {
 	t := m.term
-	if t == nil || in.Cmd != t.watch || t.pending != 0 || len(t.below) == 0 {
+	if t == nil || in.Cmd != t.watch || t.pending != 0 || len(t.below) == 0 ||
+		in.Event.Type != zk.EventNodeDeleted || in.Event.Path != t.below[len(t.below)-1] {
+		return // stale, or the end of the watch (LOST follows)
+	}
+	t.watch = 0
+	if in.Released {
+		t.below = nil // a holder left: nothing below it is left either
+		m.advance(t)
 		return
 	}
-	watched := t.below[len(t.below)-1]
-	switch {
-	case in.Event.Type == zk.EventNodeCreated && in.Event.Path == ReleaseMark(watched):
-		t.marked = true // the node's deletion is in the same transaction
-	case in.Event.Type == zk.EventNodeDeleted && in.Event.Path == watched:
-		t.watch = 0
-		if t.marked {
-			t.below = nil // a holder left: nothing below it is left either
-			m.advance(t)
-		} else {
-			t.below = t.below[:len(t.below)-1]
-			m.recheck(t)
-		}
-		t.marked = false
-	}
+	t.below = t.below[:len(t.below)-1]
+	m.recheck(t)
 }
 
 func (m *Machine) nodesChecked(in NodesChecked) {

@@ -122,8 +122,7 @@ func TestTranscriptZeroReadHandoff(t *testing.T) {
 	tr.step(Watching{Cmd: 3, Exists: true})
 	// The holder before us released with the mark (the marker node created,
 	// then its node deleted, in one multi): we hold, no read.
-	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
-	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
+	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}, Released: true})
 	if len(out.Commands) != 0 || len(out.Replies) != 1 || !out.Replies[0].Granted {
 		t.Fatalf("want a grant with no command, got %+v", out)
 	}
@@ -138,8 +137,8 @@ func TestTranscriptWaiterBeforeUsGaveUp(t *testing.T) {
 	tr.step(Watching{Cmd: 3, Exists: true})
 	// A plain delete: b may have been a waiter that gave up; look at a.
 	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
-	// A late mark for a node already handled: ignored.
-	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
+	// A late event for a watch already handled: ignored.
+	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}, Released: true})
 	tr.step(NodesChecked{Cmd: 4, Exists: []bool{true}})
 	tr.step(Watching{Cmd: 5, Exists: true})
 	tr.step(WatchFired{Cmd: 5, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_a-lock-0000000001"}})
