@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -17,25 +19,37 @@ import (
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
-// Options of an Instance, filled by the recipe packages from their own
-// options.
+// Options of an Instance: what every contention recipe lets its users set,
+// through the recipe's own Option funcs, and what names its spans and
+// events.
 type Options struct {
-	Recipe       string // "lock", "election": names spans and events
-	Instance     string // the instance id shown on events
-	Tracer       trace.Tracer
-	CloseTimeout time.Duration // how long Close waits for our nodes to be deleted
+	Recipe  string // "lock", "election": names spans and events
+	Scope   string // the recipe's instrumentation scope (its import path)
+	Version string // the recipe's version, reported with its spans
+
+	ID             string               // the instance id shown on events; default a random uuid
+	TracerProvider trace.TracerProvider // where spans go; default otel's global provider
+	SuspendIsLost  bool                 // SUSPENDED ends a grant (Config.LoseOnSuspend)
+	CloseTimeout   time.Duration        // how long Close waits for our nodes to be deleted
+}
+
+// DefaultOptions are the defaults every recipe documents: SuspendIsLost,
+// a 10 s CloseTimeout, a random id and the global tracer provider.
+func DefaultOptions(recipe, scope, version string) Options {
+	return Options{Recipe: recipe, Scope: scope, Version: version, SuspendIsLost: true, CloseTimeout: 10 * time.Second}
 }
 
 // Instance runs a Machine in an actor on a connection: the thin shell that
 // makes the machine's commands on ZooKeeper, feeds the replies back, and
 // publishes its events and spans. Its methods are safe for concurrent use.
 type Instance struct {
-	conn  zk.Conn
-	opts  Options
-	dir   string
-	bus   *events.Bus
-	actor *runtime.Actor[message]
-	state atomic.Value // events.State, after each step
+	conn   zk.Conn
+	opts   Options
+	tracer trace.Tracer
+	dir    string
+	bus    *events.Bus
+	actor  *runtime.Actor[message]
+	state  atomic.Value // events.State, after each step
 
 	nextReq     atomic.Uint64
 	unsubscribe func()
@@ -75,7 +89,8 @@ type Result struct {
 
 // Open checks, before anything is sent, what every recipe checks — the
 // directory (cfg.Dir) and the connection — and starts a machine for cfg on
-// conn. Errors: zk.ErrInvalidPath (prefixed with opts.Recipe) or
+// conn, with opts' defaults filled in and cfg.LoseOnSuspend from opts.
+// Errors: zk.ErrInvalidPath (prefixed with opts.Recipe) or
 // cfg.Errors.Closed for a nil or closed connection.
 func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 	if err := zk.ValidatePath(cfg.Dir); err != nil {
@@ -90,6 +105,13 @@ func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 	if conn.State() == zk.StateClosed {
 		return nil, fmt.Errorf("%w: connection closed", cfg.Errors.Closed)
 	}
+	if opts.ID == "" {
+		opts.ID = uuid.NewString()
+	}
+	if opts.TracerProvider == nil {
+		opts.TracerProvider = otel.GetTracerProvider()
+	}
+	cfg.LoseOnSuspend = opts.SuspendIsLost
 	cfg.SessionID = conn.SessionID()
 	m, err := NewMachine(cfg)
 	if err != nil {
@@ -111,6 +133,7 @@ func Start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
 		spans:    make(map[uint64]context.Context),
 		termSpan: make(map[uint64]trace.SpanContext),
 	}
+	in.tracer = opts.TracerProvider.Tracer(opts.Scope, trace.WithInstrumentationVersion(opts.Version))
 	in.state.Store(m.State())
 	in.actor = runtime.Spawn(in.handle)
 	in.unsubscribe = runtime.WatchSession(in.actor, conn, func(ev zk.SessionEvent) message {
@@ -120,6 +143,13 @@ func Start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
 	in.actor.Post(message{start: true})
 	return in
 }
+
+// ID is the instance's id.
+func (in *Instance) ID() string { return in.opts.ID }
+
+// Tracer is the tracer of the instance's spans: the recipe's scope on the
+// configured provider.
+func (in *Instance) Tracer() trace.Tracer { return in.tracer }
 
 // State is the machine's current state.
 func (in *Instance) State() events.State { return in.state.Load().(events.State) }
@@ -221,7 +251,7 @@ func (in *Instance) apply(actx context.Context, out Output) {
 			tsc = sc
 		}
 		in.bus.Publish(events.Event{
-			Time: time.Now(), Recipe: in.opts.Recipe, Path: in.dir, Instance: in.opts.Instance,
+			Time: time.Now(), Recipe: in.opts.Recipe, Path: in.dir, Instance: in.opts.ID,
 			Type: e.Type, State: e.State, Node: e.Node, SessionID: in.conn.SessionID(),
 			Token: e.Token, Term: e.Term, Err: e.Err, TraceID: tsc.TraceID(), SpanID: tsc.SpanID(),
 		})
@@ -314,7 +344,7 @@ func replyCmd(i Input) uint64 {
 func (in *Instance) run(cmd Command) {
 	parent := in.curSpan
 	conn, dir := in.conn, in.dir
-	tr := in.opts.Tracer
+	tr := in.tracer
 	op := func(ctx context.Context, name string, f func(context.Context) error) {
 		ctx = trace.ContextWithSpanContext(ctx, trace.SpanContextFromContext(parent))
 		ctx, span := tr.Start(ctx, "zk."+name+" "+dir, trace.WithSpanKind(trace.SpanKindClient),

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -51,7 +50,7 @@ var (
 type Election struct {
 	conn   zk.Conn
 	path   string
-	cfg    config
+	cfg    options
 	inst   *contention.Instance
 	tracer trace.Tracer
 
@@ -61,57 +60,51 @@ type Election struct {
 }
 
 // Option configures an Election.
-type Option func(*config)
+type Option func(*options)
 
-type config struct {
-	id            string
-	tp            trace.TracerProvider
-	suspendIsLost bool
-	requeue       bool
-	closeTimeout  time.Duration
+type options struct {
+	contention.Options
+	requeue bool
 }
 
 // WithID is this participant's id, stored as its node's data and reported
 // by Leader, Participants and Observe. Default: a random uuid.
-func WithID(id string) Option { return func(c *config) { c.id = id } }
+func WithID(id string) Option { return func(o *options) { o.ID = id } }
 
 // WithTracerProvider sets where spans go. Default: otel's global provider.
-func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.TracerProvider = tp }
+}
 
 // WithSuspendedIsLost says whether a lost connection (SUSPENDED) already
 // ends a term. Default true; with false only LOST ends it.
-func WithSuspendedIsLost(lost bool) Option { return func(c *config) { c.suspendIsLost = lost } }
+func WithSuspendedIsLost(lost bool) Option { return func(o *options) { o.SuspendIsLost = lost } }
 
 // WithRequeue makes Run campaign again after each term ends (resigned,
 // lost or failed) until its ctx ends. Default false: Run returns after one
 // term.
-func WithRequeue(requeue bool) Option { return func(c *config) { c.requeue = requeue } }
+func WithRequeue(requeue bool) Option { return func(o *options) { o.requeue = requeue } }
 
 // WithCloseTimeout bounds how long Close waits for our node to be deleted.
 // Default 10s; the session's end deletes what is left.
-func WithCloseTimeout(d time.Duration) Option { return func(c *config) { c.closeTimeout = d } }
+func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.CloseTimeout = d } }
 
 // New returns a participant in the election at path (created, with missing
 // parents, as container nodes on first use). Nothing is sent to the server.
 // Errors: zk.ErrInvalidPath for a bad path, ErrClosed for a nil or closed
 // connection.
 func New(conn zk.Conn, path string, opts ...Option) (*Election, error) {
-	cfg := config{suspendIsLost: true, closeTimeout: 10 * time.Second}
-	for _, o := range opts {
-		o(&cfg)
+	o := options{Options: contention.DefaultOptions("election", ScopeName, Version)}
+	for _, opt := range opts {
+		opt(&o)
 	}
-	if cfg.id == "" {
-		cfg.id = uuid.NewString()
+	if o.ID == "" {
+		o.ID = uuid.NewString() // our node's data: fixed here, before Open
 	}
-	if cfg.tp == nil {
-		cfg.tp = otel.GetTracerProvider()
-	}
-	tracer := cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version))
 	inst, err := contention.Open(conn, contention.Config{
-		Dir:           path,
-		Markers:       markers,
-		Data:          []byte(cfg.id),
-		LoseOnSuspend: cfg.suspendIsLost,
+		Dir:     path,
+		Markers: markers,
+		Data:    []byte(o.ID),
 		Errors: contention.Errors{
 			SessionLost: ErrSessionLost,
 			Suspended:   ErrSuspended,
@@ -120,15 +113,15 @@ func New(conn zk.Conn, path string, opts ...Option) (*Election, error) {
 			Closed:      ErrClosed,
 		},
 		NewID: uuid.NewString,
-	}, contention.Options{Recipe: "election", Instance: cfg.id, Tracer: tracer, CloseTimeout: cfg.closeTimeout})
+	}, o.Options)
 	if err != nil {
 		return nil, err
 	}
-	return &Election{conn: conn, path: path, cfg: cfg, tracer: tracer, closed: make(chan struct{}), inst: inst}, nil
+	return &Election{conn: conn, path: path, cfg: o, tracer: inst.Tracer(), closed: make(chan struct{}), inst: inst}, nil
 }
 
 // ID is this participant's id.
-func (e *Election) ID() string { return e.cfg.id }
+func (e *Election) ID() string { return e.cfg.ID }
 
 // Term is one term of leadership.
 type Term struct {
@@ -158,7 +151,7 @@ func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 
 func (e *Election) campaign(ctx context.Context, marker string) (*Term, error) {
 	ctx, span := e.tracer.Start(ctx, "election.campaign", trace.WithAttributes(
-		attribute.String("zk.election.path", e.path), attribute.String("zk.election.id", e.cfg.id)))
+		attribute.String("zk.election.path", e.path), attribute.String("zk.election.id", e.cfg.ID)))
 	defer span.End()
 	r, err := e.inst.Do(ctx, func(req uint64) contention.Input {
 		return contention.Acquire{Req: req, Marker: marker}
@@ -215,7 +208,7 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context) error) 
 		}()
 		ferr := fn(lead)
 		cancel()
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.closeTimeout)
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.CloseTimeout)
 		rerr := e.Resign(rctx)
 		rcancel()
 		if !e.cfg.requeue || ctx.Err() != nil {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -50,53 +49,44 @@ type Lock struct {
 }
 
 // Option configures a Lock.
-type Option func(*config)
-
-type config struct {
-	id            string
-	tp            trace.TracerProvider
-	suspendIsLost bool
-	closeTimeout  time.Duration
-}
+type Option func(*contention.Options)
 
 // WithID names this handle on its lifecycle events. Default: a random uuid.
-func WithID(id string) Option { return func(c *config) { c.id = id } }
+func WithID(id string) Option { return func(o *contention.Options) { o.ID = id } }
 
 // WithTracerProvider sets where spans go. Default: otel's global provider
 // (a no-op until the application installs one).
-func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *contention.Options) { o.TracerProvider = tp }
+}
 
 // WithSuspendedIsLost says whether a lost connection (SUSPENDED) already
 // ends a hold. Default true: the session might have expired, so the hold
 // cannot be trusted. With false, only LOST (expiry) ends it, and a hold
 // survives short connection losses at the risk described in the package
 // doc.
-func WithSuspendedIsLost(lost bool) Option { return func(c *config) { c.suspendIsLost = lost } }
+func WithSuspendedIsLost(lost bool) Option {
+	return func(o *contention.Options) { o.SuspendIsLost = lost }
+}
 
 // WithCloseTimeout bounds how long Close waits for the lock's nodes to be
 // deleted. Default 10s; the session's end deletes what is left.
-func WithCloseTimeout(d time.Duration) Option { return func(c *config) { c.closeTimeout = d } }
+func WithCloseTimeout(d time.Duration) Option {
+	return func(o *contention.Options) { o.CloseTimeout = d }
+}
 
 // New returns a Lock on path (the lock's directory; it and missing parents
 // are created as container nodes on first use). Nothing is sent to the
 // server. It fails with an error matching zk.ErrInvalidPath for a bad path,
 // and ErrClosed for a nil or closed connection.
 func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
-	cfg := config{suspendIsLost: true, closeTimeout: 10 * time.Second}
-	for _, o := range opts {
-		o(&cfg)
+	o := contention.DefaultOptions("lock", ScopeName, Version)
+	for _, opt := range opts {
+		opt(&o)
 	}
-	if cfg.id == "" {
-		cfg.id = uuid.NewString()
-	}
-	if cfg.tp == nil {
-		cfg.tp = otel.GetTracerProvider()
-	}
-	tracer := cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version))
 	inst, err := contention.Open(conn, contention.Config{
-		Dir:           path,
-		Markers:       []string{"lock-"},
-		LoseOnSuspend: cfg.suspendIsLost,
+		Dir:     path,
+		Markers: []string{"lock-"},
 		Errors: contention.Errors{
 			SessionLost: ErrSessionLost,
 			Suspended:   ErrSuspended,
@@ -105,11 +95,11 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 			Closed:      ErrClosed,
 		},
 		NewID: uuid.NewString,
-	}, contention.Options{Recipe: "lock", Instance: cfg.id, Tracer: tracer, CloseTimeout: cfg.closeTimeout})
+	}, o)
 	if err != nil {
 		return nil, err
 	}
-	return &Lock{path: path, inst: inst, tracer: tracer}, nil
+	return &Lock{path: path, inst: inst, tracer: inst.Tracer()}, nil
 }
 
 // Grant is one hold of the lock.
