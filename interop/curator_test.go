@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
-	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/contention"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
@@ -359,25 +358,6 @@ func watchers(wchp, node string) map[string]bool {
 
 // sessionHex formats a Go connection's session as wchp prints it.
 func sessionHex(c zk.Conn) string { return fmt.Sprintf("0x%x", uint64(c.SessionID())) }
-
-// awaitEvent reads sub until an event of type typ arrives.
-func awaitEvent(t *testing.T, sub *events.Subscription, typ events.Type) events.Event {
-	t.Helper()
-	deadline := time.After(step)
-	for {
-		select {
-		case ev, ok := <-sub.C:
-			if !ok {
-				t.Fatalf("subscription closed before %s", typ)
-			}
-			if ev.Type == typ {
-				return ev
-			}
-		case <-deadline:
-			t.Fatalf("no %s event within %v", typ, step)
-		}
-	}
-}
 
 // ms formats a duration in milliseconds for the log.
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }

@@ -84,9 +84,9 @@ func TestElectionWithCuratorLeaderLatch(t *testing.T) {
 	defer subA.Close()
 	defer subC.Close()
 	campA := campaignAsync(ctx, a)
-	awaitEvent(t, subA, events.ReadyStart)
+	testkit.WaitEvent(t, subA, events.ReadyStart)
 	campC := campaignAsync(ctx, c)
-	awaitEvent(t, subC, events.ReadyStart)
+	testkit.WaitEvent(t, subC, events.ReadyStart)
 	kids = children(t, ctx, conn, dir)
 	if len(kids) != 3 {
 		t.Fatalf("latch nodes %v, want Curator's, go-a's, go-c's", kids)
@@ -202,7 +202,7 @@ func TestElectionWithCuratorLeaderSelector(t *testing.T) {
 			}
 		})
 	}()
-	awaitEvent(t, sub, events.ReadyStart)
+	testkit.WaitEvent(t, sub, events.ReadyStart)
 	kids = children(t, ctx, conn, dir)
 	if len(kids) != 2 {
 		t.Fatalf("selector nodes %v, want Curator's and ours", kids)

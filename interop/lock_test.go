@@ -54,7 +54,7 @@ func TestLockWithCuratorMutex(t *testing.T) {
 		g, err := l.Acquire(ctx)
 		got <- acquired{g, err}
 	}()
-	awaitEvent(t, sub, events.ReadyStart)
+	testkit.WaitEvent(t, sub, events.ReadyStart)
 	kids := children(t, ctx, conn, dir)
 	if len(kids) != 2 || dir+"/"+kids[0] != curNode {
 		t.Fatalf("while we wait the lock holds %v; want Curator's %s first, then ours", kids, curNode)

@@ -113,7 +113,7 @@ func TestFindingLockWaiterHoldsOnRevokeRequest(t *testing.T) {
 		_, err := l.Acquire(ctx)
 		got <- err
 	}()
-	awaitEvent(t, sub, events.ReadyStart)
+	testkit.WaitEvent(t, sub, events.ReadyStart)
 	awaitWatch(t, ctx, srv.Addr(), curNode, sessionHex(lconn))
 	// What Revoker.attemptRevoke(client, curNode) sends.
 	if _, err := conn.Set(ctx, curNode, []byte("__REVOKE__"), zk.AnyVersion); err != nil {

@@ -163,12 +163,12 @@ func TestObserversSeeAWaiterGiveUpAndASessionLoss(t *testing.T) {
 		_, err := w.Acquire(wctx)
 		res <- err
 	}()
-	waitFor(t, sub, events.ReadyStart)
+	testkit.WaitEvent(t, sub, events.ReadyStart)
 	cancel()
 	if err := <-res; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Acquire = %v", err)
 	}
-	waitFor(t, sub, events.StopComplete)
+	testkit.WaitEvent(t, sub, events.StopComplete)
 
 	// Granted once the holder goes, then the session expires under it.
 	if err := holder.Release(ctx); err != nil {
@@ -214,25 +214,6 @@ func TestObserversSeeAWaiterGiveUpAndASessionLoss(t *testing.T) {
 	}
 	if missed := c.counter("zkrecipes.events.missed"); len(missed) != 0 {
 		t.Errorf("missed %v with unbounded subscriptions", missed)
-	}
-}
-
-// waitFor reads sub until an event of type typ arrives.
-func waitFor(t *testing.T, sub *events.Subscription, typ events.Type) {
-	t.Helper()
-	timeout := time.After(15 * time.Second)
-	for {
-		select {
-		case ev, ok := <-sub.C:
-			if !ok {
-				t.Fatalf("subscription closed before %s", typ)
-			}
-			if ev.Type == typ {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("no %s within 15s", typ)
-		}
 	}
 }
 
