@@ -4,7 +4,9 @@
 #
 # Each repetition runs, at each client count, zkbench lock, go-zookeeper's
 # Lock (peers/go/zklock) and Curator 5.4's InterProcessMutex (peers/curator
-# LockBench), in an order that rotates between repetitions; then zkbench
+# LockBench), in an order that rotates between repetitions, reading the
+# server's mntr before and after each (how many log flushes and requests
+# each acquisition cost the server); then zkbench
 # rtt, zkbench election beside Curator's ElectionBench (LeaderLatch), and
 # the lock package's Go benchmarks (uncontended acquire+release
 # against raw create+children+delete, each on its own forceSync server).
@@ -60,6 +62,36 @@ if rtts:
     print("zkbench rtt, median over repetitions of p50 (us): " + "  ".join(
         "%s %.1f" % (op, statistics.median([r[op + "_us"]["p50_us"] for r in rtts]))
         for op in ("exists", "get", "set", "create", "children", "delete", "delete_notify") if op + "_us" in rtts[0]))
+def mntr(p):
+    r = {}
+    try:
+        for line in open(p):
+            kv = line.split()
+            if len(kv) == 2:
+                try:
+                    r[kv[0]] = float(kv[1])
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return r
+print("server cost per acquisition (mntr deltas over warm-up + measured run; medians over repetitions):")
+for c in sorted(runs):
+    for impl in ("zkrecipes", "go-zookeeper", "curator"):
+        fl, rq = [], []
+        for rep, r in sorted(runs[c].items()):
+            v = r.get(impl)
+            a = mntr(os.path.join(out, "lock-%s-c%d-rep%d.mntr0" % (impl, c, rep)))
+            b = mntr(os.path.join(out, "lock-%s-c%d-rep%d.mntr1" % (impl, c, rep)))
+            k = "zk_cnt_sync_processor_batch_size"
+            if not (v and v.get("ok") and k in a and k in b):
+                continue
+            n = v["acq_per_s"] * (v["params"].get("duration_s", 0) + v["params"].get("warmup_s", 0))
+            if n:
+                fl.append((b[k] - a[k]) / n)
+                rq.append((b["zk_cnt_prep_process_time"] - a["zk_cnt_prep_process_time"]) / n)
+        if fl:
+            print("  c=%-2d %-12s log flushes (fsyncs) %.2f  requests %.2f" % (c, impl, statistics.median(fl), statistics.median(rq)))
 for impl in ("zkrecipes", "curator"):
     el = [load(p) for p in sorted(glob.glob(os.path.join(out, "election-%s-rep*.json" % impl)))]
     el = [r for r in el if r and r.get("ok")]
@@ -68,6 +100,10 @@ for impl in ("zkrecipes", "curator"):
         kill = [k["failover_ms"] for r in el for k in r.get("kill_rounds", [])]
         print("election %-9s graceful failover p50 per repetition (ms): %s  median %.3f;  kill failover (ms): %s" % (
             impl, " ".join("%.3f" % v for v in fo), statistics.median(fo), " ".join("%.0f" % v for v in kill)))
+        dn = [r["failover_over_delete_notify"] for r in el if r.get("failover_over_delete_notify")]
+        if dn:
+            print("election %-9s failover p50 / delete_notify p50 of the same rounds, per repetition: %s  median %.3f" % (
+                impl, " ".join("%.3f" % v for v in dn), statistics.median(dn)))
 ratios = []
 for p in sorted(glob.glob(os.path.join(out, "gobench-rep*.txt"))):
     ns = dict(re.findall(r"^Benchmark(\w+?)-\d+\s+\d+\s+([\d.]+) ns/op", open(p).read(), re.M))
@@ -153,8 +189,10 @@ for rep in $(seq 1 "$REPS"); do
   for c in $CLIENTS; do
     for k in 0 1 2; do
       impl=${impls[$(( (k + rep - 1) % 3 ))]}
+      "$PEERS/zk.sh" 4lw "$PORT" mntr > "$out/lock-$impl-c$c-rep$rep.mntr0" 2>/dev/null || true
       # shellcheck disable=SC2046
       run "lock-$impl-c$c-rep$rep" $(lock_cmd "$impl" "$c")
+      "$PEERS/zk.sh" 4lw "$PORT" mntr > "$out/lock-$impl-c$c-rep$rep.mntr1" 2>/dev/null || true
     done
   done
   run "rtt-zkrecipes-rep$rep" "$work/zkbench" rtt -zk "$CS" -n 1000

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,7 +39,15 @@ type electionRun struct {
 //   - first_leader_ms: from starting every campaign to the first win;
 //   - failover_ms: in each round the leader resigns, and the time runs until
 //     another participant's Campaign returns; the one that resigned campaigns
-//     again, at the back of the queue, before the next round;
+//     again, at the back of the queue, before the next round, and the next
+//     round starts once it waits (READY_START) and 2 ms have passed for its
+//     watch requests, so that every round starts from a quiet server;
+//   - delete_notify_ms (not in the peers' lines): what failover_ms is
+//     compared with, measured in the same rounds: right before each resign,
+//     a plain delete by one more session, timed to the NodeDeleted event at
+//     another that watches the node (rtt's delete_notify_us, but under the
+//     same load and pauses as the hand-overs); failover_over_delete_notify
+//     is the ratio of the two p50s;
 //   - kill_rounds: a participant "victim" is made to lead (by hand-overs),
 //     then its session is lost without a resign, as when its process is
 //     killed: its connection, which goes through a testkit.Proxy, is
@@ -54,6 +63,7 @@ func electionBench(ctx context.Context, args []string) (obj, error) {
 	if err := c.parse(args); err != nil {
 		return nil, err
 	}
+	defer c.done()
 	if *n < 2 {
 		return nil, errors.New("-participants must be at least 2")
 	}
@@ -65,6 +75,20 @@ func electionBench(ctx context.Context, args []string) (obj, error) {
 		return nil, err
 	}
 	defer admin.Close()
+	watcher, err := tg.connect(ctx) // watches the baseline's nodes
+	if err != nil {
+		return nil, err
+	}
+	defer watcher.Close()
+	baseDir := c.path + "-delete-notify"
+	if err := createParents(ctx, admin, baseDir); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := deleteTree(ctx, admin, baseDir); err != nil {
+			fmt.Fprintf(os.Stderr, "zkbench election: cleanup %s: %v\n", baseDir, err)
+		}
+	}()
 	for i := range *n {
 		conn, err := tg.connect(ctx)
 		if err != nil {
@@ -90,8 +114,14 @@ func electionBench(ctx context.Context, args []string) (obj, error) {
 	out = append(out, field{"first_leader_ms", round(float64(w.at.Sub(t0))/1e6, 3)})
 	current := w.id
 
-	var failovers []time.Duration
+	var failovers, baseline []time.Duration
 	for i := range *rounds {
+		b, err := timeDeleteNotify(ctx, admin, watcher, fmt.Sprintf("%s/n%d", baseDir, i))
+		if err != nil {
+			r.fail("round %d: delete_notify: %v", i, err)
+			break
+		}
+		baseline = append(baseline, b)
 		next, d, err := r.handOver(current)
 		if err != nil {
 			r.fail("round %d: %v", i, err)
@@ -100,7 +130,16 @@ func electionBench(ctx context.Context, args []string) (obj, error) {
 		failovers = append(failovers, d)
 		current = next
 	}
-	out = append(out, field{"rounds", len(failovers)}, field{"failover_ms", summary(failovers, millis)})
+	out = append(out, field{"rounds", len(failovers)}, field{"failover_ms", summary(failovers, millis)},
+		field{"delete_notify_ms", summary(baseline, millis)})
+	if len(failovers) > 0 && len(baseline) > 0 {
+		p50 := func(d []time.Duration) float64 {
+			s := slices.Clone(d)
+			slices.Sort(s)
+			return float64(percentile(s, .50))
+		}
+		out = append(out, field{"failover_over_delete_notify", round(p50(failovers)/p50(baseline), 3)})
+	}
 
 	kills := []obj{}
 	for k := range *killRounds {
@@ -150,7 +189,7 @@ func (r *electionRun) join(conn zk.Conn, id string) (*election.Election, error) 
 }
 
 // campaign starts id's campaign; its win goes to r.wins. It returns our
-// node once it is created: from then on id is in the queue.
+// node once id waits in the queue (READY_START) or leads.
 func (r *electionRun) campaign(id string) (node string) {
 	e := r.byID[id]
 	sub := e.Subscribe()
@@ -167,7 +206,9 @@ func (r *electionRun) campaign(id string) (node string) {
 	for ev := range sub.C {
 		switch ev.Type {
 		case events.OfferComplete:
-			return ev.Node
+			node = ev.Node
+		case events.ReadyStart, events.ElectedComplete:
+			return node
 		case events.Failed:
 			return ""
 		}
@@ -204,6 +245,7 @@ func (r *electionRun) handOver(leader string) (string, time.Duration, error) {
 		return "", 0, errors.New("no new leader within 30 s")
 	}
 	r.campaign(leader)
+	time.Sleep(2 * time.Millisecond) // its watch requests: see electionBench
 	return w.id, w.at.Sub(start), nil
 }
 

@@ -44,6 +44,7 @@ func lockBench(ctx context.Context, args []string) (obj, error) {
 	if err := c.parse(args); err != nil {
 		return nil, err
 	}
+	defer c.done()
 	if *clients < 1 {
 		return nil, errors.New("-clients must be at least 1")
 	}

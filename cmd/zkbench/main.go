@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -96,6 +97,8 @@ type common struct {
 	addr    string
 	session time.Duration
 	path    string
+	cpuProf string
+	profile *os.File // open while a CPU profile is being written
 }
 
 func newCommon(bench string) *common {
@@ -103,6 +106,7 @@ func newCommon(bench string) *common {
 	c.fs.StringVar(&c.addr, "zk", "", `ZooKeeper servers host:port[,host:port...], or "sim" (required)`)
 	c.fs.DurationVar(&c.session, "session", 10*time.Second, "session timeout")
 	c.fs.StringVar(&c.path, "path", "/zkbench/"+bench+"-"+runID(), "the bench's directory (deleted at the end)")
+	c.fs.StringVar(&c.cpuProf, "cpuprofile", "", "write a CPU profile of the whole bench to this file")
 	return c
 }
 
@@ -117,7 +121,27 @@ func (c *common) parse(args []string) error {
 	if c.fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", c.fs.Args())
 	}
+	if c.cpuProf != "" {
+		f, err := os.Create(c.cpuProf)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		c.profile = f
+	}
 	return nil
+}
+
+// done ends the CPU profile, if one is being written.
+func (c *common) done() {
+	if c.profile != nil {
+		pprof.StopCPUProfile()
+		c.profile.Close()
+		c.profile = nil
+	}
 }
 
 // target is where a bench runs: a ZooKeeper server or ensemble, or the

@@ -137,8 +137,13 @@ func TestElectionBenchOnSim(t *testing.T) {
 	if _, ok := out["first_leader_ms"].(float64); !ok {
 		t.Errorf("first_leader_ms = %v", out["first_leader_ms"])
 	}
-	if n := latency(t, out, "failover_ms")["n"]; n != 6.0 {
-		t.Errorf("failover_ms.n = %v, want 6", n)
+	for _, k := range []string{"failover_ms", "delete_notify_ms"} {
+		if n := latency(t, out, k)["n"]; n != 6.0 {
+			t.Errorf("%s.n = %v, want 6", k, n)
+		}
+	}
+	if r, ok := out["failover_over_delete_notify"].(float64); !ok || r <= 0 {
+		t.Errorf("failover_over_delete_notify = %v", out["failover_over_delete_notify"])
 	}
 	kills, _ := out["kill_rounds"].([]any)
 	if len(kills) != 2 {

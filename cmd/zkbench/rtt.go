@@ -24,6 +24,7 @@ func rttBench(ctx context.Context, args []string) (obj, error) {
 	if err := c.parse(args); err != nil {
 		return nil, err
 	}
+	defer c.done()
 	if *n < 1 {
 		return nil, errors.New("-n must be at least 1")
 	}
@@ -96,29 +97,38 @@ func rttBench(ctx context.Context, args []string) (obj, error) {
 func deleteNotify(ctx context.Context, conn, watcher zk.Conn, dir string, n int) ([]time.Duration, error) {
 	lat := make([]time.Duration, n)
 	for i := range n {
-		node := fmt.Sprintf("%s/w%d", dir, i)
-		if _, err := conn.Create(ctx, node, nil, zk.ModePersistent); err != nil {
-			return nil, err
-		}
-		_, _, ch, err := watcher.ExistsW(ctx, node)
+		d, err := timeDeleteNotify(ctx, conn, watcher, fmt.Sprintf("%s/w%d", dir, i))
 		if err != nil {
 			return nil, err
 		}
-		t0 := time.Now()
-		if err := conn.Delete(ctx, node, zk.AnyVersion); err != nil {
-			return nil, err
-		}
-		select {
-		case ev := <-ch:
-			if ev.Type != zk.EventNodeDeleted {
-				return nil, fmt.Errorf("watch on %s: %v", node, ev.Type)
-			}
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		lat[i] = time.Since(t0)
+		lat[i] = d
 	}
 	return lat, nil
+}
+
+// timeDeleteNotify creates node by conn, watches it from watcher, and times
+// its delete by conn from the start of the delete to watcher's NodeDeleted.
+func timeDeleteNotify(ctx context.Context, conn, watcher zk.Conn, node string) (time.Duration, error) {
+	if _, err := conn.Create(ctx, node, nil, zk.ModePersistent); err != nil {
+		return 0, err
+	}
+	_, _, ch, err := watcher.ExistsW(ctx, node)
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	if err := conn.Delete(ctx, node, zk.AnyVersion); err != nil {
+		return 0, err
+	}
+	select {
+	case ev := <-ch:
+		if ev.Type != zk.EventNodeDeleted {
+			return 0, fmt.Errorf("watch on %s: %v", node, ev.Type)
+		}
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return time.Since(t0), nil
 }
 
 // createParents creates path and its missing ancestors as persistent nodes.
