@@ -132,12 +132,12 @@ func electionBench(ctx context.Context, args []string) (obj, error) {
 	}
 	out = append(out, field{"rounds", len(failovers)}, field{"failover_ms", summary(failovers, millis)},
 		field{"delete_notify_ms", summary(baseline, millis)})
-	if len(failovers) > 0 && len(baseline) > 0 {
-		p50 := func(d []time.Duration) float64 {
-			s := slices.Clone(d)
-			slices.Sort(s)
-			return float64(percentile(s, .50))
-		}
+	p50 := func(d []time.Duration) float64 {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return float64(percentile(s, .50))
+	}
+	if len(failovers) > 0 && len(baseline) > 0 && p50(baseline) > 0 {
 		out = append(out, field{"failover_over_delete_notify", round(p50(failovers)/p50(baseline), 3)})
 	}
 
