@@ -45,6 +45,13 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[i]
 }
 
+// median is the nearest-rank p50 of d, which need not be sorted.
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return percentile(s, .50)
+}
+
 func round(v float64, places int) float64 {
 	f := math.Pow(10, float64(places))
 	return math.Round(v*f) / f
