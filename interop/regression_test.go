@@ -6,30 +6,28 @@
 package interop
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/election"
 	"github.com/zkrecipes/zkrecipes/machines/lock"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
 
-// Our leader resigns with a Curator LeaderLatch next in queue: the latch
-// must lead. Resign deletes our node in a multi that first sets its data
-// (contention.ReleasedMark), so the latch's data watch on it fires
-// NodeDataChanged, the one-shot watch is spent, no NodeDeleted follows, and
-// LeaderLatch (which re-reads only on NodeDeleted) never learns it is first.
-func TestFindingLatchFollowsOurResign(t *testing.T) {
+// latchBehindOurs starts a server where our participant go-a leads on dir
+// and a Curator LeaderLatch, next in queue, watches go-a's node. conn is one
+// more session, for looking.
+func latchBehindOurs(t *testing.T, dir string) (ctx context.Context, a *election.Election, termA *election.Term, conn zk.Conn, cur *curatorPeer) {
 	needCurator(t)
 	srv := testkit.StartServer(t)
 	t0 := time.Now()
-	ctx := testCtx(t)
-	const dir = "/interop/latch-resign"
-	a := newElection(t, connect(t, srv.Addr()), dir, "go-a")
-	conn := connect(t, srv.Addr())
-	cur := startCurator(t, t0, srv.Addr(), "latch", dir, "curator-b")
-
+	ctx = testCtx(t)
+	a = newElection(t, connect(t, srv.Addr()), dir, "go-a")
+	conn = connect(t, srv.Addr())
+	cur = startCurator(t, t0, srv.Addr(), "latch", dir, "curator-b")
 	termA, err := a.Campaign(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +35,17 @@ func TestFindingLatchFollowsOurResign(t *testing.T) {
 	cur.ask("start", "STARTED")
 	awaitChildren(t, ctx, conn, dir, 2)
 	awaitWatch(t, ctx, srv.Addr(), termA.Node(), cur.session)
+	return ctx, a, termA, conn, cur
+}
+
+// Our leader resigns with a Curator LeaderLatch next in queue: the latch
+// must lead. The finding: a release signalled by setting the node's data
+// before deleting it fired the latch's one-shot data watch with
+// NodeDataChanged, no NodeDeleted followed, and LeaderLatch (which re-reads
+// only on NodeDeleted) never learned it was first. Resign now only deletes
+// the node (the mark is a separate node, contention.ReleaseMark).
+func TestFindingLatchFollowsOurResign(t *testing.T) {
+	ctx, a, termA, conn, cur := latchBehindOurs(t, "/interop/latch-resign")
 	// Watch go-a's node as Curator's latch does (a data watch), to see what
 	// a watcher is told.
 	_, _, seen, err := conn.GetW(ctx, termA.Node())
@@ -52,7 +61,7 @@ func TestFindingLatchFollowsOurResign(t *testing.T) {
 	if _, ok := cur.awaitWithin("LEADER", 3*time.Second); ok {
 		return
 	}
-	kids := children(t, ctx, conn, dir)
+	kids := children(t, ctx, conn, "/interop/latch-resign")
 	t.Errorf("Curator's latch is not leader 3s after go-a resigned: nodes %v (Curator's is first), "+
 		"Curator hasLeadership %s, Curator getLeader %q, our Leader %q",
 		kids, cur.ask("status", "STATUS"), cur.ask("leader", "LEADERID"), leaderID(t, ctx, a))
@@ -61,22 +70,7 @@ func TestFindingLatchFollowsOurResign(t *testing.T) {
 // The same handover through a plain delete (as when our leader's session
 // ends) works: the latch sees NodeDeleted.
 func TestFindingLatchFollowsPlainDelete(t *testing.T) {
-	needCurator(t)
-	srv := testkit.StartServer(t)
-	t0 := time.Now()
-	ctx := testCtx(t)
-	const dir = "/interop/latch-delete"
-	a := newElection(t, connect(t, srv.Addr()), dir, "go-a")
-	conn := connect(t, srv.Addr())
-	cur := startCurator(t, t0, srv.Addr(), "latch", dir, "curator-b")
-
-	termA, err := a.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur.ask("start", "STARTED")
-	awaitChildren(t, ctx, conn, dir, 2)
-	awaitWatch(t, ctx, srv.Addr(), termA.Node(), cur.session)
+	ctx, _, termA, conn, cur := latchBehindOurs(t, "/interop/latch-delete")
 	start := time.Now()
 	if err := conn.Delete(ctx, termA.Node(), zk.AnyVersion); err != nil {
 		t.Fatal(err)
@@ -87,9 +81,9 @@ func TestFindingLatchFollowsPlainDelete(t *testing.T) {
 
 // A Curator holder is asked to give the lock up (Curator's
 // Revoker.attemptRevoke sets the holder's node data to "__REVOKE__"; the
-// holder keeps the lock until it chooses to release). Our waiter takes any
-// NodeDataChanged on its predecessor for a release mark and holds at once:
-// two holders.
+// holder keeps the lock until it chooses to release). The finding: our
+// waiter, when a data change was the release signal, took the request for a
+// release and held at once: two holders. It must keep waiting.
 func TestFindingLockWaiterHoldsOnRevokeRequest(t *testing.T) {
 	needCurator(t)
 	srv := testkit.StartServer(t)

@@ -239,10 +239,17 @@ func (tg *serverTarget) Disconnect(t testing.TB, c zk.Conn) {
 	p := tg.proxy(t, c)
 	w := watchStates(c)
 	defer w.stop()
+	cutOff(t, "Disconnect", p, c, w)
+}
+
+// cutOff blocks c's proxy and cuts its connection, and waits (through w)
+// until c is SUSPENDED.
+func cutOff(t testing.TB, verb string, p *Proxy, c zk.Conn, w *stateWatch) {
+	t.Helper()
 	p.Block()
 	p.Cut()
 	if c.State() != zk.StateSuspended {
-		w.await(t, "Disconnect", zk.StateSuspended)
+		w.await(t, verb, zk.StateSuspended)
 	}
 }
 
@@ -266,11 +273,7 @@ func (tg *serverTarget) Expire(t testing.TB, c zk.Conn) {
 	p := tg.proxy(t, c)
 	w := watchStates(c)
 	defer w.stop()
-	p.Block()
-	p.Cut()
-	if c.State() != zk.StateSuspended {
-		w.await(t, "Expire", zk.StateSuspended)
-	}
+	cutOff(t, "Expire", p, c, w)
 	ctx, cancel := context.WithTimeout(t.Context(), targetWait)
 	defer cancel()
 	if err := p.ExpireSession(ctx); err != nil && !errors.Is(err, errWireSessionGone) {
