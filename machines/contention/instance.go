@@ -287,30 +287,35 @@ func (in *Instance) apply(actx context.Context, out Output) {
 }
 
 // forwardWatches turns the two watches of a WatchNode — the release
-// mark's and the node's deletion — into one WatchFired. Both events of a
-// release come from one transaction, mark first, and the adapter fills
-// watch channels in the server's order: so when the deletion arrives, a
-// mark sent before it is already waiting.
+// mark's and the node's deletion — into one WatchFired: the mark's
+// creation as soon as it comes (the deletion's event, from the same
+// transaction, would only come later), else the deletion. The adapter fills
+// watch channels in the server's order, so when the deletion is there, a
+// mark sent before it is there too.
 func (in *Instance) forwardWatches(cmd uint64, markW, deleteW <-chan zk.WatchEvent) {
 	in.actor.Go(func(ctx context.Context) message {
+		fired := func(ev zk.WatchEvent) message { return message{in: WatchFired{Cmd: cmd, Event: ev}} }
 		isMark := func(ev zk.WatchEvent) bool { return ev.Type == zk.EventNodeCreated }
-		released := false
 		select {
 		case mark := <-markW:
-			released = isMark(mark)
+			if isMark(mark) {
+				return fired(mark)
+			}
 		case ev := <-deleteW:
 			select {
 			case mark := <-markW:
-				released = isMark(mark)
+				if isMark(mark) {
+					return fired(mark)
+				}
 			default:
 			}
-			return message{in: WatchFired{Cmd: cmd, Event: ev, Released: released}}
+			return fired(ev)
 		case <-ctx.Done():
 			return message{}
 		}
 		select {
 		case ev := <-deleteW:
-			return message{in: WatchFired{Cmd: cmd, Event: ev, Released: released}}
+			return fired(ev)
 		case <-ctx.Done():
 			return message{}
 		}

@@ -89,13 +89,12 @@ type NodesChecked struct {
 	Err    error
 }
 
-// WatchFired is the event of the watches WatchNode Cmd left: the watched
-// node's deletion (or the end of the watch), and whether its release mark
-// came with it (see ReleaseMark).
+// WatchFired is the first event of the watches WatchNode Cmd left: the
+// release mark's creation (see ReleaseMark), the watched node's deletion,
+// or the end of the watches.
 type WatchFired struct {
-	Cmd      uint64
-	Event    zk.WatchEvent
-	Released bool
+	Cmd   uint64
+	Event zk.WatchEvent
 }
 
 // Deleted is the reply to DeleteNode.
@@ -153,11 +152,7 @@ func (i NodesChecked) String() string {
 	return fmt.Sprintf("NodesChecked cmd=%d exists=%v%s", i.Cmd, i.Exists, errText(i.Err))
 }
 func (i WatchFired) String() string {
-	s := fmt.Sprintf("WatchFired cmd=%d %s %s%s", i.Cmd, i.Event.Type, i.Event.Path, errText(i.Event.Err))
-	if i.Released {
-		s += " released"
-	}
-	return s
+	return fmt.Sprintf("WatchFired cmd=%d %s %s%s", i.Cmd, i.Event.Type, i.Event.Path, errText(i.Event.Err))
 }
 func (i Deleted) String() string { return fmt.Sprintf("Deleted cmd=%d%s", i.Cmd, errText(i.Err)) }
 

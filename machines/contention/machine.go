@@ -18,16 +18,20 @@ import (
 // in the same multi that deletes its own node: node + ".released". The
 // marker never exists outside that transaction, so no one lists it; but the
 // waiter behind the node watches for the marker's creation (an exists
-// watch) as well as for the node's deletion (a child watch). Seeing the
-// marker created, then the node deleted, it knows a holder left: every node
-// below is gone (nodes below ours can only disappear), and it holds next
-// with no read. A deletion without the marker (a waiter gave up, a session
-// expired, a Curator client released) makes it check the lower nodes it
-// saw, in one round.
+// watch) as well as for the node's deletion (a child watch). The marker's
+// creation is enough: the transaction that made it also deleted the node,
+// and only a holder releases with it, so every node below is gone too
+// (nodes below ours can only disappear); the waiter holds next on that
+// first event, with no read and without waiting for the deletion's event,
+// which the server sends after it. A deletion without the marker (a waiter
+// gave up, a session expired, a Curator client released) makes it check
+// the lower nodes it saw, in one round.
 //
 // Nothing else about a node is a signal: a data change (Curator's
 // revocation writes one) fires neither watch, and a Curator waiter behind
-// our node sees only the plain NodeDeleted it waits for.
+// our node sees only the plain NodeDeleted it waits for. The names are the
+// recipe's own: a node made by that name by anyone else would read as a
+// release (as deleting a holder's node would).
 func ReleaseMark(node string) string { return node + ".released" }
 
 // Errors are the recipe's sentinel errors, so that a lock reports
@@ -441,18 +445,21 @@ func (m *Machine) watching(in Watching) {
 
 func (m *Machine) watchFired(in WatchFired) {
 	t := m.term
-	if t == nil || in.Cmd != t.watch || t.pending != 0 || len(t.below) == 0 ||
-		in.Event.Type != zk.EventNodeDeleted || in.Event.Path != t.below[len(t.below)-1] {
-		return // stale, or the end of the watch (LOST follows)
+	if t == nil || in.Cmd != t.watch || t.pending != 0 || len(t.below) == 0 {
+		return // stale
 	}
-	t.watch = 0
-	if in.Released {
+	pred := t.below[len(t.below)-1]
+	switch {
+	case in.Event.Type == zk.EventNodeCreated && in.Event.Path == ReleaseMark(pred):
+		t.watch = 0
 		t.below = nil // a holder left: nothing below it is left either
 		m.advance(t)
-		return
+	case in.Event.Type == zk.EventNodeDeleted && in.Event.Path == pred:
+		t.watch = 0
+		t.below = t.below[:len(t.below)-1]
+		m.recheck(t)
 	}
-	t.below = t.below[:len(t.below)-1]
-	m.recheck(t)
+	// Anything else is the end of the watch: LOST follows.
 }
 
 func (m *Machine) nodesChecked(in NodesChecked) {

@@ -121,8 +121,9 @@ func TestTranscriptZeroReadHandoff(t *testing.T) {
 	}, Own: own(0x50), OwnExists: true})
 	tr.step(Watching{Cmd: 3, Exists: true})
 	// The holder before us released with the mark (the marker node created,
-	// then its node deleted, in one multi): we hold, no read.
-	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}, Released: true})
+	// then its node deleted, in one multi): we hold on the mark's event,
+	// with no read.
+	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
 	if len(out.Commands) != 0 || len(out.Replies) != 1 || !out.Replies[0].Granted {
 		t.Fatalf("want a grant with no command, got %+v", out)
 	}
@@ -138,7 +139,7 @@ func TestTranscriptWaiterBeforeUsGaveUp(t *testing.T) {
 	// A plain delete: b may have been a waiter that gave up; look at a.
 	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
 	// A late event for a watch already handled: ignored.
-	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}, Released: true})
+	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
 	tr.step(NodesChecked{Cmd: 4, Exists: []bool{true}})
 	tr.step(Watching{Cmd: 5, Exists: true})
 	tr.step(WatchFired{Cmd: 5, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_a-lock-0000000001"}})
