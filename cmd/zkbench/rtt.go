@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/machines/contention"
 )
 
 // rttBench is the peers' RawRtt through zkrecipes' adapter (adapters/zk on
@@ -124,6 +125,36 @@ func timeDeleteNotify(ctx context.Context, conn, watcher zk.Conn, node string) (
 	case ev := <-ch:
 		if ev.Type != zk.EventNodeDeleted {
 			return 0, fmt.Errorf("watch on %s: %v", node, ev.Type)
+		}
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return time.Since(t0), nil
+}
+
+// timeReleaseNotify is timeDeleteNotify for the release a holder makes
+// (contention.ReleaseMark): node is deleted by conn in the multi that also
+// creates and deletes its mark, timed to the mark's NodeCreated at watcher.
+func timeReleaseNotify(ctx context.Context, conn, watcher zk.Conn, node string) (time.Duration, error) {
+	if _, err := conn.Create(ctx, node, nil, zk.ModePersistent); err != nil {
+		return 0, err
+	}
+	mark := contention.ReleaseMark(node)
+	_, _, ch, err := watcher.ExistsW(ctx, mark)
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	if _, err := conn.Multi(ctx,
+		&zk.CreateOp{Path: mark, Mode: zk.ModePersistent},
+		&zk.DeleteOp{Path: mark, Version: zk.AnyVersion},
+		&zk.DeleteOp{Path: node, Version: zk.AnyVersion}); err != nil {
+		return 0, err
+	}
+	select {
+	case ev := <-ch:
+		if ev.Type != zk.EventNodeCreated {
+			return 0, fmt.Errorf("watch on %s: %v", mark, ev.Type)
 		}
 	case <-ctx.Done():
 		return 0, ctx.Err()
