@@ -16,7 +16,7 @@ type Actor[M any] struct {
 	box    Mailbox[M]
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // goroutines started by Go and Forward
+	wg     sync.WaitGroup // goroutines started by Go
 	done   chan struct{}
 }
 
@@ -61,23 +61,6 @@ func (a *Actor[M]) Go(call func(ctx context.Context) M) {
 	go func() {
 		defer a.wg.Done()
 		a.Post(call(a.ctx))
-	}()
-}
-
-// Forward posts wrap(v) for the first value v received from ch, unless the
-// actor stops first. It is how one-shot watches reach the mailbox. Call it
-// only from the actor's own goroutine.
-func Forward[M, V any](a *Actor[M], ch <-chan V, wrap func(V) M) {
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		select {
-		case v, ok := <-ch:
-			if ok {
-				a.Post(wrap(v))
-			}
-		case <-a.ctx.Done():
-		}
 	}()
 }
 

@@ -2,13 +2,14 @@
 //
 // An Actor is one goroutine reading one unbounded Mailbox. Everything that
 // can happen to a recipe instance reaches it as a message: a call from the
-// user, the reply to a ZooKeeper request (run off the actor by Go and
-// posted back), a watch firing (Forward), a session state change
+// user, the reply to a ZooKeeper request or a watch's event (waited for
+// off the actor by Go and posted back), a session state change
 // (WatchSession). The actor handles one message at a time, so the state it
 // owns needs no locks, and nothing it does blocks on the network.
 //
-// When the actor stops, the context its requests run under is cancelled and
-// Stop waits for every goroutine it started: an actor leaves nothing behind.
+// When the actor stops, the context its requests run under is cancelled,
+// and Done is closed only once every goroutine it started has ended: an
+// actor leaves nothing behind.
 //
 // FSM wraps github.com/looplab/fsm so that its traps cannot be hit: states
 // and triggers are typed constants checked when the machine is built, a

@@ -81,29 +81,6 @@ func TestGoPostsResultAndStopCancelsInFlight(t *testing.T) {
 	}
 }
 
-func TestForwardDeliversOneValueOrGivesUp(t *testing.T) {
-	got := make(chan int, 1)
-	var a *Actor[int]
-	ch := make(chan int, 1)
-	never := make(chan int)
-	a = Spawn(func(ctx context.Context, m int) bool {
-		if m == 0 {
-			Forward(a, ch, func(v int) int { return v })
-			Forward(a, never, func(v int) int { return v })
-			return true
-		}
-		got <- m
-		return true
-	})
-	a.Post(0)
-	ch <- 7
-	if v := <-got; v != 7 {
-		t.Fatalf("forwarded %d", v)
-	}
-	a.Kill()
-	<-a.Done() // the forwarder on never must have ended (goleak checks)
-}
-
 func TestFSMRejectsUnknownStatesAndNeverWedges(t *testing.T) {
 	if _, err := NewFSM("NOPE", nil); err == nil {
 		t.Fatal("unknown initial state accepted")
