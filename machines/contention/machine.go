@@ -437,9 +437,7 @@ func (m *Machine) watching(in Watching) {
 	case in.Err != nil:
 		m.fail(t, in.Err)
 	case !in.Exists:
-		t.watch = 0 // gone already: a watch left by the race is stale
-		t.below = t.below[:len(t.below)-1]
-		m.recheck(t)
+		m.predecessorGone(t) // gone already: a watch left by the race is stale
 	}
 }
 
@@ -455,11 +453,18 @@ func (m *Machine) watchFired(in WatchFired) {
 		t.below = nil // a holder left: nothing below it is left either
 		m.advance(t)
 	case in.Event.Type == zk.EventNodeDeleted && in.Event.Path == pred:
-		t.watch = 0
-		t.below = t.below[:len(t.below)-1]
-		m.recheck(t)
+		m.predecessorGone(t)
 	}
 	// Anything else is the end of the watch: LOST follows.
+}
+
+// predecessorGone drops the node we watched, gone without the release mark
+// (a waiter that gave up, an expired session), and its watch, and looks at
+// what is left below.
+func (m *Machine) predecessorGone(t *term) {
+	t.watch = 0
+	t.below = t.below[:len(t.below)-1]
+	m.recheck(t)
 }
 
 func (m *Machine) nodesChecked(in NodesChecked) {
