@@ -326,15 +326,38 @@ func awaitWatch(t *testing.T, ctx context.Context, addr, node, session string) {
 			t.Fatalf("waiting for %s's watch on %s: %v", session, node, err)
 		}
 		// A Curator waiter leaves a data watch on node; ours, an exists
-		// watch on node's release mark (and a child watch on node, which
-		// wchp does not list).
-		if watchers(out, node)[session] || watchers(out, contention.ReleaseMark(node))[session] {
+		// watch on node's release or hold mark (and a child watch on
+		// node, which wchp does not list: so once a hold mark is made,
+		// which fires that exists watch, wchp shows nothing of ours).
+		w := func(p string) bool { return watchers(out, p)[session] }
+		if w(node) || w(contention.ReleaseMark(node)) || w(contention.HoldMark(node)) {
 			return
 		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
 			t.Fatalf("waiting for %s's watch on %s: %v", session, node, ctx.Err())
+		}
+	}
+}
+
+// awaitNode waits until path exists.
+func awaitNode(t *testing.T, ctx context.Context, c zk.Conn, path string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, step)
+	defer cancel()
+	for {
+		_, ok, ch, err := c.ExistsW(ctx, path)
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", path, err)
+		}
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", path, ctx.Err())
 		}
 	}
 }

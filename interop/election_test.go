@@ -9,6 +9,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/contention"
 	"github.com/zkrecipes/zkrecipes/machines/election"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
@@ -142,7 +143,10 @@ func TestElectionWithCuratorLeaderLatch(t *testing.T) {
 	}
 
 	// go-a resigns: go-c leads, and Curator reads it; Curator still follows.
-	awaitWatch(t, ctx, srv.Addr(), termA.Node(), sessionHex(connC))
+	// go-c has waited on go-a's node since before go-a led (its watch was
+	// seen above); go-a's hold mark, whose creation fired go-c's exists
+	// watch, tells go-c that go-a holds.
+	awaitNode(t, ctx, conn, contention.HoldMark(termA.Node()))
 	start = time.Now()
 	if err := a.Resign(ctx); err != nil {
 		t.Fatal(err)

@@ -100,9 +100,7 @@ for impl in ("zkrecipes", "curator"):
         kill = [k["failover_ms"] for r in el for k in r.get("kill_rounds", [])]
         print("election %-9s graceful failover p50 per repetition (ms): %s  median %.3f;  kill failover (ms): %s" % (
             impl, " ".join("%.3f" % v for v in fo), statistics.median(fo), " ".join("%.0f" % v for v in kill)))
-        for key, what in (("failover_over_delete_notify", "failover p50 / delete_notify p50"),
-                          ("release_notify_over_delete_notify", "release_notify p50 / delete_notify p50"),
-                          ("failover_over_release_notify", "failover p50 / release_notify p50")):
+        for key, what in (("failover_over_delete_notify", "failover p50 / delete_notify p50"),):
             dn = [r[key] for r in el if r.get(key)]
             if dn:
                 print("election %-9s %s of the same rounds, per repetition: %s  median %.3f" % (

@@ -10,6 +10,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/contention"
 	"github.com/zkrecipes/zkrecipes/machines/election"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
@@ -45,14 +46,10 @@ type electionRun struct {
 //     compared with, measured in the same rounds: right before each resign,
 //     a plain delete by one more session, timed to the NodeDeleted event at
 //     another that watches the node (rtt's delete_notify_us, but under the
-//     same load and pauses as the hand-overs); failover_over_delete_notify
-//     is the ratio of the two p50s;
-//   - release_notify_ms (not in the peers' lines either): the same for the
-//     request a resign makes, the multi that creates and deletes the
-//     release mark and deletes the node, timed to the mark's event at the
-//     other session; it splits failover_ms into what the server takes for
-//     that request (release_notify_over_delete_notify) and what the
-//     participants' own code adds (failover_over_release_notify);
+//     same load and pauses as the hand-overs); a resign is that same plain
+//     delete (the next leader knows from our hold mark that we held, see
+//     contention.HoldMark), so failover_over_delete_notify, the ratio of
+//     the two p50s, is what the participants' own code adds;
 //   - kill_rounds: a participant "victim" is made to lead (by hand-overs),
 //     then its session is lost without a resign, as when its process is
 //     killed: its connection, which goes through a testkit.Proxy, is
@@ -119,7 +116,7 @@ func electionBench(ctx context.Context, args []string) (obj, error) {
 	out = append(out, field{"first_leader_ms", round(float64(w.at.Sub(t0))/1e6, 3)})
 	current := w.id
 
-	var failovers, baseline, releases []time.Duration
+	var failovers, baseline []time.Duration
 	for i := range *rounds {
 		b, err := timeDeleteNotify(ctx, admin, watcher, fmt.Sprintf("%s/n%d", baseDir, i))
 		if err != nil {
@@ -127,12 +124,6 @@ func electionBench(ctx context.Context, args []string) (obj, error) {
 			break
 		}
 		baseline = append(baseline, b)
-		rel, err := timeReleaseNotify(ctx, admin, watcher, fmt.Sprintf("%s/r%d", baseDir, i))
-		if err != nil {
-			r.fail("round %d: release_notify: %v", i, err)
-			break
-		}
-		releases = append(releases, rel)
 		next, d, err := r.handOver(current)
 		if err != nil {
 			r.fail("round %d: %v", i, err)
@@ -142,18 +133,9 @@ func electionBench(ctx context.Context, args []string) (obj, error) {
 		current = next
 	}
 	out = append(out, field{"rounds", len(failovers)}, field{"failover_ms", summary(failovers, millis)},
-		field{"delete_notify_ms", summary(baseline, millis)}, field{"release_notify_ms", summary(releases, millis)})
-	for _, q := range []struct {
-		name     string
-		num, den []time.Duration
-	}{
-		{"failover_over_delete_notify", failovers, baseline},
-		{"release_notify_over_delete_notify", releases, baseline},
-		{"failover_over_release_notify", failovers, releases},
-	} {
-		if len(q.num) > 0 && len(q.den) > 0 && median(q.den) > 0 {
-			out = append(out, field{q.name, round(float64(median(q.num))/float64(median(q.den)), 3)})
-		}
+		field{"delete_notify_ms", summary(baseline, millis)})
+	if len(failovers) > 0 && len(baseline) > 0 && median(baseline) > 0 {
+		out = append(out, field{"failover_over_delete_notify", round(float64(median(failovers))/float64(median(baseline)), 3)})
 	}
 
 	kills := []obj{}
@@ -168,8 +150,10 @@ func electionBench(ctx context.Context, args []string) (obj, error) {
 	}
 	out = append(out, field{"kill_rounds", kills})
 	r.close()
-	if err := deleteTree(ctx, admin, c.path); err != nil {
-		fmt.Fprintf(os.Stderr, "zkbench election: cleanup %s: %v\n", c.path, err)
+	for _, p := range []string{c.path, contention.HoldMarkDir(c.path)} {
+		if err := deleteTree(ctx, admin, p); err != nil {
+			fmt.Fprintf(os.Stderr, "zkbench election: cleanup %s: %v\n", p, err)
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
-	"github.com/zkrecipes/zkrecipes/machines/contention"
 )
 
 // rttBench is the peers' RawRtt through zkrecipes' adapter (adapters/zk on
@@ -110,44 +109,21 @@ func deleteNotify(ctx context.Context, conn, watcher zk.Conn, dir string, n int)
 // timeDeleteNotify creates node by conn, watches it from watcher, and times
 // its delete by conn from the start of the delete to watcher's NodeDeleted.
 func timeDeleteNotify(ctx context.Context, conn, watcher zk.Conn, node string) (time.Duration, error) {
-	return timeNotify(ctx, conn, watcher, node, node, zk.EventNodeDeleted, func() error {
-		return conn.Delete(ctx, node, zk.AnyVersion)
-	})
-}
-
-// timeReleaseNotify is timeDeleteNotify for the release a holder makes
-// (contention.ReleaseMark): node is deleted by conn in the multi that also
-// creates and deletes its mark, timed to the mark's NodeCreated at watcher.
-func timeReleaseNotify(ctx context.Context, conn, watcher zk.Conn, node string) (time.Duration, error) {
-	mark := contention.ReleaseMark(node)
-	return timeNotify(ctx, conn, watcher, node, mark, zk.EventNodeCreated, func() error {
-		_, err := conn.Multi(ctx,
-			&zk.CreateOp{Path: mark, Mode: zk.ModePersistent},
-			&zk.DeleteOp{Path: mark, Version: zk.AnyVersion},
-			&zk.DeleteOp{Path: node, Version: zk.AnyVersion})
-		return err
-	})
-}
-
-// timeNotify creates node by conn, leaves an exists watch on watched from
-// watcher, and times op from its start to watcher's event, which must be
-// of type want.
-func timeNotify(ctx context.Context, conn, watcher zk.Conn, node, watched string, want zk.EventType, op func() error) (time.Duration, error) {
 	if _, err := conn.Create(ctx, node, nil, zk.ModePersistent); err != nil {
 		return 0, err
 	}
-	_, _, ch, err := watcher.ExistsW(ctx, watched)
+	_, _, ch, err := watcher.ExistsW(ctx, node)
 	if err != nil {
 		return 0, err
 	}
 	t0 := time.Now()
-	if err := op(); err != nil {
+	if err := conn.Delete(ctx, node, zk.AnyVersion); err != nil {
 		return 0, err
 	}
 	select {
 	case ev := <-ch:
-		if ev.Type != want {
-			return 0, fmt.Errorf("watch on %s: %v", watched, ev.Type)
+		if ev.Type != zk.EventNodeDeleted {
+			return 0, fmt.Errorf("watch on %s: %v", node, ev.Type)
 		}
 	case <-ctx.Done():
 		return 0, ctx.Err()

@@ -75,10 +75,12 @@ type DirListed struct {
 }
 
 // Watching is the reply to WatchNode: whether the node existed (and so a
-// watch was left on it).
+// watch was left on it) and, for a WatchNode with Hold, whether its hold
+// mark existed: the node holds or held.
 type Watching struct {
 	Cmd    uint64
 	Exists bool
+	Held   bool
 	Err    error
 }
 
@@ -89,9 +91,10 @@ type NodesChecked struct {
 	Err    error
 }
 
-// WatchFired is the first event of the watches WatchNode Cmd left: the
-// release mark's creation (see ReleaseMark), the watched node's deletion,
-// or the end of the watches.
+// WatchFired is an event of the watches WatchNode Cmd left: the release
+// mark's creation (see ReleaseMark), the watched node's deletion, or the
+// end of the watches. With Hold, the hold mark's creation (see HoldMark)
+// comes first if it is made while we watch, and the deletion follows.
 type WatchFired struct {
 	Cmd   uint64
 	Event zk.WatchEvent
@@ -99,6 +102,12 @@ type WatchFired struct {
 
 // Deleted is the reply to DeleteNode.
 type Deleted struct {
+	Cmd uint64
+	Err error
+}
+
+// Announced is the reply to Announce.
+type Announced struct {
 	Cmd uint64
 	Err error
 }
@@ -116,6 +125,7 @@ func (Watching) isInput()     {}
 func (NodesChecked) isInput() {}
 func (WatchFired) isInput()   {}
 func (Deleted) isInput()      {}
+func (Announced) isInput()    {}
 
 func (i Acquire) String() string {
 	if i.Try {
@@ -146,7 +156,11 @@ func (i DirListed) String() string {
 	return fmt.Sprintf("DirListed cmd=%d children=%v%s", i.Cmd, i.Children, errText(i.Err))
 }
 func (i Watching) String() string {
-	return fmt.Sprintf("Watching cmd=%d exists=%t%s", i.Cmd, i.Exists, errText(i.Err))
+	held := ""
+	if i.Held {
+		held = " held"
+	}
+	return fmt.Sprintf("Watching cmd=%d exists=%t%s%s", i.Cmd, i.Exists, held, errText(i.Err))
 }
 func (i NodesChecked) String() string {
 	return fmt.Sprintf("NodesChecked cmd=%d exists=%v%s", i.Cmd, i.Exists, errText(i.Err))
@@ -155,6 +169,9 @@ func (i WatchFired) String() string {
 	return fmt.Sprintf("WatchFired cmd=%d %s %s%s", i.Cmd, i.Event.Type, i.Event.Path, errText(i.Event.Err))
 }
 func (i Deleted) String() string { return fmt.Sprintf("Deleted cmd=%d%s", i.Cmd, errText(i.Err)) }
+func (i Announced) String() string {
+	return fmt.Sprintf("Announced cmd=%d%s", i.Cmd, errText(i.Err))
+}
 
 func errText(err error) string {
 	if err == nil {
@@ -205,11 +222,14 @@ type ListDir struct {
 // WatchNode checks that Path exists and leaves two one-shot watches, both
 // requests in flight together: a child watch on Path, which fires only when
 // it is deleted (contender nodes are ephemeral: no children; a data change
-// does not fire it), and an exists watch on ReleaseMark(Path). Replies:
-// Watching, then one WatchFired.
+// does not fire it), and an exists watch on ReleaseMark(Path), or with
+// Hold on HoldMark(Path). Replies: Watching, then one WatchFired; with
+// Hold, two when the hold mark is made while we watch (its creation, then
+// the deletion).
 type WatchNode struct {
 	Cmd  uint64
 	Path string
+	Hold bool
 }
 
 // CheckNodes asks whether each of Paths exists, all requests in flight
@@ -217,6 +237,15 @@ type WatchNode struct {
 type CheckNodes struct {
 	Cmd   uint64
 	Paths []string
+}
+
+// Announce makes our hold mark, Path (HoldMark of Node), an ephemeral node,
+// in one multi with a check that Node exists: so a hold mark never
+// outlives its node by being made after it. Reply: Announced.
+type Announce struct {
+	Cmd  uint64
+	Node string
+	Path string
 }
 
 // DeleteNode deletes Path. With Release set, one multi creates and deletes
@@ -235,6 +264,7 @@ func (c ListDir) ID() uint64    { return c.Cmd }
 func (c WatchNode) ID() uint64  { return c.Cmd }
 func (c CheckNodes) ID() uint64 { return c.Cmd }
 func (c DeleteNode) ID() uint64 { return c.Cmd }
+func (c Announce) ID() uint64   { return c.Cmd }
 
 func (CreateNode) isCommand() {}
 func (EnsureDir) isCommand()  {}
@@ -243,6 +273,7 @@ func (ListDir) isCommand()    {}
 func (WatchNode) isCommand()  {}
 func (CheckNodes) isCommand() {}
 func (DeleteNode) isCommand() {}
+func (Announce) isCommand()   {}
 
 func (c CreateNode) String() string {
 	return fmt.Sprintf("CreateNode cmd=%d prefix=%s data=%q", c.Cmd, c.Prefix, c.Data)
@@ -251,14 +282,20 @@ func (c EnsureDir) String() string { return fmt.Sprintf("EnsureDir cmd=%d dir=%s
 func (c ReadDir) String() string {
 	return fmt.Sprintf("ReadDir cmd=%d dir=%s own=%s", c.Cmd, c.Dir, c.Own)
 }
-func (c ListDir) String() string   { return fmt.Sprintf("ListDir cmd=%d dir=%s", c.Cmd, c.Dir) }
-func (c WatchNode) String() string { return fmt.Sprintf("WatchNode cmd=%d path=%s", c.Cmd, c.Path) }
+func (c ListDir) String() string { return fmt.Sprintf("ListDir cmd=%d dir=%s", c.Cmd, c.Dir) }
+func (c WatchNode) String() string {
+	if c.Hold {
+		return fmt.Sprintf("WatchNode cmd=%d path=%s hold", c.Cmd, c.Path)
+	}
+	return fmt.Sprintf("WatchNode cmd=%d path=%s", c.Cmd, c.Path)
+}
 func (c CheckNodes) String() string {
 	return fmt.Sprintf("CheckNodes cmd=%d paths=%v", c.Cmd, c.Paths)
 }
 func (c DeleteNode) String() string {
 	return fmt.Sprintf("DeleteNode cmd=%d path=%s release=%t", c.Cmd, c.Path, c.Release)
 }
+func (c Announce) String() string { return fmt.Sprintf("Announce cmd=%d path=%s", c.Cmd, c.Path) }
 
 // Grant describes a term in which we hold it.
 type Grant struct {

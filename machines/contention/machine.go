@@ -34,6 +34,29 @@ import (
 // release (as deleting a holder's node would).
 func ReleaseMark(node string) string { return node + ".released" }
 
+// HoldMark is the path of the marker node a holder keeps while it holds,
+// under Config.HoldMarks: an ephemeral node named as the holder's node, in
+// the directory's hold-mark directory, dir + ".held", beside it (a
+// container, made when first needed). It is made right after the grant
+// (Announce) and deleted after the node when the term ends. It lets a
+// holder release with a plain delete, the cheapest write there is, and
+// still hand over with no read: the waiter behind the node watches the
+// hold mark as well as the node, and a node that holds or held has nothing
+// below it, now or later. So when the node goes after its hold mark was
+// seen (by the waiter's exists request or its watch), the waiter holds
+// next; without it, the waiter checks the lower nodes it saw, as for a
+// deletion without the release mark.
+//
+// The hold marks live outside the directory because a Curator participant
+// counts every child of it: a mark there was sorted right after its node,
+// read as a participant (LeaderLatch.getParticipants failed on its empty
+// data), and left behind by a third party's delete of the node, it kept the
+// Curator waiter behind it waiting (see the interop tests).
+func HoldMark(node string) string { return zk.Join(HoldMarkDir(zk.Parent(node)), zk.Base(node)) }
+
+// HoldMarkDir is the directory of the hold marks of the contenders in dir.
+func HoldMarkDir(dir string) string { return dir + ".held" }
+
 // Errors are the recipe's sentinel errors, so that a lock reports
 // "lock: session lost" and an election "election: session lost".
 type Errors struct {
@@ -52,6 +75,11 @@ type Config struct {
 	// Acquire names another.
 	Markers []string
 	Data    []byte // our node's data
+	// HoldMarks makes a holder keep a hold mark (see HoldMark) and release
+	// with a plain delete, instead of the release mark: one more write per
+	// grant, off the hand-over's path, for a cheaper release. Every
+	// contender of a directory must use the same kind of mark.
+	HoldMarks bool
 	// LoseOnSuspend ends a grant as soon as the connection is SUSPENDED
 	// (the safe default for recipes); when false only LOST ends it.
 	LoseOnSuspend bool
@@ -109,7 +137,11 @@ type term struct {
 	below   []string // lower nodes we saw, ascending; we watch the last
 	pending uint64   // the term's outstanding command, 0 when only a watch is armed
 	watch   uint64   // the command whose watches we wait for
-	try     bool     // only TryAcquire callers: give up instead of waiting
+	// predHeld: the node we watch holds or held (its hold mark was seen),
+	// so when it goes nothing below ours is left.
+	predHeld  bool
+	announced bool // our hold mark was asked for (HoldMarks)
+	try       bool // only TryAcquire callers: give up instead of waiting
 }
 
 // request is a command in flight (or stalled) and what it is for.
@@ -118,6 +150,9 @@ type request struct {
 	term      *term    // the term it serves; nil for deletes
 	releasers []uint64 // Release/Shutdown calls answered when this delete completes
 	stopTerm  uint64   // a delete that completes STOP for this term
+	// then is deleted once this delete is done: a hold mark after its
+	// node, so that it never delays the node's deletion on the server.
+	then string
 }
 
 const (
@@ -198,6 +233,8 @@ func (m *Machine) Step(in Input) Output {
 		m.watchFired(in)
 	case Deleted:
 		m.deleted(in)
+	case Announced:
+		m.announced(in)
 	}
 	m.checkDone()
 	return m.out
@@ -436,8 +473,11 @@ func (m *Machine) watching(in Watching) {
 		m.send(r)
 	case in.Err != nil:
 		m.fail(t, in.Err)
-	case !in.Exists:
-		m.predecessorGone(t) // gone already: a watch left by the race is stale
+	default:
+		t.predHeld = in.Held
+		if !in.Exists {
+			m.predecessorGone(t) // gone already: a watch left by the race is stale
+		}
 	}
 }
 
@@ -452,17 +492,24 @@ func (m *Machine) watchFired(in WatchFired) {
 		t.watch = 0
 		t.below = nil // a holder left: nothing below it is left either
 		m.advance(t)
+	case in.Event.Type == zk.EventNodeCreated && in.Event.Path == HoldMark(pred):
+		t.predHeld = true // the deletion's event follows on the same watch
 	case in.Event.Type == zk.EventNodeDeleted && in.Event.Path == pred:
 		m.predecessorGone(t)
 	}
 	// Anything else is the end of the watch: LOST follows.
 }
 
-// predecessorGone drops the node we watched, gone without the release mark
-// (a waiter that gave up, an expired session), and its watch, and looks at
-// what is left below.
+// predecessorGone drops the node we watched and its watch. If it held,
+// nothing below is left and we hold; otherwise (a waiter that gave up, an
+// expired session) it looks at what is left below.
 func (m *Machine) predecessorGone(t *term) {
 	t.watch = 0
+	if t.predHeld {
+		t.below = nil
+		m.advance(t)
+		return
+	}
 	t.below = t.below[:len(t.below)-1]
 	m.recheck(t)
 }
@@ -503,10 +550,20 @@ func (m *Machine) deleted(in Deleted) {
 		d.Release = false
 		r.cmd = d
 		m.send(r)
-	case in.Err == nil, errors.Is(in.Err, zk.ErrNoNode), errors.Is(in.Err, zk.ErrClosed):
+	case errors.Is(in.Err, zk.ErrClosed):
 		m.finishDelete(r, nil)
+	case in.Err == nil, errors.Is(in.Err, zk.ErrNoNode):
+		m.finishDelete(r, nil)
+		m.deleteThen(r)
 	default:
 		m.finishDelete(r, in.Err)
+		m.deleteThen(r)
+	}
+}
+
+func (m *Machine) deleteThen(r *request) {
+	if r.then != "" {
+		m.deleteNode(r.then, false, nil, 0)
 	}
 }
 
@@ -568,7 +625,7 @@ func (m *Machine) advance(t *term) {
 	}
 	id := m.nextCmd()
 	t.watch = id
-	m.send(&request{cmd: WatchNode{Cmd: id, Path: t.below[len(t.below)-1]}, term: t})
+	m.send(&request{cmd: WatchNode{Cmd: id, Path: t.below[len(t.below)-1], Hold: m.cfg.HoldMarks}, term: t})
 }
 
 func (m *Machine) elect(t *term) {
@@ -582,6 +639,41 @@ func (m *Machine) elect(t *term) {
 	}
 	m.acquirers = nil
 	m.emit(events.ElectedComplete, nil)
+	if m.cfg.HoldMarks {
+		t.announced = true
+		m.send(&request{cmd: Announce{Cmd: m.nextCmd(), Node: t.node, Path: HoldMark(t.node)}})
+	}
+}
+
+// announced takes Announce's reply. While the term holds there is nothing
+// to do, whatever it says: without the mark the waiter behind us only
+// reads once more. If the term is over, a mark that was (or may have been)
+// made before our node went is deleted: the delete at the term's end may
+// have reached the server before it.
+func (m *Machine) announced(in Announced) {
+	r, _ := m.take(in.Cmd)
+	if r == nil {
+		return
+	}
+	node := r.cmd.(Announce).Node
+	if t := m.term; t != nil && t.node == node {
+		return
+	}
+	if in.Err == nil || errors.Is(in.Err, zk.ErrConnectionLoss) {
+		m.deleteNode(HoldMark(node), false, nil, 0)
+	}
+}
+
+// deleteTermNode deletes the term's node (see deleteNode) and then its
+// hold mark, if it asked for one: the waiter behind needs only the node's
+// deletion, and a delete of the mark sent with it could reach the server
+// first and take a log write of its own before it.
+func (m *Machine) deleteTermNode(t *term, release bool, releasers []uint64, stopTerm uint64) {
+	r := &request{cmd: DeleteNode{Cmd: m.nextCmd(), Path: t.node, Release: release}, releasers: releasers, stopTerm: stopTerm}
+	if t.announced {
+		r.then = HoldMark(t.node)
+	}
+	m.send(r)
 }
 
 func (m *Machine) grant(req uint64) {
@@ -591,12 +683,13 @@ func (m *Machine) grant(req uint64) {
 	m.reply(Reply{Req: req, Granted: true, Grant: Grant{Term: t.n, Node: t.node, Token: t.token}})
 }
 
-// stop ends a held term: our node is deleted with the release mark.
+// stop ends a held term: our node is deleted with the release mark, or
+// plainly and then its hold mark (HoldMarks).
 func (m *Machine) stop(t *term, releasers []uint64) {
 	m.fire(trStop)
 	m.emit(events.StopStart, nil)
 	m.endTerm(t)
-	m.deleteNode(t.node, true, releasers, t.n)
+	m.deleteTermNode(t, !m.cfg.HoldMarks, releasers, t.n)
 }
 
 // abandon ends a term that does not hold: its node (if any) is deleted; a
@@ -620,7 +713,7 @@ func (m *Machine) fail(t *term, err error) {
 	m.failAcquirers(err)
 	m.endTerm(t)
 	if t.node != "" {
-		m.deleteNode(t.node, false, nil, 0)
+		m.deleteTermNode(t, false, nil, 0)
 	}
 }
 

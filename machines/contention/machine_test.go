@@ -35,12 +35,21 @@ type transcript struct {
 }
 
 func newTranscript(t *testing.T, loseOnSuspend bool) *transcript {
+	return newTranscriptWith(t, Config{Dir: "/app/lock", LoseOnSuspend: loseOnSuspend})
+}
+
+// newHoldTranscript is a transcript of an election's machine: hold marks.
+func newHoldTranscript(t *testing.T) *transcript {
+	return newTranscriptWith(t, Config{Dir: "/app/election", LoseOnSuspend: true, HoldMarks: true})
+}
+
+// newTranscriptWith runs a machine on cfg with the tests' markers, errors,
+// uuids and session.
+func newTranscriptWith(t *testing.T, cfg Config) *transcript {
 	tr := &transcript{t: t}
-	m, err := NewMachine(Config{
-		Dir: "/app/lock", Markers: []string{"lock-", "latch-"}, LoseOnSuspend: loseOnSuspend, Errors: testErrors,
-		NewID:     func() string { tr.id++; return fmt.Sprintf("uuid%d", tr.id) },
-		SessionID: sess,
-	})
+	cfg.Markers, cfg.Errors, cfg.SessionID = []string{"lock-", "latch-"}, testErrors, sess
+	cfg.NewID = func() string { tr.id++; return fmt.Sprintf("uuid%d", tr.id) }
+	m, err := NewMachine(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,6 +172,93 @@ func TestTranscriptDataChangeAloneIsNoRelease(t *testing.T) {
 	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
 	tr.step(NodesChecked{Cmd: 4, Exists: []bool{false}})
 	tr.check("data_change_alone")
+}
+
+// waitBehind makes tr's machine wait behind .../_c_b-latch-0000000002,
+// with _c_a-latch-0000000001 below it: commands 1-3 are used.
+func (tr *transcript) waitBehind(dir string) {
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Path: dir + "/_c_uuid1-latch-0000000003"})
+	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000003", "_c_a-latch-0000000001", "_c_b-latch-0000000002"}, Own: own(0x50), OwnExists: true})
+}
+
+// With hold marks, the node we wait for announces its grant (its hold
+// mark's creation fires our exists watch), then goes with a plain delete:
+// we hold with no read, announce ours, and release with a plain delete
+// followed by our mark's.
+func TestTranscriptHoldMarkHandoff(t *testing.T) {
+	tr := newHoldTranscript(t)
+	tr.waitBehind("/app/election")
+	tr.step(Watching{Cmd: 3, Exists: true})
+	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: HoldMark("/app/election/_c_b-latch-0000000002")}})
+	if len(out.Replies) != 0 || len(out.Commands) != 0 || len(out.Events) != 0 {
+		t.Fatalf("a hold mark's creation did something: %+v", out)
+	}
+	out = tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/election/_c_b-latch-0000000002"}})
+	if len(out.Replies) != 1 || !out.Replies[0].Granted {
+		t.Fatalf("want a grant, got %+v", out)
+	}
+	if len(out.Commands) != 1 {
+		t.Fatalf("want only the announce, got %v", out.Commands)
+	}
+	if a, ok := out.Commands[0].(Announce); !ok || a.Path != "/app/election.held/_c_uuid1-latch-0000000003" {
+		t.Fatalf("want an Announce of our hold mark, got %v", out.Commands[0])
+	}
+	tr.step(Announced{Cmd: 4})
+	tr.step(Release{Req: 2})
+	tr.step(Deleted{Cmd: 5})
+	tr.step(Deleted{Cmd: 6})
+	tr.check("hold_mark_handoff")
+}
+
+// The hold mark is there when we start watching, and the node is already
+// gone: it held, so nothing below is left.
+func TestTranscriptHoldMarkSeenByTheWatchRequest(t *testing.T) {
+	tr := newHoldTranscript(t)
+	tr.waitBehind("/app/election")
+	out := tr.step(Watching{Cmd: 3, Exists: false, Held: true})
+	if len(out.Replies) != 1 || !out.Replies[0].Granted {
+		t.Fatalf("want a grant, got %+v", out)
+	}
+	tr.check("hold_mark_seen_by_watch_request")
+}
+
+// No hold mark before the deletion (the node was a waiter that gave up, or
+// a Curator participant's): look at the lower nodes, as without marks.
+func TestTranscriptHoldMarkMissing(t *testing.T) {
+	tr := newHoldTranscript(t)
+	tr.waitBehind("/app/election")
+	tr.step(Watching{Cmd: 3, Exists: true})
+	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/election/_c_b-latch-0000000002"}})
+	if len(out.Commands) != 1 {
+		t.Fatalf("want a check of the lower nodes, got %v", out.Commands)
+	}
+	if _, ok := out.Commands[0].(CheckNodes); !ok {
+		t.Fatalf("want a check of the lower nodes, got %v", out.Commands[0])
+	}
+	tr.step(NodesChecked{Cmd: 4, Exists: []bool{false}})
+	tr.check("hold_mark_missing")
+}
+
+// A term that ends while its announce is in flight: the delete of its hold
+// mark, sent after the node's, may reach the server before the mark is
+// made, so a mark the late reply says was made (or may have been) is
+// deleted again. A mark can never be made after its node is gone: the
+// announce checks the node in the same multi.
+func TestTranscriptHoldMarkLateAnnounce(t *testing.T) {
+	tr := newHoldTranscript(t)
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Path: "/app/election/_c_uuid1-latch-0000000000"})
+	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000000"}, Own: own(0x50), OwnExists: true})
+	// SUSPENDED ends the term (LoseOnSuspend): our node is deleted once
+	// connected again, and after it our hold mark.
+	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
+	tr.step(Session{State: zk.StateReconnected, SessionID: sess})
+	tr.step(Announced{Cmd: 3, Err: zk.ErrConnectionLoss})
+	tr.step(Deleted{Cmd: 4})
+	tr.step(Deleted{Cmd: 5, Err: zk.ErrNoNode})
+	tr.step(Deleted{Cmd: 6})
+	tr.check("hold_mark_late_announce")
 }
 
 func TestTranscriptGhostAdopted(t *testing.T) {

@@ -15,6 +15,15 @@
 // A Curator process and a Go process using this package elect exactly one
 // leader between them on the same path.
 //
+// # Hand-over
+//
+// A new leader announces its term with a hold mark (contention.HoldMark):
+// an ephemeral node of the same name in the directory path + ".held", made
+// right after it is elected, which the participant behind it watches. A
+// resign is then one plain delete, and the participant behind leads on
+// that delete's event with no read. The hold marks live beside the
+// election's directory, not in it, so Curator participants never see them.
+//
 // # What leadership guarantees
 //
 // We claim leadership only after checking that our node is the lowest and

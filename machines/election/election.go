@@ -105,6 +105,9 @@ func New(conn zk.Conn, path string, opts ...Option) (*Election, error) {
 		Dir:     path,
 		Markers: markers,
 		Data:    []byte(o.ID),
+		// A term lasts long enough for the hold mark's write; the
+		// release is then a plain delete, the cheapest hand-over.
+		HoldMarks: true,
 		Errors: contention.Errors{
 			SessionLost: ErrSessionLost,
 			Suspended:   ErrSuspended,
@@ -165,10 +168,11 @@ func (e *Election) campaign(ctx context.Context, marker string) (*Term, error) {
 	return &Term{n: r.Grant.Term, node: r.Grant.Node, token: r.Grant.Token, lost: r.Lost}, nil
 }
 
-// Resign ends our term at once: our node is deleted (with the release mark,
-// contention.ReleaseMark, so the next participant leads with no read) and
-// Resign returns once it is gone, or when ctx ends (the delete goes on in
-// the background). It is a no-op when we do not lead, so it may be called
+// Resign ends our term at once: our node is deleted with a plain delete
+// (the next participant knows from our hold mark that we led, and leads
+// with no read; the mark is deleted after the node), and Resign returns
+// once it is gone, or when ctx ends (the delete goes on in the
+// background). It is a no-op when we do not lead, so it may be called
 // again after a failure.
 func (e *Election) Resign(ctx context.Context) error {
 	ctx, span := e.tracer.Start(ctx, "election.resign", trace.WithAttributes(attribute.String("zk.election.path", e.path)))

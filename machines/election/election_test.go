@@ -12,6 +12,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/contention"
 	"github.com/zkrecipes/zkrecipes/machines/election"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
@@ -191,6 +192,127 @@ func TestResignIsNoopWhenNotLeading(t *testing.T) {
 		}
 		if err := e.Resign(ctx); err != nil {
 			t.Fatalf("second Resign = %v", err)
+		}
+	})
+}
+
+// countingConn counts the reads (exists, get, children without a watch)
+// made through it, and sends on watched after each watch request.
+type countingConn struct {
+	zk.Conn
+	reads   atomic.Int64
+	watched chan struct{}
+}
+
+func (c *countingConn) Exists(ctx context.Context, path string) (zk.Stat, bool, error) {
+	c.reads.Add(1)
+	return c.Conn.Exists(ctx, path)
+}
+
+func (c *countingConn) Get(ctx context.Context, path string) ([]byte, zk.Stat, error) {
+	c.reads.Add(1)
+	return c.Conn.Get(ctx, path)
+}
+
+func (c *countingConn) Children(ctx context.Context, path string) ([]string, zk.Stat, error) {
+	c.reads.Add(1)
+	return c.Conn.Children(ctx, path)
+}
+
+func (c *countingConn) ExistsW(ctx context.Context, path string) (zk.Stat, bool, <-chan zk.WatchEvent, error) {
+	defer func() { c.watched <- struct{}{} }()
+	return c.Conn.ExistsW(ctx, path)
+}
+
+func (c *countingConn) ChildrenW(ctx context.Context, path string) ([]string, zk.Stat, <-chan zk.WatchEvent, error) {
+	defer func() { c.watched <- struct{}{} }()
+	return c.Conn.ChildrenW(ctx, path)
+}
+
+// within receives from ch, failing the test after 10 s.
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %s within 10s", what)
+	}
+	var zero T
+	return zero
+}
+
+// A resign hands over through the deletion's event alone. b queues behind
+// a, which queues behind x: when x resigns and a leads, b still sees x in
+// its one listing, but a's hold mark (whose creation fires b's watch) tells
+// b that a holds, so when a resigns b leads with no read. Resign and Close
+// leave no hold mark behind.
+func TestResignHandsOverWithNoRead(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const path = "/election/handover"
+		x := newElection(t, tg.Connect(t), path, "x")
+		a := newElection(t, tg.Connect(t), path, "a")
+		bConn := &countingConn{Conn: tg.Connect(t), watched: make(chan struct{}, 16)}
+		b := newElection(t, bConn, path, "b")
+		look := tg.Connect(t)
+
+		if _, err := x.Campaign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		subA, subB := a.Subscribe(), b.Subscribe()
+		defer subA.Close()
+		defer subB.Close()
+		wonA := campaignAsync(ctx, a)
+		testkit.WaitEvent(t, subA, events.ReadyStart)
+		wonB := campaignAsync(ctx, b)
+		testkit.WaitEvent(t, subB, events.ReadyStart)
+		within(t, bConn.watched, "b's watch on a's node")
+		within(t, bConn.watched, "b's watch on a's hold mark")
+		readsBefore := bConn.reads.Load()
+
+		if err := x.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ra := within(t, wonA, "a's election")
+		if ra.err != nil {
+			t.Fatal(ra.err)
+		}
+		mark := contention.HoldMark(ra.term.Node())
+		for { // a announces its term right after it is elected
+			_, ok, ch, err := look.ExistsW(ctx, mark)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				break
+			}
+			within(t, ch, "a's hold mark "+mark)
+		}
+		if err := a.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rb := within(t, wonB, "b's election")
+		if rb.err != nil {
+			t.Fatal(rb.err)
+		}
+		if n := bConn.reads.Load() - readsBefore; n != 0 {
+			t.Errorf("b made %d reads while it waited behind a, want none", n)
+		}
+		if rb.term.Token() <= ra.term.Token() {
+			t.Errorf("b's token %#x is not above a's %#x", rb.term.Token(), ra.term.Token())
+		}
+		for _, e := range []*election.Election{b, a, x} {
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		marks, _, err := look.Children(ctx, contention.HoldMarkDir(path))
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			t.Fatal(err)
+		}
+		if len(marks) != 0 {
+			t.Errorf("hold marks left after Resign and Close: %v", marks)
 		}
 	})
 }
