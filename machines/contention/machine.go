@@ -48,10 +48,11 @@ func ReleaseMark(node string) string { return node + ".released" }
 // deletion without the release mark.
 //
 // The hold marks live outside the directory because a Curator participant
-// counts every child of it: a mark there was sorted right after its node,
-// read as a participant (LeaderLatch.getParticipants failed on its empty
-// data), and left behind by a third party's delete of the node, it kept the
-// Curator waiter behind it waiting (see the interop tests).
+// takes every child of it for a contender. Inside, a mark sorted right
+// after its node in Curator's order, LeaderLatch.getParticipants failed on
+// its empty data, and a mark left behind by a third party's delete of its
+// node kept the Curator waiter behind it waiting (all seen in the interop
+// tests before the marks moved out).
 func HoldMark(node string) string { return zk.Join(HoldMarkDir(zk.Parent(node)), zk.Base(node)) }
 
 // HoldMarkDir is the directory of the hold marks of the contenders in dir.
@@ -561,6 +562,7 @@ func (m *Machine) deleted(in Deleted) {
 	}
 }
 
+// deleteThen deletes what r's delete was to be followed by (r.then).
 func (m *Machine) deleteThen(r *request) {
 	if r.then != "" {
 		m.deleteNode(r.then, false, nil, 0)
