@@ -447,6 +447,13 @@ func TestLifecyclePairingUnderRandomFaults(t *testing.T) {
 					t.Errorf("seed %d, %s: %v", seed, p.e.ID(), err)
 				}
 			}
+			// Close deleted whatever the faults left: no node, no hold mark.
+			look := sim.Connect()
+			for _, dir := range []string{"/election/pairing", contention.HoldMarkDir("/election/pairing")} {
+				if left, _, err := look.Children(ctx, dir); len(left) != 0 || (err != nil && !errors.Is(err, zk.ErrNoNode)) {
+					t.Errorf("seed %d: %s holds %v after Close (%v)", seed, dir, left, err)
+				}
+			}
 		})
 	}
 }
