@@ -56,6 +56,8 @@ func ReleaseMark(node string) string { return node + ".released" }
 func HoldMark(node string) string { return zk.Join(HoldMarkDir(zk.Parent(node)), zk.Base(node)) }
 
 // HoldMarkDir is the directory of the hold marks of the contenders in dir.
+// Its marks are named like contender nodes, so it cannot be the directory
+// of another election: that name is taken.
 func HoldMarkDir(dir string) string { return dir + ".held" }
 
 // Errors are the recipe's sentinel errors, so that a lock reports
