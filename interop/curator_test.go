@@ -341,27 +341,6 @@ func awaitWatch(t *testing.T, ctx context.Context, addr, node, session string) {
 	}
 }
 
-// awaitNode waits until path exists.
-func awaitNode(t *testing.T, ctx context.Context, c zk.Conn, path string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, step)
-	defer cancel()
-	for {
-		_, ok, ch, err := c.ExistsW(ctx, path)
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", path, err)
-		}
-		if ok {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", path, ctx.Err())
-		}
-	}
-}
-
 // watchers parses wchp's answer ("path" lines, each followed by one
 // "\tsession" line per watcher) into the sessions watching node.
 func watchers(wchp, node string) map[string]bool {

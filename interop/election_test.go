@@ -146,7 +146,7 @@ func TestElectionWithCuratorLeaderLatch(t *testing.T) {
 	// go-c has waited on go-a's node since before go-a led (its watch was
 	// seen above); go-a's hold mark, whose creation fired go-c's exists
 	// watch, tells go-c that go-a holds.
-	awaitNode(t, ctx, conn, contention.HoldMark(termA.Node()))
+	testkit.AwaitNode(t, conn, contention.HoldMark(termA.Node()))
 	start = time.Now()
 	if err := a.Resign(ctx); err != nil {
 		t.Fatal(err)

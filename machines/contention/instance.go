@@ -525,17 +525,19 @@ func (in *Instance) run(cmd Command) {
 // just then leaves us without the mark, which only costs the waiter behind
 // a read).
 func announce(ctx context.Context, conn zk.Conn, node, path string) error {
-	for attempt := 0; ; attempt++ {
-		res, err := conn.Multi(ctx,
+	mark := func() ([]zk.OpResult, error) {
+		return conn.Multi(ctx,
 			&zk.CheckOp{Path: node, Version: zk.AnyVersion},
 			&zk.CreateOp{Path: path, Mode: zk.ModeEphemeral})
-		if attempt > 0 || !errors.Is(err, zk.ErrNoNode) || len(res) < 2 || !errors.Is(res[1].Err, zk.ErrNoNode) {
-			return err
-		}
+	}
+	res, err := mark()
+	if errors.Is(err, zk.ErrNoNode) && len(res) == 2 && errors.Is(res[1].Err, zk.ErrNoNode) {
 		if err := EnsurePath(ctx, conn, zk.Parent(path)); err != nil {
 			return err
 		}
+		_, err = mark()
 	}
+	return err
 }
 
 // EnsurePath creates path and its missing ancestors as container nodes

@@ -492,9 +492,8 @@ func (m *Machine) watchFired(in WatchFired) {
 	pred := t.below[len(t.below)-1]
 	switch {
 	case in.Event.Type == zk.EventNodeCreated && in.Event.Path == ReleaseMark(pred):
-		t.watch = 0
-		t.below = nil // a holder left: nothing below it is left either
-		m.advance(t)
+		t.predHeld = true // it left as a holder, in the transaction that made the mark
+		m.predecessorGone(t)
 	case in.Event.Type == zk.EventNodeCreated && in.Event.Path == HoldMark(pred):
 		t.predHeld = true // the deletion's event follows on the same watch
 	case in.Event.Type == zk.EventNodeDeleted && in.Event.Path == pred:

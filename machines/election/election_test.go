@@ -278,17 +278,7 @@ func TestResignHandsOverWithNoRead(t *testing.T) {
 		if ra.err != nil {
 			t.Fatal(ra.err)
 		}
-		mark := contention.HoldMark(ra.term.Node())
-		for { // a announces its term right after it is elected
-			_, ok, ch, err := look.ExistsW(ctx, mark)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok {
-				break
-			}
-			within(t, ch, "a's hold mark "+mark)
-		}
+		testkit.AwaitNode(t, look, contention.HoldMark(ra.term.Node())) // a announces its term once elected
 		if err := a.Resign(ctx); err != nil {
 			t.Fatal(err)
 		}
