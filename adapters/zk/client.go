@@ -38,7 +38,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (Conn, error
 		connected: make(chan struct{}),
 		closeDone: make(chan struct{}),
 	}
-	c.dialer = &dialer{stop: stop, watching: c.watches.any}
+	c.dialer = &dialer{stop: stop, handshake: handshakeTimeout(cfg.sessionTimeout), watching: c.watches.any}
 	// Hold c.mu until c.gz is set: the event callback reads it.
 	c.mu.Lock()
 	gz, events, err := gozk.Connect(servers, cfg.sessionTimeout,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"regexp"
@@ -641,6 +642,65 @@ func TestCutKeepsTheSessionAndReconnectsFast(t *testing.T) {
 	if ev := waitWatch(t, watch, eventWait); ev != (WatchEvent{Type: EventNodeChildrenChanged, Path: root}) {
 		t.Fatalf("watch after the cuts: %+v", ev)
 	}
+}
+
+func TestUnansweredHandshakeIsAbandoned(t *testing.T) {
+	addr := needServer(t)
+	p := newProxy(t, addr)
+	const session = 3 * time.Second
+	c := connect(t, p.Addr(), WithSessionTimeout(session))
+	rec := record(t, c)
+	sid := c.SessionID()
+
+	// The next connection is taken and never served, as ZooKeeper 3.8 does
+	// with one that asks for a session while it loads its database.
+	// go-zookeeper alone would wait 20 s for the handshake reply, and the
+	// session would expire.
+	p.MuteNext(1)
+	t0 := time.Now()
+	p.Cut()
+	evs := rec.expect(t, eventWait, StateSuspended, StateReconnected)
+	took := evs[1].Time.Sub(t0)
+	t.Logf("reconnected after %v with one unanswered handshake", took)
+	if evs[1].SessionID != sid {
+		t.Fatalf("RECONNECTED for session %x, want %x", evs[1].SessionID, sid)
+	}
+	if bound := handshakeTimeout(session); took < bound {
+		t.Fatalf("reconnected after %v, before the handshake bound %v: the mute connection was not dialled", took, bound)
+	}
+	if err := c.Sync(testCtx(t, 10*time.Second), "/"); err != nil {
+		t.Fatalf("Sync after the reconnect: %v", err)
+	}
+}
+
+func TestHandshakeGuard(t *testing.T) {
+	t.Run("reply read in pieces stops the timer", func(t *testing.T) {
+		client, server := net.Pipe()
+		defer server.Close()
+		g := newHandshakeGuard(client, time.Hour)
+		defer g.Close()
+		go server.Write([]byte{0, 0, 0, 5, 1, 2, 3, 4, 5})
+		buf := make([]byte, 3)
+		for i, want := range []bool{false, false, true} {
+			if _, err := io.ReadFull(g, buf); err != nil {
+				t.Fatal(err)
+			}
+			if g.done != want {
+				t.Fatalf("after read %d: done = %v (%d header bytes, %d body bytes to go), want %v", i, g.done, g.got, g.body, want)
+			}
+		}
+	})
+	t.Run("reply cut short closes the connection", func(t *testing.T) {
+		client, server := net.Pipe()
+		defer server.Close()
+		g := newHandshakeGuard(client, 50*time.Millisecond)
+		defer g.Close()
+		go server.Write([]byte{0, 0, 0, 5, 1, 2})
+		buf := make([]byte, 9)
+		if n, err := io.ReadFull(g, buf); !errors.Is(err, io.ErrClosedPipe) {
+			t.Fatalf("read %d bytes, %v; want io.ErrClosedPipe", n, err)
+		}
+	})
 }
 
 func TestSubscribers(t *testing.T) {

@@ -28,6 +28,13 @@
 // connection is back (or their ctx ends), and, when watches are re-sent,
 // until they are (see below).
 //
+// Unanswered handshakes. go-zookeeper waits ten receive timeouts (6⅔
+// session timeouts) for the server's reply to its handshake. ZooKeeper 3.8
+// sometimes takes a connection while it is starting and never answers it,
+// so a client could stay disconnected past its session's end. The adapter
+// closes a connection whose handshake reply has not arrived within a third
+// of the session timeout (at least a second), and dials again.
+//
 // Session states. go-zookeeper's event channel holds six events and drops
 // the rest, and its states describe the TCP connection. The adapter ignores
 // that channel, reads every state in go-zookeeper's event callback and maps

@@ -102,12 +102,15 @@ func (p *hostProvider) backoff(k int) time.Duration {
 // that stop interrupts, and that remembers the connection it made last so
 // that Close can break a handshake stuck on a dead connection (go-zookeeper
 // waits up to ten receive timeouts for the server's handshake reply). Each
-// connection is wrapped in a resyncConn (see resyncGrace); watching tells
-// it whether go-zookeeper may hold watches (nil: never).
+// connection is wrapped in a handshakeGuard, closing it when no handshake
+// reply came within handshake (zero: never), and in a resyncConn (see
+// resyncGrace); watching tells it whether go-zookeeper may hold watches
+// (nil: never).
 type dialer struct {
-	stop     context.Context
-	watching func() bool
-	stats    resyncStats
+	stop      context.Context
+	handshake time.Duration
+	watching  func() bool
+	stats     resyncStats
 
 	mu   sync.Mutex
 	conn net.Conn
@@ -130,6 +133,9 @@ func (d *dialer) dial(network, address string, timeout time.Duration) (net.Conn,
 	watching := d.watching
 	if watching == nil {
 		watching = func() bool { return false }
+	}
+	if d.handshake > 0 {
+		conn = newHandshakeGuard(conn, d.handshake)
 	}
 	d.conn = newResyncConn(conn, watching, resyncGrace, &d.stats)
 	return d.conn, nil

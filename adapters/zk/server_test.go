@@ -190,14 +190,16 @@ func (s *zkServer) stop() {
 
 // proxy is a loopback TCP proxy in front of the server, for fault
 // injection: Cut closes the current connections, Blackhole silently drops
-// everything on them and refuses new ones until Restore. It counts the
-// requests (frames other than the handshake and pings) clients send.
+// everything on them and refuses new ones until Restore, MuteNext accepts
+// connections that are never answered. It counts the requests (frames other
+// than the handshake and pings) clients send.
 type proxy struct {
 	ln     net.Listener
 	target string
 
 	mu        sync.Mutex
 	blackhole bool
+	mute      int // connections still to accept and never answer
 	conns     map[net.Conn]struct{}
 	requests  int
 	wg        sync.WaitGroup
@@ -226,10 +228,19 @@ func (p *proxy) accept() {
 			return
 		}
 		p.mu.Lock()
-		refused := p.blackhole
+		refused, muted := p.blackhole, p.mute > 0
+		if muted {
+			p.mute--
+			p.conns[c] = struct{}{}
+		}
 		p.mu.Unlock()
 		if refused {
 			c.Close()
+			continue
+		}
+		if muted {
+			p.wg.Add(1)
+			go p.swallow(c)
 			continue
 		}
 		s, err := net.Dial("tcp", p.target)
@@ -286,6 +297,25 @@ func (p *proxy) pipe(src, dst net.Conn, fromClient bool) {
 			return
 		}
 	}
+}
+
+// swallow reads and drops what the client sends until either side closes
+// c, as a server that took the connection but never serves it.
+func (p *proxy) swallow(c net.Conn) {
+	defer p.wg.Done()
+	io.Copy(io.Discard, c)
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	c.Close()
+}
+
+// MuteNext makes the next n connections accepted ones that are never
+// answered (until Cut or Restore closes them).
+func (p *proxy) MuteNext(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mute = n
 }
 
 // Requests is the number of requests forwarded to the server so far.
