@@ -685,8 +685,8 @@ func TestHandshakeGuard(t *testing.T) {
 			if _, err := io.ReadFull(g, buf); err != nil {
 				t.Fatal(err)
 			}
-			if g.done != want {
-				t.Fatalf("after read %d: done = %v (%d header bytes, %d body bytes to go), want %v", i, g.done, g.got, g.body, want)
+			if g.replyRead() != want {
+				t.Fatalf("after read %d: replyRead = %v (%d header bytes, %d body bytes to go), want %v", i, !want, g.got, g.body, want)
 			}
 		}
 	})

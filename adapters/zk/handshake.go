@@ -34,7 +34,6 @@ type handshakeGuard struct {
 	net.Conn
 	timer *time.Timer
 
-	done   bool
 	header [4]byte
 	got    int // bytes of the header read
 	body   int // bytes of the body still to read, once the header is in
@@ -48,7 +47,7 @@ func newHandshakeGuard(conn net.Conn, timeout time.Duration) *handshakeGuard {
 
 func (g *handshakeGuard) Read(p []byte) (int, error) {
 	n, err := g.Conn.Read(p)
-	if !g.done {
+	if !g.replyRead() {
 		g.count(p[:n])
 	}
 	return n, err
@@ -70,9 +69,13 @@ func (g *handshakeGuard) count(p []byte) {
 	}
 	g.body -= min(len(p), g.body)
 	if g.body == 0 {
-		g.done = true
 		g.timer.Stop()
 	}
+}
+
+// replyRead reports whether the whole handshake reply has been read.
+func (g *handshakeGuard) replyRead() bool {
+	return g.got == len(g.header) && g.body == 0
 }
 
 // Close stops the timer with the connection.

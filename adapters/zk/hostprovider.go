@@ -103,7 +103,7 @@ func (p *hostProvider) backoff(k int) time.Duration {
 // that Close can break a handshake stuck on a dead connection (go-zookeeper
 // waits up to ten receive timeouts for the server's handshake reply). Each
 // connection is wrapped in a handshakeGuard, closing it when no handshake
-// reply came within handshake (zero: never), and in a resyncConn (see
+// reply came within handshake, and in a resyncConn (see
 // resyncGrace); watching tells it whether go-zookeeper may hold watches
 // (nil: never).
 type dialer struct {
@@ -134,10 +134,7 @@ func (d *dialer) dial(network, address string, timeout time.Duration) (net.Conn,
 	if watching == nil {
 		watching = func() bool { return false }
 	}
-	if d.handshake > 0 {
-		conn = newHandshakeGuard(conn, d.handshake)
-	}
-	d.conn = newResyncConn(conn, watching, resyncGrace, &d.stats)
+	d.conn = newResyncConn(newHandshakeGuard(conn, d.handshake), watching, resyncGrace, &d.stats)
 	return d.conn, nil
 }
 

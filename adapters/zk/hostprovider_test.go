@@ -149,7 +149,7 @@ func TestDialerStopsAndClosesItsConnection(t *testing.T) {
 	defer ln.Close()
 	stop, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d := &dialer{stop: stop}
+	d := &dialer{stop: stop, handshake: time.Hour}
 	conn, err := d.dial("tcp", ln.Addr().String(), time.Second)
 	if err != nil {
 		t.Fatal(err)
