@@ -49,6 +49,7 @@ var conformance = []struct {
 	{"session/close", sessionClose},
 	{"fault/lost reply", faultLostReply},
 	{"fault/held reply", faultHeldReply},
+	{"fault/disarm", faultDisarm},
 	{"limits/request frame", limitsFrame},
 	{"sync", syncNoop},
 }
@@ -971,9 +972,17 @@ func faultLostReply(t *testing.T, tg Target) {
 	w := a.childrenW("/P")
 	log := recordSession(t, a)
 	sid := a.SessionID()
-	tg.LoseNextReply(t, a.Conn, OpCreate, "/P/")
+	f := tg.LoseNextReply(t, a.Conn, OpCreate, "/P/")
 	_, err := a.Create(a.ctx, "/P/n-", nil, zk.ModeEphemeralSequential)
 	wantErr(t, "create whose reply is lost", err, zk.ErrConnectionLoss)
+	select {
+	case <-f.Fired():
+	default:
+		t.Fatal("the lost reply's fault does not say it fired")
+	}
+	if f.Disarm() {
+		t.Fatal("Disarm of a fault that fired reports it disarmed")
+	}
 	log.waitFor(t, zk.StateSuspended)
 	if ev := log.waitFor(t, zk.StateReconnected); ev.SessionID != sid {
 		t.Fatalf("reconnected in session %#x, want %#x", ev.SessionID, sid)
@@ -993,7 +1002,7 @@ func faultHeldReply(t *testing.T, tg Target) {
 	a, b := ss[0], ss[1]
 	a.mkdir("/P")
 	w := a.getW("/P")
-	applied, release := tg.HoldNextReply(t, a.Conn, OpCreate, "/P/")
+	f := tg.HoldNextReply(t, a.Conn, OpCreate, "/P/")
 	type result struct {
 		path string
 		err  error
@@ -1004,7 +1013,7 @@ func faultHeldReply(t *testing.T, tg Target) {
 		done <- result{p, err}
 	}()
 	select {
-	case <-applied:
+	case <-f.Fired():
 	case <-time.After(20 * time.Second):
 		t.Fatal("the held request was not applied")
 	}
@@ -1022,11 +1031,47 @@ func faultHeldReply(t *testing.T, tg Target) {
 		t.Fatalf("the reply was not held: %+v", r)
 	default:
 	}
-	release()
+	f.Release()
 	if r := <-done; r.err != nil || r.path != "/P/n-0000000000" {
 		t.Fatalf("held reply %+v", r)
 	}
 	wantEvent(t, await(t, w), zk.EventNodeDataChanged, "/P")
+}
+
+// The Target contract: a reply fault that no request matched yet can be
+// disarmed (Disarm, or Release for a held one), and then takes nothing;
+// requests of another kind or path do not take a fault.
+func faultDisarm(t *testing.T, tg Target) {
+	a := connect(t, tg, 1)[0]
+	a.mkdir("/P")
+	log := recordSession(t, a)
+	lost := tg.LoseNextReply(t, a.Conn, OpCreate, "/P/")
+	held := tg.HoldNextReply(t, a.Conn, OpSet, "/P")
+	a.create("/Q", nil, zk.ModePersistent) // another path
+	a.set("/Q", []byte("q"))               // another path
+	a.get("/P")                            // another kind
+	if !lost.Disarm() {
+		t.Fatal("Disarm of a lost-reply fault that no request matched: not disarmed")
+	}
+	if lost.Disarm() {
+		t.Fatal("a second Disarm reports it disarmed")
+	}
+	held.Release()
+	if held.Disarm() {
+		t.Fatal("Disarm after Release reports it disarmed")
+	}
+	a.create("/P/n", nil, zk.ModePersistent) // neither lost
+	a.set("/P", []byte("p"))                 // nor held
+	for _, f := range []*ReplyFault{lost, held} {
+		select {
+		case <-f.Fired():
+			t.Fatal("a disarmed fault fired")
+		default:
+		}
+	}
+	if evs := log.events(); len(evs) != 0 {
+		t.Fatalf("session events after disarmed faults: %v", evs)
+	}
 }
 
 // §10: a request frame over jute.maxbuffer makes the server drop the

@@ -2,7 +2,6 @@ package testkit
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"net"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/testkit/proxy"
 )
 
 // proxied opens a session on the shared server through a new Proxy.
@@ -121,13 +121,18 @@ func TestProxyLoseNextReply(t *testing.T) {
 	dir := scratch(t, dc, "/proxy-lose")
 	ctx := t.Context()
 	sid := c.SessionID()
-	p.LoseNextReply(OpCreate, dir+"/n-")
+	f := p.LoseNextReply(OpCreate, dir+"/n-")
 	if _, _, err := c.Exists(ctx, dir); err != nil { // not matched: forwarded as usual
 		t.Fatal(err)
 	}
 	_, err := c.Create(ctx, dir+"/n-", []byte("lost"), zk.ModeEphemeralSequential)
 	if !errors.Is(err, zk.ErrConnectionLoss) {
 		t.Fatalf("create with a lost reply: err = %v, want ErrConnectionLoss", err)
+	}
+	select {
+	case <-f.Fired():
+	default:
+		t.Fatal("the create's reply was lost, and Fired is open")
 	}
 	w.await(t, "LoseNextReply", zk.StateSuspended, zk.StateReconnected)
 	if c.SessionID() != sid {
@@ -154,8 +159,8 @@ func TestProxyHoldNextReply(t *testing.T) {
 	if _, err := dc.Create(ctx, dir+"/a", []byte("0"), zk.ModePersistent); err != nil {
 		t.Fatal(err)
 	}
-	applied, release := p.HoldNextReply(OpMulti, dir+"/a")
-	defer release()
+	f := p.HoldNextReply(OpMulti, dir+"/a")
+	defer f.Release()
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Multi(ctx, &zk.SetOp{Path: dir + "/a", Data: []byte("1"), Version: zk.AnyVersion},
@@ -163,7 +168,7 @@ func TestProxyHoldNextReply(t *testing.T) {
 		done <- err
 	}()
 	select {
-	case <-applied:
+	case <-f.Fired():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the held multi was not applied")
 	}
@@ -179,7 +184,7 @@ func TestProxyHoldNextReply(t *testing.T) {
 		t.Fatalf("session event %v while a reply was held", ev.State)
 	case <-time.After(1600 * time.Millisecond):
 	}
-	release()
+	f.Release()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -188,7 +193,7 @@ func TestProxyHoldNextReply(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the released multi did not return")
 	}
-	release() // idempotent
+	f.Release() // idempotent
 }
 
 func TestProxyExpireSession(t *testing.T) {
@@ -202,7 +207,7 @@ func TestProxyExpireSession(t *testing.T) {
 	}
 	old := c.SessionID()
 	t0 := time.Now()
-	if err := p.ExpireSession(ctx); err != nil {
+	if err := p.ExpireSession(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := dc.Exists(ctx, eph); err != nil || ok {
@@ -213,11 +218,17 @@ func TestProxyExpireSession(t *testing.T) {
 	if c.SessionID() == old {
 		t.Fatal("same session id after expiry")
 	}
-	if err := p.ExpireSession(ctx); err != nil { // the new session went through the proxy too
+	if !p.Carries(c.SessionID()) || p.Carries(old) {
+		t.Fatalf("Carries: new session %v, old session %v; want true, false", p.Carries(c.SessionID()), p.Carries(old))
+	}
+	if err := p.ExpireSession(ctx, old); !errors.Is(err, proxy.ErrSessionGone) {
+		t.Fatalf("expiring an expired session: %v, want ErrSessionGone", err)
+	}
+	if err := p.ExpireSession(ctx, c.SessionID()); err != nil { // the new session went through the proxy too
 		t.Fatal(err)
 	}
-	if err := closeWireSession(ctx, sharedServer(t).Addr(), wireSession{id: old, timeout: 4000}); !errors.Is(err, errWireSessionGone) {
-		t.Fatalf("closing an expired session: %v, want errWireSessionGone", err)
+	if err := p.ExpireSession(ctx, 0x7e57); !errors.Is(err, proxy.ErrUnknownSession) {
+		t.Fatalf("expiring a session that never went through the proxy: %v, want ErrUnknownSession", err)
 	}
 }
 
@@ -236,52 +247,8 @@ func TestProxyToNowhere(t *testing.T) {
 	if _, err := zk.Connect(ctx, []string{p.Addr()}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("connect through a proxy to nothing: %v", err)
 	}
-	if err := p.ExpireSession(ctx); err == nil {
-		t.Fatal("ExpireSession with no session: no error")
-	}
-}
-
-func TestParseWireRequest(t *testing.T) {
-	str := func(s string) []byte {
-		return append(binary.BigEndian.AppendUint32(nil, uint32(len(s))), s...)
-	}
-	full := func(xid, op int32, body ...[]byte) []byte {
-		b := binary.BigEndian.AppendUint32(nil, uint32(xid))
-		b = binary.BigEndian.AppendUint32(b, uint32(op))
-		for _, x := range body {
-			b = append(b, x...)
-		}
-		return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
-	}
-	multiHdr := func(typ int32, done bool) []byte {
-		b := binary.BigEndian.AppendUint32(nil, uint32(typ))
-		if done {
-			b = append(b, 1)
-		} else {
-			b = append(b, 0)
-		}
-		return binary.BigEndian.AppendUint32(b, 0xffffffff)
-	}
-	for _, tc := range []struct {
-		name  string
-		frame []byte
-		ok    bool
-		want  wireRequest
-	}{
-		{"create2", full(7, 15, str("/a/b"), str("data")), true, wireRequest{7, 15, "/a/b"}},
-		{"getChildren2", full(8, 12, str("/"), []byte{1}), true, wireRequest{8, 12, "/"}},
-		{"multi", full(9, 14, multiHdr(2, false), str("/x/y"), multiHdr(-1, true)), true, wireRequest{9, 14, "/x/y"}},
-		{"empty multi", full(10, 14, multiHdr(-1, true)), true, wireRequest{10, 14, ""}},
-		{"ping", full(-2, 11), true, wireRequest{-2, 11, ""}},
-		{"truncated path", full(11, 4, []byte{0, 0, 0, 9, '/'}), true, wireRequest{11, 4, ""}},
-		{"short", []byte{0, 0, 0, 4, 0, 0, 0, 1}, false, wireRequest{}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, ok := parseWireRequest(tc.frame)
-			if ok != tc.ok || got != tc.want {
-				t.Fatalf("parseWireRequest = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
-			}
-		})
+	if err := p.ExpireSession(ctx, 1); !errors.Is(err, proxy.ErrUnknownSession) {
+		t.Fatalf("ExpireSession with no session: %v, want ErrUnknownSession", err)
 	}
 }
 

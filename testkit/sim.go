@@ -1,330 +1,66 @@
 package testkit
 
 import (
-	"fmt"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/testkit/fault"
+	"github.com/zkrecipes/zkrecipes/testkit/proxy"
+	"github.com/zkrecipes/zkrecipes/testkit/sim"
 )
 
-// Sim is an in-memory ZooKeeper 3.8 for tests: one standalone server and
-// the go-zookeeper client behind our adapter, with the semantics recipes
-// rely on (zk-semantics.md): sequence counters, ephemerals, containers,
-// one-shot watches and their order, atomic multi, Stat fields, errors,
-// watch replay after a reconnect, expiry.
-//
-// It is deterministic: it has no goroutines and no timers, and the same
-// calls in the same order give the same names, zxids, child orders and
-// events. Time enters only through the clock (WithClock) for ctime/mtime
-// and event times. Session expiry and container reaping happen when a test
-// says so (Expire, ReapContainers, or WithAutoReap): a session never times
-// out, however long its conn stays cut (on a real server it would expire
-// after its timeout).
-//
-// Requests are answered synchronously by the calling goroutine. Session
-// events and watch events are handed to a conn's subscribers and channels
-// in order, never under the Sim's lock, before the call that caused them
-// returns (unless a held reply holds them back, see HoldNextReply).
-// Subscriber callbacks must not call the Sim or the Conn.
-//
-// The fault verbs (Disconnect, Reconnect, Expire, LoseNextReply,
-// HoldNextReply) are safe to call from any goroutine. They panic when given
-// a Conn that this Sim did not create: that is a bug in the test.
-type Sim struct {
-	mu       sync.Mutex
-	now      func() time.Time
-	seed     uint64
-	autoReap bool
-	reaping  bool // an automatic reaping is under way
+// Sim is the in-memory ZooKeeper of package testkit/sim (which programs
+// import, as it links no testing package), with Target for tests: every
+// method of *sim.Sim is promoted, and the embedded field is the simulator
+// itself.
+type Sim struct{ *sim.Sim }
 
-	nodes       map[string]*node
-	zxid        int64 // the last zxid used
-	nextSession int64
-	conns       []*simConn // open conns, in creation order
-	pending     []*simConn // conns with deliveries queued
-	closed      bool
-}
+// NewSim returns an empty simulator, as sim.New does.
+func NewSim(opts ...SimOption) *Sim { return &Sim{sim.New(opts...)} }
 
-// SimOption configures a Sim.
-type SimOption func(*Sim)
+// SimOption configures a Sim (see sim.Option).
+type SimOption = sim.Option
 
-// WithSeed sets the seed of the order in which Children lists names. The
-// default is 0. Any seed gives an order that is stable between calls and
-// never sorted (for two or more children), so a recipe that forgets to sort
-// fails.
-func WithSeed(seed int64) SimOption { return func(s *Sim) { s.seed = uint64(seed) } }
+// WithSeed sets the seed of the order in which Children lists names (see
+// sim.WithSeed).
+func WithSeed(seed int64) SimOption { return sim.WithSeed(seed) }
 
-// WithClock sets the clock for ctime, mtime and session event times. The
-// default is time.Now.
-func WithClock(now func() time.Time) SimOption { return func(s *Sim) { s.now = now } }
+// WithClock sets the clock for ctime, mtime and event times (see
+// sim.WithClock).
+func WithClock(now func() time.Time) SimOption { return sim.WithClock(now) }
 
 // WithAutoReap makes the Sim reap containers as soon as a write leaves one
-// reapable, through the whole cascade of nested containers, before the
-// writer gets its reply: the earliest a real server could do it. The default
-// is to reap only when ReapContainers is called.
-func WithAutoReap() SimOption { return func(s *Sim) { s.autoReap = true } }
+// reapable (see sim.WithAutoReap).
+func WithAutoReap() SimOption { return sim.WithAutoReap() }
 
-// The first session id: a standalone server's id (1) in the top byte.
-const firstSession int64 = 0x0100000000000001
+// OpKind names a kind of ZooKeeper request, for the reply faults.
+type OpKind = fault.OpKind
 
-// NewSim returns an empty simulated server: only / and the built-in
-// /zookeeper, /zookeeper/config and /zookeeper/quota exist, and the last
-// zxid is 0.
-func NewSim(opts ...SimOption) *Sim {
-	s := &Sim{now: time.Now, nodes: newTree(), nextSession: firstSession}
-	for _, o := range opts {
-		o(s)
-	}
-	return s
-}
+// Request kinds a reply fault can match.
+const (
+	OpCreate   = fault.OpCreate
+	OpDelete   = fault.OpDelete
+	OpExists   = fault.OpExists
+	OpGet      = fault.OpGet
+	OpChildren = fault.OpChildren
+	OpSet      = fault.OpSet
+	OpMulti    = fault.OpMulti
+)
 
-// Connect opens a new session, CONNECTED when it returns (its subscribers
-// see only later changes). Session ids start at 0x0100000000000001 and grow
-// by one per session, as on a standalone server; opening a session takes a
-// zxid. After Close, the returned Conn is closed already.
-func (s *Sim) Connect() zk.Conn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := &simConn{s: s, state: zk.StateClosed, watches: map[watchKey][]chan zk.WatchEvent{}, up: make(chan struct{}), link: newLink()}
-	close(c.up)
-	if s.closed {
-		return c
-	}
-	c.session = s.newSession()
-	c.state = zk.StateConnected
-	s.conns = append(s.conns, c)
-	return c
-}
+// ReplyFault is one armed LoseNextReply or HoldNextReply: Fired says
+// whether it fired, Disarm disarms it, Release lets a held reply go.
+type ReplyFault = fault.Reply
 
-// newSession takes the next session id and the createSession zxid.
-func (s *Sim) newSession() int64 {
-	s.zxid++
-	id := s.nextSession
-	s.nextSession++
-	return id
-}
+// Proxy is the fault-injecting TCP proxy of package testkit/proxy.
+type Proxy = proxy.Proxy
 
-// Close closes every conn (their sessions end, their ephemerals go) and
-// makes later Connects return closed conns.
-func (s *Sim) Close() {
-	s.mu.Lock()
-	s.closed = true
-	conns := append([]*simConn(nil), s.conns...)
-	s.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-}
+// NewProxy starts a Proxy in front of the server at target, as proxy.New
+// does.
+func NewProxy(target string) (*Proxy, error) { return proxy.New(target) }
 
-// own returns c as one of s's conns.
-func (s *Sim) own(c zk.Conn) *simConn {
-	sc, ok := c.(*simConn)
-	if !ok || sc.s != s {
-		panic(fmt.Sprintf("testkit: %T is not a conn of this Sim", c))
-	}
-	return sc
-}
+// EnsembleProxy is one Proxy per member of an ensemble, driven as one (see
+// proxy.Ensemble).
+type EnsembleProxy = proxy.Ensemble
 
-// Disconnect cuts c's connection and keeps it cut: c's subscribers see
-// SUSPENDED, its session and ephemerals stay, its watches stop firing (they
-// are replayed on Reconnect), requests in flight (held replies) fail with
-// zk.ErrConnectionLoss and new requests wait until Reconnect, Expire, Close
-// or the end of their ctx. A no-op if c is already cut or closed.
-func (s *Sim) Disconnect(c zk.Conn) {
-	sc := s.own(c)
-	s.mu.Lock()
-	if sc.online() {
-		sc.cut(zk.ErrConnectionLoss)
-	}
-	s.mu.Unlock()
-	s.deliver()
-}
-
-// Reconnect ends a Disconnect: c's subscribers see RECONNECTED (same
-// session), then its watches are replayed against what changed since the
-// last reply c received, and waiting requests go on. A no-op unless c is
-// cut.
-func (s *Sim) Reconnect(c zk.Conn) {
-	sc := s.own(c)
-	s.mu.Lock()
-	if sc.state == zk.StateSuspended {
-		sc.restore()
-	}
-	s.mu.Unlock()
-	s.deliver()
-}
-
-// Expire ends c's session as the server does when it times out: its
-// ephemerals are deleted in one transaction (other sessions' watches fire).
-// c then sees what go-zookeeper reports through our adapter: SUSPENDED (if
-// it was connected), LOST with the old session id, EventNotWatching with
-// zk.ErrSessionExpired on every watch, and CONNECTED with a new session id.
-// Replies in flight fail with zk.ErrSessionExpired; requests waiting for the
-// connection go on in the new session. A no-op if c is closed.
-func (s *Sim) Expire(c zk.Conn) {
-	sc := s.own(c)
-	s.mu.Lock()
-	if sc.state != zk.StateClosed {
-		if sc.online() {
-			sc.cut(zk.ErrSessionExpired)
-		}
-		old := sc.session
-		sc.emit(zk.StateLost, old)
-		sc.dropWatches(zk.ErrSessionExpired)
-		s.closeSession(old)
-		sc.session = s.newSession()
-		sc.lastZxid = 0
-		sc.state = zk.StateConnected
-		close(sc.up)
-		sc.emit(zk.StateConnected, sc.session)
-	}
-	s.mu.Unlock()
-	s.deliver()
-}
-
-// closeSession deletes session's ephemerals in one transaction.
-func (s *Sim) closeSession(session int64) {
-	s.write(func(t *txn) error {
-		for _, p := range s.ephemerals(session) {
-			t.remove(p)
-		}
-		return nil
-	})
-}
-
-// LoseNextReply arms a one-shot fault on c: the next request of kind op
-// whose path (any op's path, for a multi) starts with pathPrefix is applied
-// but its reply is lost. The caller gets zk.ErrConnectionLoss; c sees
-// SUSPENDED, then at once RECONNECTED with the same session and its watches
-// replayed (so a watch its own lost write triggered fires then). A read
-// whose reply is lost leaves no watch.
-func (s *Sim) LoseNextReply(c zk.Conn, op OpKind, pathPrefix string) {
-	sc := s.own(c)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sc.faults = append(sc.faults, &fault{op: op, prefix: pathPrefix})
-}
-
-// HoldNextReply arms a one-shot fault on c: the next matching request (as
-// for LoseNextReply) is applied, and applied is closed, but its reply is
-// held until release is called, and so is everything after it on c's
-// connection: the replies to c's later requests (which are applied at
-// once) and the watch events c gets meanwhile. If c's connection drops
-// first, the held callers get the error of the drop and the held watch
-// events are lost, their watches left for the replay. release is
-// idempotent; called before the fault matched, it disarms it.
-func (s *Sim) HoldNextReply(c zk.Conn, op OpKind, pathPrefix string) (applied <-chan struct{}, release func()) {
-	sc := s.own(c)
-	f := &fault{op: op, prefix: pathPrefix, hold: true, applied: make(chan struct{}), release: make(chan struct{})}
-	s.mu.Lock()
-	sc.faults = append(sc.faults, f)
-	s.mu.Unlock()
-	var once sync.Once
-	return f.applied, func() {
-		once.Do(func() {
-			s.mu.Lock()
-			close(f.release)
-			sc.faults = slices.DeleteFunc(sc.faults, func(g *fault) bool { return g == f })
-			sc.holds = slices.DeleteFunc(sc.holds, func(ch chan struct{}) bool { return ch == f.release })
-			if len(sc.holds) == 0 {
-				parked := sc.parked
-				sc.parked = nil
-				for _, d := range parked {
-					sc.post(d)
-				}
-			}
-			s.mu.Unlock()
-			s.deliver()
-		})
-	}
-}
-
-// fault is a reply fault armed on a conn.
-type fault struct {
-	op      OpKind
-	prefix  string
-	hold    bool
-	applied chan struct{} // hold only: closed once the request is applied
-	release chan struct{} // hold only: closed by release
-}
-
-func (f *fault) matches(op OpKind, paths []string) bool {
-	if f.op != op {
-		return false
-	}
-	for _, p := range paths {
-		if strings.HasPrefix(p, f.prefix) {
-			return true
-		}
-	}
-	return false
-}
-
-// SetSequence sets the sequence counter of parent: its next sequential
-// child gets the suffix next (as int32 in %010d; counters wrap past
-// 2^31−1 to −2^31, as ZooKeeper's do). Cversion follows the counter. For
-// testing wrap-around. Returns zk.ErrNoNode if parent does not exist.
-func (s *Sim) SetSequence(parent string, next int32) error {
-	if err := zk.ValidatePath(parent); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.nodes[parent]
-	if n == nil {
-		return fmt.Errorf("%w: %s", zk.ErrNoNode, parent)
-	}
-	n.childCreates = next
-	return nil
-}
-
-// ReapContainers does one pass of ZooKeeper's container reaper: every
-// container that once had a child and has none now is deleted, each in its
-// own transaction, firing watches like a client delete. A container emptied
-// by this pass waits for the next one (nested containers go one level per
-// pass). It returns how many it deleted.
-func (s *Sim) ReapContainers() int {
-	s.mu.Lock()
-	n := s.reapPass()
-	s.mu.Unlock()
-	s.deliver()
-	return n
-}
-
-func (s *Sim) reapPass() int {
-	paths := s.reapable()
-	for _, p := range paths {
-		s.write(func(t *txn) error {
-			t.remove(p)
-			return nil
-		})
-	}
-	return len(paths)
-}
-
-// write runs fn as one transaction: it takes the next zxid whatever the
-// outcome; on error fn's changes are undone and nothing fires; on success
-// the watch events fire in order and, with WithAutoReap, the containers it
-// left empty are reaped.
-func (s *Sim) write(fn func(t *txn) error) error {
-	s.zxid++
-	t := &txn{s: s, zxid: s.zxid, now: s.now().UnixMilli()}
-	if err := fn(t); err != nil {
-		t.rollback()
-		return err
-	}
-	for _, e := range t.events {
-		s.trigger(e.path, e.typ)
-	}
-	if s.autoReap && !s.reaping {
-		s.reaping = true
-		for more := true; more; {
-			more = s.reapPass() > 0
-		}
-		s.reaping = false
-	}
-	return nil
-}
+// NewEnsembleProxy starts one Proxy per member address, as
+// proxy.NewEnsemble does.
+func NewEnsembleProxy(members []string) (*EnsembleProxy, error) { return proxy.NewEnsemble(members) }

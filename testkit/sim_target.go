@@ -32,12 +32,12 @@ func (tg simTarget) Reconnect(_ testing.TB, c zk.Conn) { tg.s.Reconnect(c) }
 
 func (tg simTarget) Expire(_ testing.TB, c zk.Conn) { tg.s.Expire(c) }
 
-func (tg simTarget) LoseNextReply(_ testing.TB, c zk.Conn, op OpKind, pathPrefix string) {
-	tg.s.LoseNextReply(c, op, pathPrefix)
+func (tg simTarget) LoseNextReply(_ testing.TB, c zk.Conn, op OpKind, pathPrefix string) *ReplyFault {
+	return tg.s.LoseNextReply(c, op, pathPrefix)
 }
 
-func (tg simTarget) HoldNextReply(t testing.TB, c zk.Conn, op OpKind, pathPrefix string) (<-chan struct{}, func()) {
-	applied, release := tg.s.HoldNextReply(c, op, pathPrefix)
-	t.Cleanup(release)
-	return applied, release
+func (tg simTarget) HoldNextReply(t testing.TB, c zk.Conn, op OpKind, pathPrefix string) *ReplyFault {
+	f := tg.s.HoldNextReply(c, op, pathPrefix)
+	t.Cleanup(f.Release)
+	return f
 }

@@ -6,20 +6,6 @@ import (
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
 
-// OpKind names a kind of ZooKeeper request, for the reply faults.
-type OpKind string
-
-// Request kinds a reply fault can match.
-const (
-	OpCreate   OpKind = "create"
-	OpDelete   OpKind = "delete"
-	OpExists   OpKind = "exists"
-	OpGet      OpKind = "get"
-	OpChildren OpKind = "children"
-	OpSet      OpKind = "set"
-	OpMulti    OpKind = "multi"
-)
-
 // Target is a ZooKeeper that behavioural tests run against: the simulator
 // or a real server. The same test, run on every target, must pass on each;
 // where they differ, one of them is wrong.
@@ -40,11 +26,14 @@ type Target interface {
 	// LoseNextReply arms a one-shot fault on c: the next request of kind op
 	// whose path starts with pathPrefix reaches the server and is applied,
 	// but its reply is lost: the caller gets zk.ErrConnectionLoss, c sees
-	// SUSPENDED and then, by itself, RECONNECTED with the same session.
-	LoseNextReply(t testing.TB, c zk.Conn, op OpKind, pathPrefix string)
+	// SUSPENDED and then, by itself, RECONNECTED with the same session. The
+	// fault's Fired closes once the request was applied; Disarm disarms it
+	// if no request has matched it yet.
+	LoseNextReply(t testing.TB, c zk.Conn, op OpKind, pathPrefix string) *ReplyFault
 	// HoldNextReply arms a one-shot fault on c: the next matching request is
-	// applied by the server but its reply is held back until release is
-	// called (release is idempotent and is also called at the end of the
-	// test). It returns a channel closed once the request was applied.
-	HoldNextReply(t testing.TB, c zk.Conn, op OpKind, pathPrefix string) (applied <-chan struct{}, release func())
+	// applied by the server but its reply, and everything after it on c's
+	// connection, is held back until the fault's Release (idempotent, and
+	// called at the end of the test). The fault's Fired closes once the
+	// request was applied.
+	HoldNextReply(t testing.TB, c zk.Conn, op OpKind, pathPrefix string) *ReplyFault
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/testkit/proxy"
 )
 
 // ForEachTarget runs fn once per Target, each as a subtest named after it:
@@ -276,7 +277,7 @@ func (tg *serverTarget) Expire(t testing.TB, c zk.Conn) {
 	cutOff(t, "Expire", p, c, w)
 	ctx, cancel := context.WithTimeout(t.Context(), targetWait)
 	defer cancel()
-	if err := p.ExpireSession(ctx); err != nil && !errors.Is(err, errWireSessionGone) {
+	if err := p.ExpireSession(ctx, c.SessionID()); err != nil && !errors.Is(err, proxy.ErrSessionGone) {
 		p.Unblock()
 		t.Fatalf("testkit: Expire: %v", err)
 	}
@@ -284,16 +285,16 @@ func (tg *serverTarget) Expire(t testing.TB, c zk.Conn) {
 	w.await(t, "Expire", zk.StateLost, zk.StateConnected)
 }
 
-func (tg *serverTarget) LoseNextReply(t testing.TB, c zk.Conn, op OpKind, pathPrefix string) {
+func (tg *serverTarget) LoseNextReply(t testing.TB, c zk.Conn, op OpKind, pathPrefix string) *ReplyFault {
 	t.Helper()
-	tg.proxy(t, c).LoseNextReply(op, pathPrefix)
+	return tg.proxy(t, c).LoseNextReply(op, pathPrefix)
 }
 
-func (tg *serverTarget) HoldNextReply(t testing.TB, c zk.Conn, op OpKind, pathPrefix string) (<-chan struct{}, func()) {
+func (tg *serverTarget) HoldNextReply(t testing.TB, c zk.Conn, op OpKind, pathPrefix string) *ReplyFault {
 	t.Helper()
-	applied, release := tg.proxy(t, c).HoldNextReply(op, pathPrefix)
-	t.Cleanup(release)
-	return applied, release
+	f := tg.proxy(t, c).HoldNextReply(op, pathPrefix)
+	t.Cleanup(f.Release)
+	return f
 }
 
 // stateWatch collects a Conn's session events while a fault verb runs.

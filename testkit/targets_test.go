@@ -66,11 +66,11 @@ func TestTargetVerbs(t *testing.T) {
 		})
 
 		t.Run("held reply", func(t *testing.T) {
-			applied, release := tg.HoldNextReply(t, c, OpSet, "/dir")
+			f := tg.HoldNextReply(t, c, OpSet, "/dir")
 			done := make(chan error, 1)
 			go func() { _, err := c.Set(ctx, "/dir", []byte("v"), zk.AnyVersion); done <- err }()
 			select {
-			case <-applied:
+			case <-f.Fired():
 			case <-time.After(10 * time.Second):
 				t.Fatal("the held set was not applied")
 			}
@@ -82,7 +82,7 @@ func TestTargetVerbs(t *testing.T) {
 				t.Fatalf("the held set returned: %v", err)
 			default:
 			}
-			release()
+			f.Release()
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}

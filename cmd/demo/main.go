@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
-	"github.com/zkrecipes/zkrecipes/testkit"
+	"github.com/zkrecipes/zkrecipes/testkit/sim"
 )
 
 func main() {
@@ -39,7 +39,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	c := &cluster{sim: testkit.NewSim(), where: "the embedded simulator"}
+	c := &cluster{sim: sim.New(), where: "the embedded simulator"}
 	if *addr != "" {
 		c = &cluster{servers: strings.Split(*addr, ","), where: "ZooKeeper " + *addr}
 	}
@@ -66,7 +66,7 @@ func main() {
 
 // cluster is where the demo runs: the simulator or real servers.
 type cluster struct {
-	sim     *testkit.Sim
+	sim     *sim.Sim
 	servers []string
 	where   string
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/testkit"
+	"github.com/zkrecipes/zkrecipes/testkit/sim"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -17,7 +18,7 @@ func TestScenariosOnSim(t *testing.T) {
 	defer cancel()
 	var out bytes.Buffer
 	p := newPrinter(&out)
-	c := &cluster{sim: testkit.NewSim(), where: "the simulator"}
+	c := &cluster{sim: sim.New(), where: "the simulator"}
 	if err := lockScenario(ctx, c, p, 4, 2, time.Millisecond); err != nil {
 		t.Fatalf("lock: %v\n%s", err, out.String())
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/contention"
 	"github.com/zkrecipes/zkrecipes/machines/election"
-	"github.com/zkrecipes/zkrecipes/testkit"
+	"github.com/zkrecipes/zkrecipes/testkit/proxy"
 )
 
 // win is a participant's Campaign returning: it leads from then on.
@@ -52,7 +52,7 @@ type electionRun struct {
 //     the two p50s, is what the participants' own code adds;
 //   - kill_rounds: a participant "victim" is made to lead (by hand-overs),
 //     then its session is lost without a resign, as when its process is
-//     killed: its connection, which goes through a testkit.Proxy, is
+//     killed: its connection, which goes through a proxy.Ensemble, is
 //     black-holed (the server expires the session after the victim's
 //     timeout); on the simulator, its session is expired at once. The time
 //     runs until another participant leads.
@@ -282,57 +282,36 @@ func (r *electionRun) killRound(tg *target, current string, session time.Duratio
 }
 
 // victim opens a session that kill ends without closing it: on a server,
-// through one testkit.Proxy per server, black-holed by kill (revive lets
-// the connection through again); on the simulator, expired by kill.
+// through a proxy.Ensemble in front of the servers, black-holed by kill
+// (revive lets the connection through again); on the simulator, expired by
+// kill.
 func (t *target) victim(ctx context.Context, session time.Duration) (conn zk.Conn, kill, revive func(), err error) {
 	if t.sim != nil {
 		conn := t.sim.Connect()
 		return conn, func() { t.sim.Expire(conn) }, func() {}, nil
 	}
-	var proxies []*testkit.Proxy
-	var addrs []string
-	closeAll := func() {
-		for _, p := range proxies {
-			p.Close()
-		}
-	}
-	for _, s := range t.servers {
-		p, err := testkit.NewProxy(s)
-		if err != nil {
-			closeAll()
-			return nil, nil, nil, err
-		}
-		proxies = append(proxies, p)
-		addrs = append(addrs, p.Addr())
+	px, err := proxy.NewEnsemble(t.servers)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := zk.Connect(cctx, addrs, zk.WithSessionTimeout(session))
+	c, err := zk.Connect(cctx, px.Addrs(), zk.WithSessionTimeout(session))
 	if err != nil {
-		closeAll()
+		px.Close()
 		return nil, nil, nil, err
 	}
-	kill = func() {
-		for _, p := range proxies {
-			p.Block()
-		}
-	}
-	revive = func() {
-		for _, p := range proxies {
-			p.Unblock()
-		}
-	}
-	return &proxiedConn{Conn: c, closeProxies: closeAll}, kill, revive, nil
+	return &proxiedConn{Conn: c, proxies: px}, px.Block, px.Unblock, nil
 }
 
 // proxiedConn closes its proxies after the connection.
 type proxiedConn struct {
 	zk.Conn
-	closeProxies func()
+	proxies *proxy.Ensemble
 }
 
 func (c *proxiedConn) Close() error {
 	err := c.Conn.Close()
-	c.closeProxies()
+	c.proxies.Close()
 	return err
 }

@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
-	"github.com/zkrecipes/zkrecipes/testkit"
+	"github.com/zkrecipes/zkrecipes/testkit/sim"
 )
 
 const usage = `usage: zkbench BENCH -zk ADDR [flags]
@@ -149,12 +149,12 @@ func (c *common) done() {
 type target struct {
 	servers []string
 	session time.Duration
-	sim     *testkit.Sim
+	sim     *sim.Sim
 }
 
 func (c *common) target() *target {
 	if c.addr == "sim" {
-		return &target{sim: testkit.NewSim()}
+		return &target{sim: sim.New()}
 	}
 	return &target{servers: strings.Split(c.addr, ","), session: c.session}
 }

@@ -425,10 +425,10 @@ func TestCancelBetweenCreateAndReply(t *testing.T) {
 		c, other := tg.Connect(t), tg.Connect(t)
 		ensureDir(t, other, "/locks/late")
 		l := newLock(t, c, "/locks/late")
-		applied, release := tg.HoldNextReply(t, c, testkit.OpCreate, "/locks/late/")
+		held := tg.HoldNextReply(t, c, testkit.OpCreate, "/locks/late/")
 		wctx, cancel := context.WithCancel(ctx)
 		res := acquireAsync(wctx, l)
-		<-applied
+		<-held.Fired()
 		if kids := children(t, other, "/locks/late"); len(kids) != 1 {
 			t.Fatalf("the create should be applied: %v", kids)
 		}
@@ -436,7 +436,7 @@ func TestCancelBetweenCreateAndReply(t *testing.T) {
 		if r := <-res; !errors.Is(r.err, context.Canceled) {
 			t.Fatalf("Acquire = %v, want context.Canceled", r.err)
 		}
-		release() // the create's reply arrives after the caller gave up
+		held.Release() // the create's reply arrives after the caller gave up
 		eventually(t, other, "/locks/late", "the late-created node is deleted", func(kids []string) bool {
 			return len(kids) == 0
 		})

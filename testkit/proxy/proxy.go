@@ -1,15 +1,23 @@
-package testkit
+// Package proxy is a fault-injecting TCP proxy for ZooKeeper's client
+// protocol: it sits between a client and a real server (Proxy) or every
+// member of an ensemble (Ensemble) and cuts connections, turns into a black
+// hole, loses or holds back the reply to a chosen request, and closes a
+// chosen session on the server. It imports no testing package, so programs
+// (benchmarks, demos) can use it; testkit's "zk" target drives it.
+package proxy
 
 import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zkrecipes/zkrecipes/testkit/fault"
 )
 
 // Proxy is a TCP proxy on 127.0.0.1 in front of one ZooKeeper server, for
@@ -28,18 +36,18 @@ type Proxy struct {
 	blocked   bool
 	unblocked chan struct{} // closed by Unblock; a new one per Block
 	links     map[*proxyLink]struct{}
-	faults    []*proxyFault // armed, in arming order
-	sess      wireSession   // the last session the server handed out through us
+	faults    []*fault.Reply        // armed, in arming order; some perhaps disarmed since
+	sessions  map[int64]wireSession // every session the server handed out through us
 }
 
-// NewProxy starts a proxy on a free loopback port that forwards to target
+// New starts a proxy on a free loopback port that forwards to target
 // ("host:port").
-func NewProxy(target string) (*Proxy, error) {
+func New(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: target, ln: ln, links: map[*proxyLink]struct{}{}}
+	p := &Proxy{target: target, ln: ln, links: map[*proxyLink]struct{}{}, sessions: map[int64]wireSession{}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -92,55 +100,103 @@ func (p *Proxy) Unblock() {
 // path (a multi's: its first op's) starts with pathPrefix is forwarded and
 // applied by the server, but its reply is dropped and that connection cut.
 // The client sees a connection loss for the request and reconnects with
-// the same session.
-func (p *Proxy) LoseNextReply(op OpKind, pathPrefix string) {
-	p.arm(&proxyFault{lose: true, ops: wireOpcodes[op], prefix: pathPrefix, applied: make(chan struct{})})
+// the same session. The fault's Fired closes when the reply reached the
+// proxy, that is once the server applied the request; Disarm disarms it.
+func (p *Proxy) LoseNextReply(op fault.OpKind, pathPrefix string) *fault.Reply {
+	f := fault.New(op, pathPrefix, false, nil)
+	p.arm(f)
+	return f
 }
 
 // HoldNextReply arms a one-shot fault: the next request of kind op whose
 // path starts with pathPrefix is forwarded and applied, but its reply, and
 // everything after it on that connection (watch events too, keeping their
-// order), is held back until release is called. applied is closed when the
+// order), is held back until the fault's Release. Fired closes when the
 // reply reached the proxy, that is once the server has applied the
 // request. While it holds a reply the proxy answers the client's pings
 // itself (the server's own answers come later and are ignored by clients),
 // so a long hold does not look like a dead connection; the server still
-// hears the pings and keeps the session. release is idempotent; called
-// before the fault matched, it disarms it. If the connection ends first,
-// applied may never close.
-func (p *Proxy) HoldNextReply(op OpKind, pathPrefix string) (applied <-chan struct{}, release func()) {
-	f := &proxyFault{ops: wireOpcodes[op], prefix: pathPrefix, applied: make(chan struct{}), release: make(chan struct{})}
+// hears the pings and keeps the session. If the connection ends between
+// the request and its reply, Fired never closes.
+func (p *Proxy) HoldNextReply(op fault.OpKind, pathPrefix string) *fault.Reply {
+	var f *fault.Reply
+	f = fault.New(op, pathPrefix, true, func() {
+		p.mu.Lock()
+		p.faults = slices.DeleteFunc(p.faults, func(g *fault.Reply) bool { return g == f })
+		p.mu.Unlock()
+	})
 	p.arm(f)
-	return f.applied, func() {
-		f.releaseOnce.Do(func() {
-			p.mu.Lock()
-			p.faults = slices.DeleteFunc(p.faults, func(g *proxyFault) bool { return g == f })
-			p.mu.Unlock()
-			close(f.release)
-		})
-	}
+	return f
 }
 
-// ExpireSession ends, on the server, the last session that was established
-// through the proxy, and returns once the server has deleted its ephemeral
-// nodes. It keeps the client away meanwhile (Block), then cuts the proxy's
-// connections and unblocks it (unless it was blocked before): the client
-// reconnects, is told its session expired, and starts a new one. It fails
-// if no session went through the proxy or the session is already gone.
-func (p *Proxy) ExpireSession(ctx context.Context) error {
-	p.mu.Lock()
-	s, wasBlocked := p.sess, p.blocked
-	p.mu.Unlock()
-	if s.id == 0 {
-		return errors.New("testkit: no session has gone through the proxy")
+// ErrUnknownSession: ExpireSession was given a session that the server did
+// not hand out through this proxy, so the proxy lacks its password.
+var ErrUnknownSession = errors.New("proxy: the session did not go through this proxy")
+
+// ErrSessionGone: ExpireSession found the session already gone on the
+// server (expired or closed).
+var ErrSessionGone = errors.New("proxy: the session is already gone")
+
+// ExpireSession ends session id on the server, and returns once the server
+// has deleted its ephemeral nodes. The session must have been established
+// through the proxy (it fails with ErrUnknownSession otherwise), and with
+// ErrSessionGone if it was gone already. It keeps the client away meanwhile
+// (Block), then cuts the proxy's connections and unblocks it (unless it was
+// blocked before): the client reconnects, is told its session expired, and
+// starts a new one.
+func (p *Proxy) ExpireSession(ctx context.Context, id int64) error {
+	return expireSession(ctx, id, []*Proxy{p})
+}
+
+// expireSession ends session id, known to one of members, with all of them
+// blocked meanwhile, then cuts them all and unblocks those that were not
+// blocked before.
+func expireSession(ctx context.Context, id int64, members []*Proxy) error {
+	var (
+		target     string
+		s          wireSession
+		known      bool
+		wasBlocked = make([]bool, len(members))
+	)
+	for i, p := range members {
+		p.mu.Lock()
+		if ps, ok := p.sessions[id]; ok && !known {
+			target, s, known = p.target, ps, true
+		}
+		wasBlocked[i] = p.blocked
+		p.mu.Unlock()
 	}
-	p.Block()
-	err := closeWireSession(ctx, p.target, s)
-	p.Cut()
-	if !wasBlocked {
-		p.Unblock()
+	if !known {
+		return fmt.Errorf("%w: 0x%x", ErrUnknownSession, id)
+	}
+	for _, p := range members {
+		p.Block()
+	}
+	err := closeWireSession(ctx, target, s)
+	for i, p := range members {
+		p.Cut()
+		if !wasBlocked[i] {
+			p.Unblock()
+		}
 	}
 	return err
+}
+
+// Carries reports whether a connection of session id goes through the
+// proxy now.
+func (p *Proxy) Carries(id int64) bool {
+	p.mu.Lock()
+	links := make([]*proxyLink, 0, len(p.links))
+	for l := range p.links {
+		links = append(links, l)
+	}
+	p.mu.Unlock()
+	for _, l := range links {
+		if l.session.Load() == id {
+			return true
+		}
+	}
+	return false
 }
 
 // Close closes the listener and every connection and waits for all the
@@ -166,7 +222,7 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return // closed
 		}
-		l := &proxyLink{p: p, client: c, done: make(chan struct{}), pending: map[int32]*proxyFault{}, rewatched: make(chan struct{})}
+		l := &proxyLink{p: p, client: c, done: make(chan struct{}), pending: map[int32]*fault.Reply{}, rewatched: make(chan struct{})}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -180,35 +236,35 @@ func (p *Proxy) accept() {
 	}
 }
 
-// proxyFault is one armed LoseNextReply or HoldNextReply.
-type proxyFault struct {
-	lose        bool // drop the reply and cut; otherwise hold it
-	ops         []int32
-	prefix      string
-	applied     chan struct{} // closed when the reply reached the proxy
-	release     chan struct{} // hold: closed by release
-	releaseOnce sync.Once
-}
-
-func (p *Proxy) arm(f *proxyFault) {
+func (p *Proxy) arm(f *fault.Reply) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.faults = append(p.faults, f)
 }
 
-// match disarms the first fault matching req and ties it to req's xid on l.
-// It runs before req is forwarded, so the reply cannot overtake it.
+// match takes the first armed fault matching req and ties it to req's xid
+// on l, dropping the matching faults disarmed since they were armed. It
+// runs before req is forwarded, so the reply cannot overtake it.
 func (p *Proxy) match(l *proxyLink, req wireRequest) {
+	kind, ok := wireKinds[req.op]
+	if !ok {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, f := range p.faults {
-		if slices.Contains(f.ops, req.op) && strings.HasPrefix(req.path, f.prefix) {
-			p.faults = slices.Delete(p.faults, i, i+1)
+	for i := 0; i < len(p.faults); i++ {
+		f := p.faults[i]
+		if !f.Matches(kind, req.path) {
+			continue
+		}
+		p.faults = slices.Delete(p.faults, i, i+1)
+		if f.Take() {
 			l.mu.Lock()
 			l.pending[req.xid] = f
 			l.mu.Unlock()
 			return
 		}
+		i--
 	}
 }
 
@@ -237,11 +293,12 @@ type proxyLink struct {
 
 	mu      sync.Mutex
 	closed  bool
-	server  net.Conn              // nil until dialled
-	pending map[int32]*proxyFault // matched faults by request xid
+	server  net.Conn               // nil until dialled
+	pending map[int32]*fault.Reply // matched faults by request xid
 
-	wmu     sync.Mutex  // one frame at a time to the client
-	holding atomic.Bool // a reply is held: answer pings here
+	wmu     sync.Mutex   // one frame at a time to the client
+	holding atomic.Bool  // a reply is held: answer pings here
+	session atomic.Int64 // the session the server gave this connection; 0 before
 
 	// See resyncGrace.
 	resumed   atomic.Bool   // the client's handshake resumed a session
@@ -368,8 +425,9 @@ func (l *proxyLink) forwardReplies(srv net.Conn) {
 		if first {
 			if s, ok := parseWireConnectResponse(frame); ok {
 				l.p.mu.Lock()
-				l.p.sess = s
+				l.p.sessions[s.id] = s
 				l.p.mu.Unlock()
+				l.session.Store(s.id)
 				if l.resumed.Load() {
 					resync = time.NewTimer(resyncGrace)
 				}
@@ -380,13 +438,13 @@ func (l *proxyLink) forwardReplies(srv net.Conn) {
 			delete(l.pending, xid)
 			l.mu.Unlock()
 			if f != nil {
-				close(f.applied)
-				if f.lose {
+				f.MarkFired()
+				if !f.Hold() {
 					return
 				}
 				l.holding.Store(true)
 				select {
-				case <-f.release:
+				case <-f.Released():
 				case <-l.done:
 					return
 				}

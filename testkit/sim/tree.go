@@ -1,4 +1,4 @@
-package testkit
+package sim
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package testkit
+package proxy
 
 import (
 	"bufio"
@@ -10,6 +10,8 @@ import (
 	"net"
 	"syscall"
 	"time"
+
+	"github.com/zkrecipes/zkrecipes/testkit/fault"
 )
 
 // ZooKeeper's client protocol, as far as the proxy needs it. Every message
@@ -35,15 +37,15 @@ const (
 // re-sends its watches with after it resumed a session.
 var wireOpSetWatches = []int32{101, 105}
 
-// wireOpcodes lists the request opcodes each OpKind matches.
-var wireOpcodes = map[OpKind][]int32{
-	OpCreate:   {1, 15, 19}, // create, create2, createContainer
-	OpDelete:   {2},
-	OpExists:   {3},
-	OpGet:      {4},
-	OpSet:      {5},
-	OpChildren: {8, 12}, // getChildren, getChildren2
-	OpMulti:    {wireOpMulti},
+// wireKinds maps the request opcodes a reply fault can match to their kind.
+var wireKinds = map[int32]fault.OpKind{
+	1: fault.OpCreate, 15: fault.OpCreate, 19: fault.OpCreate, // create, create2, createContainer
+	2: fault.OpDelete,
+	3: fault.OpExists,
+	4: fault.OpGet,
+	5: fault.OpSet,
+	8: fault.OpChildren, 12: fault.OpChildren, // getChildren, getChildren2
+	wireOpMulti: fault.OpMulti,
 }
 
 // readWireFrame reads one frame and returns it whole, length prefix included,
@@ -55,7 +57,7 @@ func readWireFrame(r *bufio.Reader) ([]byte, error) {
 	}
 	size := binary.BigEndian.Uint32(n[:])
 	if size > wireMaxFrame {
-		return nil, fmt.Errorf("testkit: frame of %d bytes is not ZooKeeper's protocol", size)
+		return nil, fmt.Errorf("proxy: frame of %d bytes is not ZooKeeper's protocol", size)
 	}
 	frame := make([]byte, 4+size)
 	copy(frame, n[:])
@@ -178,12 +180,12 @@ func closeWireSession(ctx context.Context, addr string, s wireSession) error {
 		}
 		if gone {
 			if attempt == 0 {
-				return fmt.Errorf("testkit: session 0x%x: %w", s.id, errWireSessionGone)
+				return fmt.Errorf("%w: 0x%x", ErrSessionGone, s.id)
 			}
 			return nil
 		}
 	}
-	return fmt.Errorf("testkit: session 0x%x survives closeSession: is its client reconnecting?", s.id)
+	return fmt.Errorf("proxy: session 0x%x survives closeSession: is its client reconnecting?", s.id)
 }
 
 // attachAndClose attaches to s and asks the server to close it. gone
@@ -216,7 +218,7 @@ func attachAndClose(ctx context.Context, addr string, s wireSession) (gone bool,
 	}
 	resp, err := readWireFrame(r)
 	if err != nil {
-		return false, fmt.Errorf("testkit: attach to session 0x%x: %w", s.id, err)
+		return false, fmt.Errorf("proxy: attach to session 0x%x: %w", s.id, err)
 	}
 	if _, ok := parseWireConnectResponse(resp); !ok {
 		return true, nil
@@ -232,16 +234,13 @@ func attachAndClose(ctx context.Context, addr string, s wireSession) (gone bool,
 			return false, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("testkit: close session 0x%x: %w", s.id, err)
+			return false, fmt.Errorf("proxy: close session 0x%x: %w", s.id, err)
 		}
 		if xid, _ := wireReplyXid(reply); xid == 1 {
 			return false, nil
 		}
 	}
 }
-
-// errWireSessionGone: the server no longer knows the session.
-var errWireSessionGone = errors.New("already expired")
 
 func writeWireFrame(w io.Writer, body []byte) error {
 	frame := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))

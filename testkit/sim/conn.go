@@ -1,4 +1,4 @@
-package testkit
+package sim
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/testkit/fault"
 )
 
 // simConn is a client of the Sim: what go-zookeeper's *zk.Conn with our
@@ -23,9 +24,9 @@ type simConn struct {
 	link     *link         // the current connection; replaced when it drops
 	lastZxid int64         // the zxid of the last reply received (SetWatches' relZxid)
 	watches  map[watchKey][]chan zk.WatchEvent
-	faults   []*fault
-	holds    []chan struct{} // release channels of the replies held now, in request order
-	parked   []delivery      // watch events that came after a held reply, held with it
+	faults   []*fault.Reply    // armed, in arming order; some perhaps disarmed since
+	holds    []<-chan struct{} // release channels of the replies held now, in request order
+	parked   []delivery        // watch events that came after a held reply, held with it
 	subs     []subscriber
 	nextSub  int
 	outbox   []delivery
@@ -86,7 +87,7 @@ func (c *simConn) restore() {
 // request describes a request for the fault and frame checks: its kind
 // (empty for sync, which no fault matches), its paths, its frame size.
 type request struct {
-	op    OpKind
+	op    fault.OpKind
 	paths []string
 	frame int
 }
@@ -133,9 +134,10 @@ func (c *simConn) call(ctx context.Context, req request, apply func(watch bool) 
 		return fmt.Errorf("%w: request of %d bytes exceeds jute.maxbuffer", zk.ErrConnectionLoss, req.frame)
 	}
 	f := c.takeFault(req)
-	if f != nil && !f.hold {
+	if f != nil && !f.Hold() {
 		c.cut(zk.ErrConnectionLoss)
 		_ = apply(false)
+		f.MarkFired()
 		c.restore()
 		s.mu.Unlock()
 		s.deliver()
@@ -146,9 +148,9 @@ func (c *simConn) call(ctx context.Context, req request, apply func(watch bool) 
 	zxid, l := s.zxid, c.link
 	if f != nil {
 		// Held from here on: the reply, and what follows it.
-		c.holds = append(c.holds, f.release)
-		wait = append(wait, f.release)
-		close(f.applied)
+		c.holds = append(c.holds, f.Released())
+		wait = append(wait, f.Released())
+		f.MarkFired()
 	}
 	if len(wait) == 0 {
 		c.saw(zxid)
@@ -178,13 +180,19 @@ func (c *simConn) call(ctx context.Context, req request, apply func(watch bool) 
 // saw records that c received a reply carrying zxid.
 func (c *simConn) saw(zxid int64) { c.lastZxid = max(c.lastZxid, zxid) }
 
-// takeFault removes and returns the first fault armed on c that req matches.
-func (c *simConn) takeFault(req request) *fault {
-	for i, f := range c.faults {
-		if f.matches(req.op, req.paths) {
-			c.faults = slices.Delete(c.faults, i, i+1)
+// takeFault removes and returns the first fault armed on c that req
+// matches. It drops the matching faults disarmed since they were armed.
+func (c *simConn) takeFault(req request) *fault.Reply {
+	for i := 0; i < len(c.faults); i++ {
+		f := c.faults[i]
+		if !f.Matches(req.op, req.paths...) {
+			continue
+		}
+		c.faults = slices.Delete(c.faults, i, i+1)
+		if f.Take() {
 			return f
 		}
+		i--
 	}
 	return nil
 }
@@ -195,7 +203,7 @@ func (c *simConn) Create(ctx context.Context, path string, data []byte, mode zk.
 		return "", err
 	}
 	var name string
-	req := request{op: OpCreate, paths: []string{path}, frame: frameHeader + frameCreate(path, data)}
+	req := request{op: fault.OpCreate, paths: []string{path}, frame: frameHeader + frameCreate(path, data)}
 	err := c.call(ctx, req, func(bool) error {
 		return c.s.write(func(t *txn) error {
 			var err error
@@ -214,7 +222,7 @@ func (c *simConn) Delete(ctx context.Context, path string, version int32) error 
 	if err := zk.ValidatePath(path); err != nil {
 		return err
 	}
-	req := request{op: OpDelete, paths: []string{path}, frame: frameHeader + frameString(path) + 4}
+	req := request{op: fault.OpDelete, paths: []string{path}, frame: frameHeader + frameString(path) + 4}
 	return c.call(ctx, req, func(bool) error {
 		return c.s.write(func(t *txn) error { return t.delete(path, version) })
 	})
@@ -240,7 +248,7 @@ func (c *simConn) exists(ctx context.Context, path string, watch bool) (zk.Stat,
 		ok bool
 		ch <-chan zk.WatchEvent
 	)
-	req := request{op: OpExists, paths: []string{path}, frame: frameHeader + frameString(path) + 1}
+	req := request{op: fault.OpExists, paths: []string{path}, frame: frameHeader + frameString(path) + 1}
 	err := c.call(ctx, req, func(register bool) error {
 		n := c.s.nodes[path]
 		if n != nil {
@@ -281,7 +289,7 @@ func (c *simConn) get(ctx context.Context, path string, watch bool) ([]byte, zk.
 		st   zk.Stat
 		ch   <-chan zk.WatchEvent
 	)
-	req := request{op: OpGet, paths: []string{path}, frame: frameHeader + frameString(path) + 1}
+	req := request{op: fault.OpGet, paths: []string{path}, frame: frameHeader + frameString(path) + 1}
 	err := c.call(ctx, req, func(register bool) error {
 		n := c.s.nodes[path]
 		if n == nil {
@@ -319,7 +327,7 @@ func (c *simConn) children(ctx context.Context, path string, watch bool) ([]stri
 		st    zk.Stat
 		ch    <-chan zk.WatchEvent
 	)
-	req := request{op: OpChildren, paths: []string{path}, frame: frameHeader + frameString(path) + 1}
+	req := request{op: fault.OpChildren, paths: []string{path}, frame: frameHeader + frameString(path) + 1}
 	err := c.call(ctx, req, func(register bool) error {
 		n := c.s.nodes[path]
 		if n == nil {
@@ -379,7 +387,7 @@ func (c *simConn) Set(ctx context.Context, path string, data []byte, version int
 		return zk.Stat{}, err
 	}
 	var st zk.Stat
-	req := request{op: OpSet, paths: []string{path}, frame: frameHeader + frameSet(path, data)}
+	req := request{op: fault.OpSet, paths: []string{path}, frame: frameHeader + frameSet(path, data)}
 	err := c.call(ctx, req, func(bool) error {
 		return c.s.write(func(t *txn) error {
 			var err error
@@ -406,7 +414,7 @@ func (c *simConn) Multi(ctx context.Context, ops ...zk.Op) ([]zk.OpResult, error
 	}
 	var res []zk.OpResult
 	var opErr error
-	err := c.call(ctx, request{op: OpMulti, paths: paths, frame: frameMulti(ops)}, func(bool) error {
+	err := c.call(ctx, request{op: fault.OpMulti, paths: paths, frame: frameMulti(ops)}, func(bool) error {
 		opErr = c.s.write(func(t *txn) error {
 			var err error
 			res, err = t.multi(ops, c.session)
