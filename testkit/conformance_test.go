@@ -1093,6 +1093,10 @@ func limitsFrame(t *testing.T, tg Target) {
 	}
 	_, err = a.Set(a.ctx, path, make([]byte, 1536*1024), -1)
 	wantErr(t, "set over the client's buffer", err, zk.ErrBadArguments)
+	wantErr(t, "set over the client's buffer", err, zk.ErrRequestTooLarge)
+	if err.Error() != zk.ErrRequestTooLarge.Error() { // one text on every target
+		t.Fatalf("set over the client's buffer: %q, want %q", err, zk.ErrRequestTooLarge)
+	}
 	if st := a.stat(path); st.Version != 0 {
 		t.Fatalf("version %d after refused sets", st.Version)
 	}

@@ -3,12 +3,13 @@ package zk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
 // Conn is the narrow view of a ZooKeeper session that recipes use. It is
 // implemented here on github.com/go-zookeeper/zk (see Connect) and by the
-// in-memory simulator in package testkit.
+// in-memory simulator in package testkit/sim.
 //
 // Every call takes a ctx. When ctx ends before the reply arrives the call
 // returns ctx.Err(), but a write may still be applied by the server: callers
@@ -267,4 +268,10 @@ var (
 	ErrClosed = errors.New("zk: connection closed")
 	// ErrInvalidPath: the path was refused before anything was sent.
 	ErrInvalidPath = errors.New("zk: invalid path")
+	// ErrRequestTooLarge: the request does not fit the client's 1.5 MiB
+	// send buffer, so it was refused before anything was sent. It is also
+	// an ErrBadArguments. (A request that fits the client but exceeds the
+	// server's jute.maxbuffer, 1 MiB by default, is sent, and the server
+	// drops the connection: ErrConnectionLoss.)
+	ErrRequestTooLarge = fmt.Errorf("%w: the request does not fit the client's 1.5 MiB buffer", ErrBadArguments)
 )

@@ -32,7 +32,7 @@ var gozkErrors = []struct{ from, to error }{
 	{gozk.ErrBadArguments, ErrBadArguments},
 	{gozk.ErrInvalidACL, ErrBadArguments},
 	{gozk.ErrInvalidFlags, ErrBadArguments},
-	{gozk.ErrShortBuffer, ErrBadArguments}, // the request does not fit go-zookeeper's send buffer; nothing was sent
+	{gozk.ErrShortBuffer, ErrRequestTooLarge}, // go-zookeeper's send buffer; nothing was sent
 	{gozk.ErrInvalidPath, ErrInvalidPath},
 	{gozk.ErrNoAuth, ErrNoAuth},
 	{gozk.ErrAuthFailed, ErrNoAuth},
@@ -85,7 +85,7 @@ func mapErr(err error) error {
 		return nil
 	}
 	s := sentinel(err)
-	if s.Error() == err.Error() {
+	if s.Error() == err.Error() || s == ErrRequestTooLarge { // go-zookeeper's "buffer too small" says less than ours
 		return s
 	}
 	return fmt.Errorf("%w: %v", s, err)

@@ -25,7 +25,6 @@ func TestMapErr(t *testing.T) {
 		{"bad arguments", gozk.ErrBadArguments, ErrBadArguments},
 		{"invalid acl", gozk.ErrInvalidACL, ErrBadArguments},
 		{"invalid flags, wrapped", fmt.Errorf("Create with TTL flag disallowed: %w", gozk.ErrInvalidFlags), ErrBadArguments},
-		{"request too large", gozk.ErrShortBuffer, ErrBadArguments},
 		{"invalid path", gozk.ErrInvalidPath, ErrInvalidPath},
 		{"no auth", gozk.ErrNoAuth, ErrNoAuth},
 		{"auth failed", gozk.ErrAuthFailed, ErrNoAuth},
@@ -63,6 +62,11 @@ func TestMapErr(t *testing.T) {
 	}
 	if mapErr(nil) != nil {
 		t.Fatal("mapErr(nil) != nil")
+	}
+	// A request over the client's buffer: the sentinel itself, the text the
+	// simulator gives too, and still an ErrBadArguments.
+	if got := mapErr(gozk.ErrShortBuffer); got != ErrRequestTooLarge || !errors.Is(got, ErrBadArguments) {
+		t.Fatalf("mapErr(gozk.ErrShortBuffer) = %#v, want ErrRequestTooLarge itself", got)
 	}
 	// Same text: the sentinel itself, no decoration.
 	if got := mapErr(gozk.ErrNoNode); got != ErrNoNode {

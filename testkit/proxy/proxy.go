@@ -148,31 +148,46 @@ func (p *Proxy) ExpireSession(ctx context.Context, id int64) error {
 	return expireSession(ctx, id, []*Proxy{p})
 }
 
-// expireSession ends session id, known to one of members, with all of them
-// blocked meanwhile, then cuts them all and unblocks those that were not
-// blocked before.
+// expireSession ends session id, known to some of members, with all of
+// them blocked meanwhile, then cuts them all and unblocks those that were
+// not blocked before. It closes the session through the member that
+// carries it, or else through each member that knows it in turn until one
+// answers (a member's server may be down).
 func expireSession(ctx context.Context, id int64, members []*Proxy) error {
+	type via struct {
+		target string
+		s      wireSession
+	}
 	var (
-		target     string
-		s          wireSession
-		known      bool
+		vias       []via
 		wasBlocked = make([]bool, len(members))
 	)
 	for i, p := range members {
+		carries := p.Carries(id)
 		p.mu.Lock()
-		if ps, ok := p.sessions[id]; ok && !known {
-			target, s, known = p.target, ps, true
+		if s, ok := p.sessions[id]; ok {
+			if carries {
+				vias = append([]via{{p.target, s}}, vias...)
+			} else {
+				vias = append(vias, via{p.target, s})
+			}
 		}
 		wasBlocked[i] = p.blocked
 		p.mu.Unlock()
 	}
-	if !known {
+	if len(vias) == 0 {
 		return fmt.Errorf("%w: 0x%x", ErrUnknownSession, id)
 	}
 	for _, p := range members {
 		p.Block()
 	}
-	err := closeWireSession(ctx, target, s)
+	var err error
+	for _, v := range vias {
+		err = closeWireSession(ctx, v.target, v.s)
+		if err == nil || errors.Is(err, ErrSessionGone) || ctx.Err() != nil {
+			break
+		}
+	}
 	for i, p := range members {
 		p.Cut()
 		if !wasBlocked[i] {

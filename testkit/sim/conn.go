@@ -123,7 +123,7 @@ func (c *simConn) call(ctx context.Context, req request, apply func(watch bool) 
 	}
 	if req.frame > maxClientFrame {
 		s.mu.Unlock()
-		return fmt.Errorf("%w: request of %d bytes does not fit the client's buffer", zk.ErrBadArguments, req.frame)
+		return zk.ErrRequestTooLarge // what go-zookeeper's "buffer too small" becomes through the adapter
 	}
 	if req.frame > maxFrame {
 		// The server drops the connection unanswered; go-zookeeper redials.
