@@ -12,7 +12,7 @@ import (
 )
 
 // The conformance suite: one table of the ZooKeeper 3.8 behaviours recipes
-// rely on (zk-semantics.md §0–§10), each row a small scenario over a few
+// rely on (docs/zk-semantics.md §0–§10), each row a small scenario over a few
 // sessions, run on every target (the simulator and a real server). A row
 // that passes on one target and fails on the other is a bug in the
 // simulator, never a reason to skip. Each row gets an empty tree.

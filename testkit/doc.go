@@ -23,17 +23,11 @@
 //
 // # The simulator
 //
-// NewSim is an in-memory ZooKeeper 3.8, one standalone server seen through
-// go-zookeeper and our adapter, as zk-semantics.md describes them:
-// per-parent sequence counters (not Cversion; restarting with the parent),
-// ephemerals, containers, one-shot watches with the server's firing rules
-// and order, atomic multi with per-op results, full Stats from one zxid
-// counter (failed writes, a whole multi, opening and closing a session each
-// take one), children listed in a seeded, stable, never-sorted order, the
-// request frame limit. It has no goroutines and no timers: the same calls
-// in the same order give the same names, zxids and events, and time enters
-// only through WithClock. A session's own watch event is in its channel
-// before the reply of the change that fired it.
+// NewSim is the in-memory ZooKeeper 3.8 of package testkit/sim (see its
+// doc), with a Target for ForEachTarget-style tests: one standalone server
+// seen through go-zookeeper and our adapter, as docs/zk-semantics.md
+// describes them, with no goroutines and no timers. Programs (the demo, the
+// benchmarks) import testkit/sim itself: it links no testing package.
 //
 // Faults are small verbs: Disconnect and Reconnect (SUSPENDED, requests
 // wait, then RECONNECTED and the watches replayed from the last zxid the
@@ -44,6 +38,11 @@
 // Target is the "sim" of ForEachTarget; conformance_test.go runs one table
 // of ZooKeeper behaviours on it and on a real server, and where they differ
 // the simulator is the one to fix.
+//
+// LoseNextReply and HoldNextReply, on every target and on a Proxy, return
+// a ReplyFault: its Fired channel closes once a request matched it and the
+// server applied it, Disarm disarms it if no request has matched it yet
+// (and says whether it did), and Release lets a held reply go.
 //
 // # A real ZooKeeper
 //
@@ -65,10 +64,14 @@
 //
 // # The proxy
 //
-// Proxy sits between a client and a real server and speaks just enough of
+// Proxy (package testkit/proxy, which links no testing package either)
+// sits between a client and a real server and speaks just enough of
 // ZooKeeper's framing to pick out one request: it cuts connections, turns
-// into a black hole, drops the reply to a chosen request (the classic
-// "was my create applied?" case) or holds it back, and closes a session on
-// the server. The "zk" target drives its faults through one Proxy per
-// connection.
+// into a black hole, drops the reply to a chosen request (the classic "was
+// my create applied?" case) or holds it back, and closes a given session on
+// the server (ExpireSession). EnsembleProxy puts one in front of each
+// member of an ensemble and drives them as one: a client connects to its
+// Addrs, Carrier says which member carries a session now, and Block, Cut
+// and ExpireSession act on the whole ensemble. The "zk" target drives its
+// faults through one Proxy per connection.
 package testkit

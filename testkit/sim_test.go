@@ -385,7 +385,7 @@ func TestSimFrameLimit(t *testing.T) {
 	defer s.Close()
 	c := simSessions(t, s, 1)[0]
 	log := recordSession(t, c)
-	path := "/" + strings.Repeat("p", 41) // 42 bytes, as in zk-semantics.md §10
+	path := "/" + strings.Repeat("p", 41) // 42 bytes, as in docs/zk-semantics.md §10
 	c.create(path, make([]byte, 1048486), zk.ModePersistent)
 	c.set(path, make([]byte, 1048513))
 	_, err := c.Set(c.ctx, path, make([]byte, 1048514), -1)
@@ -438,7 +438,7 @@ func TestSimContainers(t *testing.T) {
 }
 
 // TestSimWatchBeforeReply: a session's own watch event is in its channel
-// when the reply of the change that fired it returns (zk-semantics.md §4).
+// when the reply of the change that fired it returns (docs/zk-semantics.md §4).
 func TestSimWatchBeforeReply(t *testing.T) {
 	s := NewSim()
 	defer s.Close()

@@ -1,8 +1,8 @@
 // Package zk is the narrow ZooKeeper interface the recipes use (Conn, its
 // session states, watch events and sentinel errors) and its implementation
 // on github.com/go-zookeeper/zk v1.0.4 (Connect). No go-zookeeper type
-// appears in its API; the in-memory simulator in package testkit implements
-// the same Conn.
+// appears in its API; the in-memory simulator in package testkit/sim
+// implements the same Conn.
 //
 //	conn, err := zk.Connect(ctx, []string{"127.0.0.1:2181"}, zk.WithSessionTimeout(10*time.Second))
 //	if err != nil { ... }

@@ -1,8 +1,8 @@
 // Command zkbench measures zkrecipes against a ZooKeeper server and prints
 // one JSON line per run, in the shape the peer benchmark programs print
-// (Apache Curator's LockBench, RawRtt and ElectionBench, kazoo's, go-zookeeper's Lock; see
-// /work/shared/peers), so that lines from one run can be compared side by
-// side:
+// (Apache Curator's LockBench, RawRtt and ElectionBench, kazoo's,
+// go-zookeeper's Lock; those programs are not part of this repository), so
+// that lines from one run can be compared side by side:
 //
 //	zkbench lock -zk 127.0.0.1:2181 -clients 4 -duration 10s -warmup 2s
 //	zkbench rtt  -zk 127.0.0.1:2181 -n 1000

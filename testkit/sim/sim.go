@@ -1,3 +1,24 @@
+// Package sim is an in-memory ZooKeeper 3.8 behind adapters/zk's Conn, for
+// tests and for programs that want a ZooKeeper without a server (the demo,
+// a benchmark's smoke run). It imports no testing package; package testkit
+// wraps it (testkit.NewSim) with a Target for behavioural tests.
+//
+// It is one standalone server seen through go-zookeeper and our adapter, as
+// docs/zk-semantics.md describes them: per-parent sequence counters (not
+// Cversion; restarting with the parent), ephemerals, containers, one-shot
+// watches with the server's firing rules and order, atomic multi with
+// per-op results, full Stats from one zxid counter (failed writes, a whole
+// multi, opening and closing a session each take one), children listed in
+// a seeded, stable, never-sorted order, the request frame limits (a request
+// over the client's buffer is zk.ErrRequestTooLarge, as through the
+// adapter). It has no goroutines and no timers: the same calls in the same
+// order give the same names, zxids and events, and time enters only through
+// WithClock. A session's own watch event is in its channel before the reply
+// of the change that fired it.
+//
+// Faults are small verbs on a Sim: Disconnect, Reconnect, Expire,
+// LoseNextReply and HoldNextReply (which return a *fault.Reply that says
+// whether it fired and can be disarmed), ReapContainers, SetSequence.
 package sim
 
 import (
@@ -12,7 +33,7 @@ import (
 
 // Sim is an in-memory ZooKeeper 3.8 for tests: one standalone server and
 // the go-zookeeper client behind our adapter, with the semantics recipes
-// rely on (zk-semantics.md): sequence counters, ephemerals, containers,
+// rely on (docs/zk-semantics.md): sequence counters, ephemerals, containers,
 // one-shot watches and their order, atomic multi, Stat fields, errors,
 // watch replay after a reconnect, expiry.
 //
