@@ -106,9 +106,10 @@ func (f *Reply) Released() <-chan struct{} { return f.release }
 func (f *Reply) Fired() <-chan struct{} { return f.fired }
 
 // Disarm disarms the fault if no request has matched it yet, and reports
-// whether it did. false means a request took it: Fired tells whether it was
-// applied. Disarming a held fault that fired does not release the reply
-// (Release does).
+// whether it did. false means it was no longer armed: a request took it
+// (Fired tells whether it was applied), or it was disarmed already.
+// Disarming a held fault that fired does not release the reply (Release
+// does).
 func (f *Reply) Disarm() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
