@@ -85,7 +85,7 @@ type Event struct {
 	Instance  string // the instance's id (its node uuid, or the user's id)
 	Type      Type
 	State     State  // the machine's state after the event
-	Node      string // our node's full path, once known
+	Node      string // our node's full path, once known; on a FAILED before then, the protected prefix its create used
 	SessionID int64  // the session the event happened on
 	Token     int64  // the fencing token (czxid of our node) once determined
 	Term      uint64 // which acquisition/campaign of this instance (1, 2, ...)

@@ -412,23 +412,25 @@ func (in *Instance) run(cmd Command) {
 	case ReadDir:
 		in.actor.Go(func(ctx context.Context) message {
 			r := DirRead{Cmd: c.Cmd}
+			var ownErr, childErr error
 			var wg sync.WaitGroup
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				op(ctx, "exists", func(ctx context.Context) error {
-					var err error
-					r.Own, r.OwnExists, err = conn.Exists(ctx, c.Own)
-					return err
+					r.Own, r.OwnExists, ownErr = conn.Exists(ctx, c.Own)
+					return ownErr
 				})
 			}()
-			var childErr error
 			op(ctx, "children", func(ctx context.Context) error {
 				r.Children, _, childErr = conn.Children(ctx, c.Dir)
 				return childErr
 			})
 			wg.Wait()
-			r.Err = childErr
+			// Both errors count: a read of our node that failed (a lost
+			// reply) says nothing about the node, and must be retried
+			// like a failed listing, never taken for its absence.
+			r.Err = errors.Join(childErr, ownErr)
 			return message{in: r}
 		})
 	case ListDir:
@@ -465,7 +467,7 @@ func (in *Instance) run(cmd Command) {
 			wg.Wait()
 			r := Watching{Cmd: c.Cmd, Exists: childErr == nil, Held: c.Hold && held, Err: markErr}
 			if childErr != nil && !errors.Is(childErr, zk.ErrNoNode) {
-				r.Err = childErr
+				r.Err = errors.Join(childErr, markErr) // a lost reply to either is retried
 			}
 			return message{in: r, markW: markW, deleteW: deleteW, hold: c.Hold, more: deleteW != nil}
 		})

@@ -58,7 +58,8 @@ type DirEnsured struct {
 	Err error
 }
 
-// DirRead is the reply to ReadDir: both requests' results.
+// DirRead is the reply to ReadDir: both requests' results. Err joins
+// both requests' errors: either one failing fails the read.
 type DirRead struct {
 	Cmd       uint64
 	Children  []string

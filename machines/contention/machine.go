@@ -882,6 +882,11 @@ func (m *Machine) emit(typ events.Type, err error) {
 	e := Event{Type: typ, State: m.State(), Err: err}
 	if t := m.term; t != nil {
 		e.Term, e.Node, e.Token = t.n, t.node, t.token
+		if e.Node == "" && typ == events.Failed {
+			// A create that failed before its node was known: the
+			// protected prefix names the node (its uuid finds a ghost).
+			e.Node = t.prefix
+		}
 	}
 	m.out.Events = append(m.out.Events, e)
 }

@@ -429,3 +429,43 @@ func TestEveryStateReachable(t *testing.T) {
 		}
 	}
 }
+
+// A lost reply to the read of our own node, with the listing answered: a
+// failed read, sent again, never our node's deletion (it was a ghost that
+// wedged the lock: forgotten, never deleted, ErrNodeDeleted to the caller).
+func TestTranscriptOwnReadLost(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
+	out := tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007"}, Err: errors.Join(nil, zk.ErrConnectionLoss)})
+	if len(out.Replies) != 0 || len(out.Commands) != 1 {
+		t.Fatalf("a lost own-node read: want the read sent again and no answer, got %+v", out)
+	}
+	again, ok := out.Commands[0].(ReadDir)
+	if !ok {
+		t.Fatalf("want ReadDir again, got %T", out.Commands[0])
+	}
+	out = tr.step(DirRead{Cmd: again.Cmd, Children: []string{"_c_uuid1-lock-0000000007"}, Own: own(0x42), OwnExists: true})
+	if len(out.Replies) != 1 || !out.Replies[0].Granted {
+		t.Fatalf("want a grant after the read succeeded, got %+v", out)
+	}
+	tr.check("own_read_lost")
+}
+
+// A create refused by the server fails the term, and the FAILED event
+// names the protected prefix the create used.
+func TestTranscriptCreateRefused(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	out := tr.step(Created{Cmd: 1, Err: zk.ErrNoAuth})
+	var failed *Event
+	for i := range out.Events {
+		if out.Events[i].Type == events.Failed {
+			failed = &out.Events[i]
+		}
+	}
+	if failed == nil || failed.Node != "/app/lock/_c_uuid1-lock-" {
+		t.Fatalf("want a FAILED event naming the create's prefix, got %+v", out.Events)
+	}
+	tr.check("create_refused")
+}
