@@ -54,6 +54,7 @@ type Instance struct {
 	nextReq     atomic.Uint64
 	unsubscribe func()
 	closeOnce   sync.Once
+	closeErr    error // Close's result
 
 	// Owned by the actor goroutine.
 	m        *Machine
@@ -103,6 +104,9 @@ func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 	}
 	if cfg.Dir == "/" {
 		return nil, fmt.Errorf("%s: %w %q: the root cannot hold contenders", opts.Recipe, zk.ErrInvalidPath, cfg.Dir)
+	}
+	if opts.CloseTimeout <= 0 {
+		return nil, fmt.Errorf("%w: close timeout %v: it must be positive", cfg.Errors.InvalidOption, opts.CloseTimeout)
 	}
 	if conn == nil {
 		return nil, fmt.Errorf("%w: nil connection", cfg.Errors.Closed)
@@ -194,24 +198,47 @@ func (in *Instance) Do(ctx context.Context, mk func(req uint64) Input) (Result, 
 	}
 }
 
-// Close shuts the machine down: waiters fail, our node is deleted (waiting
-// at most CloseTimeout for that), and the actor stops. Safe to call more
-// than once.
+// Close shuts the machine down: waiters fail, our node is deleted, and the
+// actor stops. It waits at most CloseTimeout for the deletes; those still
+// owed then (the connection is down) go to the connection's janitor
+// (runtime.HandOver), which deletes them when the same session is back,
+// and Close returns cfg.Errors.CleanupPending. Every later call returns
+// the first one's result.
 func (in *Instance) Close() error {
-	var err error
 	in.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), in.opts.CloseTimeout)
-		_, err = in.Do(ctx, func(req uint64) Input { return Shutdown{Req: req} })
+		_, err := in.Do(ctx, func(req uint64) Input { return Shutdown{Req: req} })
 		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = in.handOver()
+		}
 		in.actor.Kill()
 		<-in.actor.Done()
 		in.unsubscribe()
 		in.bus.Close()
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, in.m.cfg.Errors.Closed) {
-			err = nil // the session's end removes what is left: our nodes are ephemeral
+		if errors.Is(err, in.m.cfg.Errors.Closed) {
+			err = nil // the connection is closed: its session's end removed our nodes
 		}
+		in.closeErr = err
 	})
-	return err
+	return in.closeErr
+}
+
+// handOver takes what the machine still has to delete and gives it to the
+// connection's janitor. It returns nil if the janitor finished at once
+// (the session is over), cfg.Errors.CleanupPending otherwise.
+func (in *Instance) handOver() error {
+	r, err := in.Do(context.Background(), func(req uint64) Input { return Handover{Req: req} })
+	if err != nil {
+		return err // the actor stopped meanwhile: nothing is left to hand over
+	}
+	select {
+	case <-runtime.HandOver(in.conn, r.Leftovers):
+		return nil
+	default:
+		return fmt.Errorf("%w: %d nodes and %d lost creates are deleted when the session reconnects",
+			in.m.cfg.Errors.CleanupPending, len(r.Leftovers.Nodes), len(r.Leftovers.Prefixes))
+	}
 }
 
 // handle runs on the actor goroutine.
@@ -573,6 +600,7 @@ func (e Errors) ErrorType(err error) string {
 		{e.NodeDeleted, "node_deleted"},
 		{e.NotHeld, "not_held"},
 		{e.Closed, "closed"},
+		{e.CleanupPending, "cleanup_pending"},
 		{context.Canceled, "canceled"},
 		{context.DeadlineExceeded, "deadline_exceeded"},
 		{zk.ErrConnectionLoss, "connection_loss"},

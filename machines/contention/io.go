@@ -5,6 +5,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
 // Input is everything that can happen to a Machine: a call from the user, a
@@ -38,6 +39,11 @@ type Release struct {
 // Shutdown ends the machine: waiters fail with ErrClosed, our node is
 // deleted, and the machine is Done once nothing it created is left.
 type Shutdown struct{ Req uint64 }
+
+// Handover ends a machine whose Shutdown could not finish (the connection
+// is down): the reply's Leftovers are the nodes it still had to delete,
+// for the connection's janitor (runtime.HandOver), and the machine is Done.
+type Handover struct{ Req uint64 }
 
 // Session is a change of the connection's session state.
 type Session struct {
@@ -117,6 +123,7 @@ func (Acquire) isInput()      {}
 func (Cancel) isInput()       {}
 func (Release) isInput()      {}
 func (Shutdown) isInput()     {}
+func (Handover) isInput()     {}
 func (Session) isInput()      {}
 func (Created) isInput()      {}
 func (DirEnsured) isInput()   {}
@@ -142,6 +149,7 @@ func (i Release) String() string {
 	return fmt.Sprintf("Release req=%d", i.Req)
 }
 func (i Shutdown) String() string { return fmt.Sprintf("Shutdown req=%d", i.Req) }
+func (i Handover) String() string { return fmt.Sprintf("Handover req=%d", i.Req) }
 func (i Session) String() string  { return fmt.Sprintf("Session %s session=%#x", i.State, i.SessionID) }
 func (i Created) String() string {
 	return fmt.Sprintf("Created cmd=%d path=%s%s", i.Cmd, i.Path, errText(i.Err))
@@ -308,15 +316,19 @@ type Grant struct {
 // Reply answers request Req: Granted (with Grant), not granted (TryAcquire
 // behind another holder: Granted false, Err nil), or Err.
 type Reply struct {
-	Req     uint64
-	Granted bool
-	Grant   Grant
-	Err     error
+	Req       uint64
+	Granted   bool
+	Grant     Grant
+	Leftovers runtime.Leftovers // Handover's answer
+	Err       error
 }
 
 func (r Reply) String() string {
 	if r.Err != nil {
 		return fmt.Sprintf("Reply req=%d err=%v", r.Req, r.Err)
+	}
+	if l := r.Leftovers; len(l.Nodes)+len(l.Prefixes) > 0 {
+		return fmt.Sprintf("Reply req=%d leftovers session=%#x nodes=%v prefixes=%v", r.Req, l.Session, l.Nodes, l.Prefixes)
 	}
 	if r.Granted {
 		return fmt.Sprintf("Reply req=%d granted term=%d node=%s token=%#x", r.Req, r.Grant.Term, r.Grant.Node, r.Grant.Token)

@@ -68,6 +68,10 @@ type Errors struct {
 	NodeDeleted error // our node was deleted by someone else
 	NotHeld     error // Release without a hold
 	Closed      error // the handle or the connection was closed
+	// CleanupPending: Close could not delete our nodes within its timeout;
+	// the connection's janitor deletes them when the session is back.
+	CleanupPending error
+	InvalidOption  error // an option's value is refused at New
 }
 
 // Config describes one contender.
@@ -218,6 +222,8 @@ func (m *Machine) Step(in Input) Output {
 		m.release(in)
 	case Shutdown:
 		m.shutdown(in.Req)
+	case Handover:
+		m.handover(in.Req)
 	case Session:
 		m.sessionChanged(in)
 	case Created:
@@ -326,6 +332,45 @@ func (m *Machine) shutdown(req uint64) {
 		m.emit(events.StopStart, nil)
 		m.emit(events.StopComplete, nil)
 	}
+}
+
+// handover gives up on the deletes a shutdown still waits for: the nodes
+// (and the prefixes of creates whose reply has not come) go in the reply,
+// for the connection's janitor, and the machine is done. Commands that
+// were never sent (stalled) made nothing.
+func (m *Machine) handover(req uint64) {
+	l := runtime.Leftovers{Session: m.session}
+	for id, r := range m.inflight {
+		stalled := m.isStalled(id)
+		switch c := r.cmd.(type) {
+		case DeleteNode:
+			l.Nodes = append(l.Nodes, c.Path)
+			if r.then != "" {
+				l.Nodes = append(l.Nodes, r.then)
+			}
+		case Announce:
+			if !stalled {
+				l.Nodes = append(l.Nodes, c.Path)
+			}
+		case CreateNode:
+			if !stalled {
+				l.Prefixes = append(l.Prefixes, c.Prefix)
+			}
+		case ListDir: // a hunt for a create whose reply was lost
+			l.Prefixes = append(l.Prefixes, r.prefix())
+		}
+	}
+	slices.Sort(l.Nodes)
+	slices.Sort(l.Prefixes)
+	clear(m.inflight)
+	m.stalled = nil
+	m.reply(Reply{Req: req, Leftovers: l})
+	for _, r := range m.shutdownReq {
+		m.reply(Reply{Req: r, Err: m.cfg.Errors.Closed})
+	}
+	m.shutdownReq = nil
+	m.closing = true
+	m.out.Done = true
 }
 
 // ---- session

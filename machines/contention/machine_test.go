@@ -11,6 +11,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden transcripts in testdata")
@@ -468,4 +469,28 @@ func TestTranscriptCreateRefused(t *testing.T) {
 		t.Fatalf("want a FAILED event naming the create's prefix, got %+v", out.Events)
 	}
 	tr.check("create_refused")
+}
+
+// Closed while the connection is down (the suspension already ended the
+// hold): the delete of our node waits for the connection, so the close
+// gives up (Handover), answers with the node still to delete, and the
+// machine is done.
+func TestTranscriptHandoverWhileDisconnected(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
+	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007"}, Own: own(0x42), OwnExists: true})
+	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
+	tr.step(Shutdown{Req: 2})
+	out := tr.step(Handover{Req: 3})
+	var l runtime.Leftovers
+	for _, r := range out.Replies {
+		if r.Req == 3 {
+			l = r.Leftovers
+		}
+	}
+	if !out.Done || l.Session != sess || len(l.Nodes) != 1 || l.Nodes[0] != "/app/lock/_c_uuid1-lock-0000000007" {
+		t.Fatalf("want Done and the node handed over on session %#x, got %+v", sess, out)
+	}
+	tr.check("handover_while_disconnected")
 }

@@ -34,6 +34,11 @@
 // paused leader can act after its term ended: use Term.Token (the czxid of
 // our node, growing with every term) as a fencing token.
 //
+// Close deletes our node, waiting at most the close timeout. When the
+// connection is down then, the connection itself deletes the node once the
+// same session reconnects (Close returns ErrCleanupPending): the next
+// participant is elected then, not only when the session expires.
+//
 // # Lifecycle events
 //
 // Every attempt (term) N starts with OFFER_START and ends exactly once, with

@@ -41,8 +41,14 @@ var (
 	// ErrNodeDeleted: our election node was deleted by someone else.
 	ErrNodeDeleted = errors.New("election: election node deleted by another client")
 	// ErrClosed: the Election, or its connection, is closed (or nil).
-	ErrClosed     = errors.New("election: closed")
-	errNotLeading = errors.New("election: not leading")
+	ErrClosed = errors.New("election: closed")
+	// ErrCleanupPending: Close could not delete our node within its close
+	// timeout (the connection is down). The connection deletes it when the
+	// same session reconnects, or the session's end does.
+	ErrCleanupPending = errors.New("election: cleanup pending")
+	// ErrInvalidOption: New refused an option's value.
+	ErrInvalidOption = errors.New("election: invalid option")
+	errNotLeading    = errors.New("election: not leading")
 )
 
 // Election is one participant's handle on an election. Its methods are
@@ -54,9 +60,11 @@ type Election struct {
 	inst   *contention.Instance
 	tracer trace.Tracer
 
-	obsOnce sync.Once
-	obs     *observer
-	closed  chan struct{}
+	mu        sync.Mutex // guards obs against a concurrent Close
+	obs       *observer  // made by the first Observe
+	closed    chan struct{}
+	closeOnce sync.Once
+	closeErr  error // Close's result
 }
 
 // Option configures an Election.
@@ -86,7 +94,9 @@ func WithSuspendedIsLost(lost bool) Option { return func(o *options) { o.Suspend
 func WithRequeue(requeue bool) Option { return func(o *options) { o.requeue = requeue } }
 
 // WithCloseTimeout bounds how long Close waits for our node to be deleted.
-// Default 10s; the session's end deletes what is left.
+// Default 10s; it must be positive (ErrInvalidOption). What is not deleted
+// by then is deleted by the connection when the same session reconnects
+// (Close returns ErrCleanupPending), or by the session's end.
 func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.CloseTimeout = d } }
 
 // New returns a participant in the election at path (created, with missing
@@ -109,11 +119,13 @@ func New(conn zk.Conn, path string, opts ...Option) (*Election, error) {
 		// release is then a plain delete, the cheapest hand-over.
 		HoldMarks: true,
 		Errors: contention.Errors{
-			SessionLost: ErrSessionLost,
-			Suspended:   ErrSuspended,
-			NodeDeleted: ErrNodeDeleted,
-			NotHeld:     errNotLeading,
-			Closed:      ErrClosed,
+			SessionLost:    ErrSessionLost,
+			Suspended:      ErrSuspended,
+			NodeDeleted:    ErrNodeDeleted,
+			NotHeld:        errNotLeading,
+			Closed:         ErrClosed,
+			CleanupPending: ErrCleanupPending,
+			InvalidOption:  ErrInvalidOption,
 		},
 		NewID: uuid.NewString,
 	}, o.Options)
@@ -247,17 +259,20 @@ func (e *Election) Err() error {
 
 // Close resigns, withdraws any campaign (waiting calls fail with
 // ErrClosed), deletes our node (waiting at most the close timeout), ends
-// Observe streams and subscriptions. Safe to call more than once.
+// Observe streams and subscriptions. When the connection is down, it
+// returns ErrCleanupPending after the close timeout and the connection
+// deletes the node once the same session is back. Safe to call more than
+// once, concurrently too: every call returns the first one's result.
 func (e *Election) Close() error {
-	select {
-	case <-e.closed:
-		return nil
-	default:
-	}
-	close(e.closed)
-	err := e.inst.Close()
-	if e.obs != nil {
-		e.obs.stop()
-	}
-	return err
+	e.closeOnce.Do(func() {
+		e.mu.Lock()
+		close(e.closed)
+		obs := e.obs
+		e.mu.Unlock()
+		e.closeErr = e.inst.Close()
+		if obs != nil {
+			obs.stop()
+		}
+	})
+	return e.closeErr
 }

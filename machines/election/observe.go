@@ -27,14 +27,22 @@ type Participant struct {
 	Node string
 }
 
-// Leader reads who leads now (a vacant Leader when no one does).
+// Leader reads who leads now (a vacant Leader when no one does). After
+// Close it returns ErrClosed.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	if err := e.Err(); err != nil {
+		return Leader{}, err
+	}
 	l, _, err := e.readLeader(ctx, false)
 	return l, err
 }
 
-// Participants reads every participant, in queue order.
+// Participants reads every participant, in queue order. After Close it
+// returns ErrClosed.
 func (e *Election) Participants(ctx context.Context) ([]Participant, error) {
+	if err := e.Err(); err != nil {
+		return nil, err
+	}
 	kids, _, err := e.conn.Children(ctx, e.path)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, nil
@@ -115,12 +123,24 @@ func (e *Election) readLeader(ctx context.Context, watch bool) (Leader, <-chan z
 // (or a vacant Leader), then every change, in order, once each — including
 // a leader lost to a crash. The stream is the caller's own: a slow reader
 // misses nothing and delays no one. The channel closes when ctx ends or the
-// election is closed (then Err returns ErrClosed).
+// election is closed (then Err returns ErrClosed); after Close it is
+// closed already.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
-	e.obsOnce.Do(func() {
+	e.mu.Lock()
+	select {
+	case <-e.closed:
+		e.mu.Unlock()
+		out := make(chan Leader)
+		close(out)
+		return out
+	default:
+	}
+	if e.obs == nil {
 		e.obs = newObserver(e)
-	})
-	return e.obs.subscribe(ctx)
+	}
+	obs := e.obs
+	e.mu.Unlock()
+	return obs.subscribe(ctx) // a closed channel if Close stopped obs meanwhile
 }
 
 // observer follows the leader for every Observe stream of an Election: one

@@ -35,8 +35,11 @@
 // A create whose reply is lost is found again by its uuid and adopted only
 // if it belongs to the current session. Everything a Lock created and no
 // longer wants — after a cancelled Acquire, a failure, a late reply — is
-// deleted in the background until the delete succeeds or the session ends.
-// Acquire returns ctx.Err() when its context ends, and its node goes.
+// deleted in the background until the delete succeeds or the session ends,
+// and that outlives Close: what Close could not delete within its timeout
+// (the connection is down) the connection itself deletes when the same
+// session reconnects, and Close says so with ErrCleanupPending. Acquire
+// returns ctx.Err() when its context ends, and its node goes.
 //
 // # Observing
 //

@@ -36,6 +36,12 @@ var (
 	// ErrClosed: the Lock, or its connection, is closed (or the connection
 	// is nil).
 	ErrClosed = errors.New("lock: closed")
+	// ErrCleanupPending: Close could not delete the lock's node within its
+	// close timeout (the connection is down). The connection deletes it
+	// when the same session reconnects, or the session's end does.
+	ErrCleanupPending = errors.New("lock: cleanup pending")
+	// ErrInvalidOption: New refused an option's value.
+	ErrInvalidOption = errors.New("lock: invalid option")
 )
 
 // Lock is a handle on a distributed lock. One handle holds at most once at a
@@ -70,7 +76,9 @@ func WithSuspendedIsLost(lost bool) Option {
 }
 
 // WithCloseTimeout bounds how long Close waits for the lock's nodes to be
-// deleted. Default 10s; the session's end deletes what is left.
+// deleted. Default 10s; it must be positive (ErrInvalidOption). What is
+// not deleted by then is deleted by the connection when the same session
+// reconnects (Close returns ErrCleanupPending), or by the session's end.
 func WithCloseTimeout(d time.Duration) Option {
 	return func(o *contention.Options) { o.CloseTimeout = d }
 }
@@ -88,11 +96,13 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 		Dir:     path,
 		Markers: []string{"lock-"},
 		Errors: contention.Errors{
-			SessionLost: ErrSessionLost,
-			Suspended:   ErrSuspended,
-			NodeDeleted: ErrNodeDeleted,
-			NotHeld:     ErrNotHeld,
-			Closed:      ErrClosed,
+			SessionLost:    ErrSessionLost,
+			Suspended:      ErrSuspended,
+			NodeDeleted:    ErrNodeDeleted,
+			NotHeld:        ErrNotHeld,
+			Closed:         ErrClosed,
+			CleanupPending: ErrCleanupPending,
+			InvalidOption:  ErrInvalidOption,
 		},
 		NewID: uuid.NewString,
 	}, o)
@@ -190,5 +200,8 @@ func (l *Lock) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
 
 // Close releases what the handle holds, fails its waiting calls with
 // ErrClosed, deletes its nodes (waiting at most the close timeout) and stops
-// it. Subscriptions end. Safe to call more than once.
+// it. Subscriptions end. When the connection is down, Close returns
+// ErrCleanupPending after the close timeout and the connection deletes the
+// nodes once the same session is back. Safe to call more than once: later
+// calls return the first one's result.
 func (l *Lock) Close() error { return l.inst.Close() }
