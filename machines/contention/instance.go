@@ -59,7 +59,7 @@ type Instance struct {
 	// Owned by the actor goroutine.
 	m        *Machine
 	calls    map[uint64]*call
-	lost     map[uint64]chan struct{} // per term, closed when its grant ends
+	lost     map[uint64]*runtime.Loss // per granted term, closed when it ends
 	spans    map[uint64]context.Context
 	curSpan  context.Context // span context of the input being handled
 	termSpan map[uint64]trace.SpanContext
@@ -86,11 +86,11 @@ type call struct {
 	reply chan Result
 }
 
-// Result is a call's answer: the machine's reply, and for a grant the
-// channel closed when the grant ends.
+// Result is a call's answer: the machine's reply, and for a grant its
+// Loss, closed with the cause when the grant ends.
 type Result struct {
 	Reply
-	Lost <-chan struct{}
+	Loss *runtime.Loss
 }
 
 // Open checks, before anything is sent, what every recipe checks — the
@@ -138,7 +138,7 @@ func Start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
 		bus:      events.NewBus(),
 		m:        m,
 		calls:    make(map[uint64]*call),
-		lost:     make(map[uint64]chan struct{}),
+		lost:     make(map[uint64]*runtime.Loss),
 		spans:    make(map[uint64]context.Context),
 		termSpan: make(map[uint64]trace.SpanContext),
 	}
@@ -306,21 +306,21 @@ func (in *Instance) apply(actx context.Context, out Output) {
 		delete(in.calls, r.Req)
 		res := Result{Reply: r}
 		if r.Granted {
-			ch, ok := in.lost[r.Grant.Term]
+			loss, ok := in.lost[r.Grant.Term]
 			if !ok {
-				ch = make(chan struct{})
-				in.lost[r.Grant.Term] = ch
+				loss = runtime.NewLoss()
+				in.lost[r.Grant.Term] = loss
 			}
-			res.Lost = ch
+			res.Loss = loss
 		}
 		c.reply <- res
 	}
-	for _, n := range out.TermEnded {
-		if ch, ok := in.lost[n]; ok {
-			close(ch)
-			delete(in.lost, n)
+	for _, e := range out.TermEnded {
+		if loss, ok := in.lost[e.Term]; ok {
+			loss.Close(e.Cause)
+			delete(in.lost, e.Term)
 		}
-		delete(in.termSpan, n)
+		delete(in.termSpan, e.Term)
 	}
 }
 
@@ -391,6 +391,8 @@ func replyCmd(i Input) uint64 {
 		return i.Cmd
 	case WatchFired:
 		return i.Cmd
+	case OwnNodeGone:
+		return i.Cmd
 	case Deleted:
 		return i.Cmd
 	case Announced:
@@ -439,13 +441,14 @@ func (in *Instance) run(cmd Command) {
 	case ReadDir:
 		in.actor.Go(func(ctx context.Context) message {
 			r := DirRead{Cmd: c.Cmd}
+			var ownW <-chan zk.WatchEvent
 			var ownErr, childErr error
 			var wg sync.WaitGroup
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				op(ctx, "exists", func(ctx context.Context) error {
-					r.Own, r.OwnExists, ownErr = conn.Exists(ctx, c.Own)
+				op(ctx, "children", func(ctx context.Context) error {
+					_, r.Own, ownW, ownErr = conn.ChildrenW(ctx, c.Own)
 					return ownErr
 				})
 			}()
@@ -454,11 +457,24 @@ func (in *Instance) run(cmd Command) {
 				return childErr
 			})
 			wg.Wait()
+			r.OwnExists = ownErr == nil
+			if errors.Is(ownErr, zk.ErrNoNode) {
+				ownErr = nil
+			}
 			// Both errors count: a read of our node that failed (a lost
 			// reply) says nothing about the node, and must be retried
 			// like a failed listing, never taken for its absence.
 			r.Err = errors.Join(childErr, ownErr)
-			return message{in: r}
+			if ownW == nil {
+				return message{in: r}
+			}
+			in.actor.Post(message{in: r})
+			select {
+			case ev := <-ownW:
+				return message{in: OwnNodeGone{Cmd: c.Cmd, Event: ev}}
+			case <-ctx.Done():
+				return message{}
+			}
 		})
 	case ListDir:
 		in.actor.Go(func(ctx context.Context) message {

@@ -107,6 +107,13 @@ type WatchFired struct {
 	Event zk.WatchEvent
 }
 
+// OwnNodeGone is the event of the watch ReadDir sets on our own node: it
+// was deleted (or the watch ended with the session). Cmd is the ReadDir's.
+type OwnNodeGone struct {
+	Cmd   uint64
+	Event zk.WatchEvent
+}
+
 // Deleted is the reply to DeleteNode.
 type Deleted struct {
 	Cmd uint64
@@ -132,6 +139,7 @@ func (DirListed) isInput()    {}
 func (Watching) isInput()     {}
 func (NodesChecked) isInput() {}
 func (WatchFired) isInput()   {}
+func (OwnNodeGone) isInput()  {}
 func (Deleted) isInput()      {}
 func (Announced) isInput()    {}
 
@@ -177,6 +185,9 @@ func (i NodesChecked) String() string {
 func (i WatchFired) String() string {
 	return fmt.Sprintf("WatchFired cmd=%d %s %s%s", i.Cmd, i.Event.Type, i.Event.Path, errText(i.Event.Err))
 }
+func (i OwnNodeGone) String() string {
+	return fmt.Sprintf("OwnNodeGone cmd=%d %s %s%s", i.Cmd, i.Event.Type, i.Event.Path, errText(i.Event.Err))
+}
 func (i Deleted) String() string { return fmt.Sprintf("Deleted cmd=%d%s", i.Cmd, errText(i.Err)) }
 func (i Announced) String() string {
 	return fmt.Sprintf("Announced cmd=%d%s", i.Cmd, errText(i.Err))
@@ -213,8 +224,10 @@ type EnsureDir struct {
 	Dir string
 }
 
-// ReadDir lists Dir's children and reads Own's Stat, both requests in
-// flight together. Reply: DirRead.
+// ReadDir lists Dir's children and reads Own's Stat with a watch on it
+// (a child watch: it fires when the node is deleted, not when its data
+// changes), both requests in flight together. Reply: DirRead, then
+// OwnNodeGone when the node goes.
 type ReadDir struct {
 	Cmd uint64
 	Dir string
@@ -336,6 +349,14 @@ func (r Reply) String() string {
 	return fmt.Sprintf("Reply req=%d ok", r.Req)
 }
 
+// TermEnd is the end of a term, and why it ended: the recipe's Released,
+// Closed, SessionLost, Suspended or NodeDeleted, or the error that failed
+// it.
+type TermEnd struct {
+	Term  uint64
+	Cause error
+}
+
 // Event is a lifecycle event as the machine knows it; the shell stamps
 // time, ids and trace context before publishing it.
 type Event struct {
@@ -366,7 +387,7 @@ type Output struct {
 	Commands []Command
 	// TermEnded lists terms whose grant ended (released, lost or failed):
 	// their Lost channels close.
-	TermEnded []uint64
+	TermEnded []TermEnd
 	// Done: the machine was shut down and nothing it created is left (or
 	// the connection is closed). The actor may stop.
 	Done bool

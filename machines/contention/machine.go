@@ -68,6 +68,7 @@ type Errors struct {
 	NodeDeleted error // our node was deleted by someone else
 	NotHeld     error // Release without a hold
 	Closed      error // the handle or the connection was closed
+	Released    error // the grant was released (lock) or resigned (election)
 	// CleanupPending: Close could not delete our nodes within its timeout;
 	// the connection's janitor deletes them when the session is back.
 	CleanupPending error
@@ -147,8 +148,9 @@ type term struct {
 	// predHeld: the node we watch holds or held (its hold mark was seen),
 	// so when it goes nothing below ours is left.
 	predHeld  bool
-	announced bool // our hold mark was asked for (HoldMarks)
-	try       bool // only TryAcquire callers: give up instead of waiting
+	announced bool   // our hold mark was asked for (HoldMarks)
+	ownWatch  uint64 // the ReadDir whose watch on our node tells of its deletion
+	try       bool   // only TryAcquire callers: give up instead of waiting
 }
 
 // request is a command in flight (or stalled) and what it is for.
@@ -240,6 +242,8 @@ func (m *Machine) Step(in Input) Output {
 		m.nodesChecked(in)
 	case WatchFired:
 		m.watchFired(in)
+	case OwnNodeGone:
+		m.ownNodeGone(in)
 	case Deleted:
 		m.deleted(in)
 	case Announced:
@@ -315,7 +319,7 @@ func (m *Machine) releaseOne(releasers []uint64) {
 		}
 		return
 	}
-	m.stop(m.term, releasers)
+	m.stop(m.term, releasers, m.cfg.Errors.Released)
 }
 
 func (m *Machine) shutdown(req uint64) {
@@ -324,7 +328,7 @@ func (m *Machine) shutdown(req uint64) {
 	m.failAcquirers(m.cfg.Errors.Closed)
 	switch t := m.term; {
 	case t != nil && m.State() == events.StateLeader:
-		m.stop(t, nil)
+		m.stop(t, nil, m.cfg.Errors.Closed)
 	case t != nil:
 		m.abandon(t, m.cfg.Errors.Closed)
 	case m.State() != events.StateStop:
@@ -508,7 +512,7 @@ func (m *Machine) dirRead(in DirRead) {
 		return
 	}
 	t.token = in.Own.Czxid
-	t.below = lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir)
+	t.below = slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.deleting)
 	m.emit(events.DetermineComplete, nil)
 	m.advance(t)
 }
@@ -545,6 +549,19 @@ func (m *Machine) watchFired(in WatchFired) {
 		m.predecessorGone(t)
 	}
 	// Anything else is the end of the watch: LOST follows.
+}
+
+// ownNodeGone ends the term whose node was deleted by someone else (an
+// operator, a script, a forced revocation) while we held it or waited: a
+// hold without its node is no hold. Our own deletes come after the term
+// ended, so their events find no term.
+func (m *Machine) ownNodeGone(in OwnNodeGone) {
+	t := m.term
+	if t == nil || in.Cmd != t.ownWatch || in.Event.Type != zk.EventNodeDeleted || in.Event.Path != t.node {
+		return // stale, or the end of the watch with the session: LOST follows
+	}
+	t.node = "" // gone: nothing to delete
+	m.fail(t, m.vanished(t))
 }
 
 // predecessorGone drops the node we watched and its watch. If it held,
@@ -635,7 +652,8 @@ func (m *Machine) offered(t *term, node string) {
 	m.emit(events.OfferComplete, nil)
 	m.fire(trDetermine)
 	m.emit(events.DetermineStart, nil)
-	m.send(&request{cmd: ReadDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir, Own: node}, term: t})
+	t.ownWatch = m.nextCmd()
+	m.send(&request{cmd: ReadDir{Cmd: t.ownWatch, Dir: m.cfg.Dir, Own: node}, term: t})
 }
 
 // recheck follows a node before ours that went without a release mark: the
@@ -731,12 +749,13 @@ func (m *Machine) grant(req uint64) {
 	m.reply(Reply{Req: req, Granted: true, Grant: Grant{Term: t.n, Node: t.node, Token: t.token}})
 }
 
-// stop ends a held term: our node is deleted with the release mark, or
-// plainly and then its hold mark (HoldMarks).
-func (m *Machine) stop(t *term, releasers []uint64) {
+// stop ends a held term because of cause (released, closed): our node is
+// deleted with the release mark, or plainly and then its hold mark
+// (HoldMarks).
+func (m *Machine) stop(t *term, releasers []uint64, cause error) {
 	m.fire(trStop)
 	m.emit(events.StopStart, nil)
-	m.endTerm(t)
+	m.endTerm(t, cause)
 	m.deleteTermNode(t, !m.cfg.HoldMarks, releasers, t.n)
 }
 
@@ -746,7 +765,7 @@ func (m *Machine) abandon(t *term, cause error) {
 	m.failAcquirers(cause)
 	m.fire(trStop)
 	m.emit(events.StopStart, cause)
-	m.endTerm(t)
+	m.endTerm(t, cause)
 	if t.node != "" {
 		m.deleteNode(t.node, false, nil, t.n)
 		return
@@ -759,17 +778,18 @@ func (m *Machine) fail(t *term, err error) {
 	m.fire(trFail)
 	m.emit(events.Failed, err)
 	m.failAcquirers(err)
-	m.endTerm(t)
+	m.endTerm(t, err)
 	if t.node != "" {
 		m.deleteTermNode(t, false, nil, 0)
 	}
 }
 
-func (m *Machine) endTerm(t *term) {
+// endTerm ends term t; cause is why, for its grant's Lost.
+func (m *Machine) endTerm(t *term, cause error) {
 	m.term = nil
 	m.holds = 0
 	clear(m.granted)
-	m.out.TermEnded = append(m.out.TermEnded, t.n)
+	m.out.TermEnded = append(m.out.TermEnded, TermEnd{Term: t.n, Cause: cause})
 	// Drop the term's stalled reads: nothing will want their answer. A
 	// stalled create was never sent, so nothing was created.
 	for id, r := range m.inflight {
@@ -807,6 +827,18 @@ func (m *Machine) vanished(t *term) error {
 // completes that term's STOP.
 func (m *Machine) deleteNode(path string, release bool, releasers []uint64, stopTerm uint64) {
 	m.send(&request{cmd: DeleteNode{Cmd: m.nextCmd(), Path: path, Release: release}, releasers: releasers, stopTerm: stopTerm})
+}
+
+// deleting reports whether path is a node of ours whose delete is under
+// way (an earlier term's): it is going, and no one waits behind it. Its
+// delete and our create may reach the server in either order.
+func (m *Machine) deleting(path string) bool {
+	for _, r := range m.inflight {
+		if d, ok := r.cmd.(DeleteNode); ok && d.Path == path {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Machine) finishDelete(r *request, err error) {

@@ -22,6 +22,7 @@ var testErrors = Errors{
 	NodeDeleted: errors.New("test: node deleted"),
 	NotHeld:     errors.New("test: not held"),
 	Closed:      errors.New("test: closed"),
+	Released:    errors.New("test: released"),
 }
 
 const sess = 0x100
@@ -76,8 +77,8 @@ func (tr *transcript) record(in string, out Output) {
 	for _, c := range out.Commands {
 		fmt.Fprintf(&tr.b, "  %s\n", c)
 	}
-	for _, n := range out.TermEnded {
-		fmt.Fprintf(&tr.b, "  TermEnded %d\n", n)
+	for _, e := range out.TermEnded {
+		fmt.Fprintf(&tr.b, "  TermEnded %d cause=%v\n", e.Term, e.Cause)
 	}
 	if out.Done {
 		fmt.Fprintf(&tr.b, "  Done\n")

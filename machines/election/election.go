@@ -14,6 +14,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/contention"
+	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
 // ScopeName is the instrumentation scope of the election's spans.
@@ -42,6 +43,9 @@ var (
 	ErrNodeDeleted = errors.New("election: election node deleted by another client")
 	// ErrClosed: the Election, or its connection, is closed (or nil).
 	ErrClosed = errors.New("election: closed")
+	// ErrResigned: the term ended by Resign, or by Run's function returning
+	// (Term.Err).
+	ErrResigned = errors.New("election: resigned")
 	// ErrCleanupPending: Close could not delete our node within its close
 	// timeout (the connection is down). The connection deletes it when the
 	// same session reconnects, or the session's end does.
@@ -124,6 +128,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Election, error) {
 			NodeDeleted:    ErrNodeDeleted,
 			NotHeld:        errNotLeading,
 			Closed:         ErrClosed,
+			Released:       ErrResigned,
 			CleanupPending: ErrCleanupPending,
 			InvalidOption:  ErrInvalidOption,
 		},
@@ -143,7 +148,7 @@ type Term struct {
 	n     uint64
 	node  string
 	token int64
-	lost  <-chan struct{}
+	loss  *runtime.Loss
 }
 
 // Token is the fencing token: the czxid of our election node, growing with
@@ -154,8 +159,27 @@ func (t *Term) Token() int64 { return t.token }
 func (t *Term) Node() string { return t.node }
 
 // Lost is closed when the term ends or leadership can no longer be trusted:
-// Resign, SUSPENDED (default policy), LOST, or our node deleted.
-func (t *Term) Lost() <-chan struct{} { return t.lost }
+// Resign, SUSPENDED (default policy), LOST, our node deleted, or Close. Err
+// says which.
+func (t *Term) Lost() <-chan struct{} { return t.loss.Done() }
+
+// Err is nil while the term lasts; once Lost has closed it is why:
+// ErrResigned, ErrSuspended, ErrSessionLost, ErrNodeDeleted or ErrClosed.
+func (t *Term) Err() error { return t.loss.Err() }
+
+// Guard returns an op to put in a zk Multi beside a write: the multi fails
+// (zk.ErrNoNode) unless our election node still exists, so ZooKeeper itself
+// refuses a leader whose term ended.
+func (t *Term) Guard() *zk.CheckOp { return &zk.CheckOp{Path: t.node, Version: zk.AnyVersion} }
+
+type termKey struct{}
+
+// TermFrom returns the term that Run gave fn in its ctx (nil for any other
+// ctx), so that fn can fence its writes with Token or Guard.
+func TermFrom(ctx context.Context) *Term {
+	t, _ := ctx.Value(termKey{}).(*Term)
+	return t
+}
 
 // Campaign blocks until we lead, ctx ends (ctx.Err(); our node is
 // deleted), or the session is lost (ErrSessionLost). While we lead it
@@ -177,7 +201,7 @@ func (e *Election) campaign(ctx context.Context, marker string) (*Term, error) {
 		return nil, err
 	}
 	span.SetAttributes(attribute.String("zk.election.node", r.Grant.Node), attribute.Int64("zk.election.token", r.Grant.Token))
-	return &Term{n: r.Grant.Term, node: r.Grant.Node, token: r.Grant.Token, lost: r.Lost}, nil
+	return &Term{n: r.Grant.Term, node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss}, nil
 }
 
 // Resign ends our term at once: our node is deleted with a plain delete
@@ -200,11 +224,15 @@ func (e *Election) Resign(ctx context.Context) error {
 	return err
 }
 
-// Run campaigns (selector style) and calls fn while we lead. fn's ctx is
-// cancelled the moment leadership is lost (SUSPENDED under the default
-// policy, LOST always) or ctx ends; when fn returns we resign. Run returns
-// fn's error, or the campaign's, or ctx's — unless WithRequeue, in which
-// case it campaigns again after each term until ctx ends.
+// Run campaigns (selector style) and calls fn while we lead. fn's ctx
+// carries the term (TermFrom) and is cancelled the moment leadership is
+// lost or ctx ends; context.Cause of it then says why (the term's Err:
+// ErrSuspended under the default policy, ErrSessionLost, ErrNodeDeleted,
+// ErrClosed; or ctx's cause). When fn returns we resign. Run returns fn's
+// error; when the term was lost and fn returned nil or the cancellation
+// (context.Canceled), it returns the term's Err instead, so a lost session
+// never looks like a normal finish. A failed campaign returns its error.
+// With WithRequeue it campaigns again after each term until ctx ends.
 func (e *Election) Run(ctx context.Context, fn func(ctx context.Context) error) error {
 	for {
 		term, err := e.campaign(ctx, selectorMarker)
@@ -214,16 +242,19 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context) error) 
 			}
 			return err
 		}
-		lead, cancel := context.WithCancel(ctx)
+		lead, cancel := context.WithCancelCause(context.WithValue(ctx, termKey{}, term))
 		go func() {
 			select {
 			case <-term.Lost():
-				cancel()
+				cancel(term.Err())
 			case <-lead.Done():
 			}
 		}()
 		ferr := fn(lead)
-		cancel()
+		cancel(nil)
+		if lost := term.Err(); lost != nil && (ferr == nil || errors.Is(ferr, context.Canceled)) {
+			ferr = lost
+		}
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.CloseTimeout)
 		rerr := e.Resign(rctx)
 		rcancel()

@@ -24,8 +24,8 @@ func TestLostReplyInEachState(t *testing.T) {
 		prefix string
 	}{
 		{"OFFER create", testkit.OpCreate, dir + "/_c_"},
-		{"DETERMINE own-node read", testkit.OpExists, dir + "/_c_"},
-		{"DETERMINE listing", testkit.OpChildren, dir},
+		{"DETERMINE own-node read", testkit.OpChildren, dir + "/_c_"},
+		{"DETERMINE either read", testkit.OpChildren, dir},
 		{"LEADER hold-mark announce", testkit.OpMulti, dir + "/_c_"},
 		{"STOP resign delete", testkit.OpDelete, dir + "/_c_"},
 	} {

@@ -13,6 +13,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/contention"
+	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
 // ScopeName is the instrumentation scope of the lock's spans.
@@ -36,6 +37,8 @@ var (
 	// ErrClosed: the Lock, or its connection, is closed (or the connection
 	// is nil).
 	ErrClosed = errors.New("lock: closed")
+	// ErrReleased: the hold ended by Release (Grant.Err).
+	ErrReleased = errors.New("lock: released")
 	// ErrCleanupPending: Close could not delete the lock's node within its
 	// close timeout (the connection is down). The connection deletes it
 	// when the same session reconnects, or the session's end does.
@@ -101,6 +104,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 			NodeDeleted:    ErrNodeDeleted,
 			NotHeld:        ErrNotHeld,
 			Closed:         ErrClosed,
+			Released:       ErrReleased,
 			CleanupPending: ErrCleanupPending,
 			InvalidOption:  ErrInvalidOption,
 		},
@@ -116,7 +120,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 type Grant struct {
 	node  string
 	token int64
-	lost  <-chan struct{}
+	loss  *runtime.Loss
 }
 
 // Token is the fencing token: the czxid of our lock node. It is unique
@@ -128,8 +132,13 @@ func (g *Grant) Token() int64 { return g.token }
 func (g *Grant) Node() string { return g.node }
 
 // Lost is closed when the hold ends or can no longer be trusted: Release,
-// SUSPENDED (under the default policy), LOST, or the lock node deleted.
-func (g *Grant) Lost() <-chan struct{} { return g.lost }
+// SUSPENDED (under the default policy), LOST, the lock node deleted, or
+// Close. Err says which.
+func (g *Grant) Lost() <-chan struct{} { return g.loss.Done() }
+
+// Err is nil while the hold lasts; once Lost has closed it is why:
+// ErrReleased, ErrSuspended, ErrSessionLost, ErrNodeDeleted or ErrClosed.
+func (g *Grant) Err() error { return g.loss.Err() }
 
 // Guard returns an op to put in a zk Multi beside a write: the multi fails
 // (zk.ErrNoNode) unless our lock node still exists, so ZooKeeper itself
@@ -170,7 +179,7 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 		return false, nil, nil
 	}
 	span.SetAttributes(attribute.String("zk.lock.node", r.Grant.Node), attribute.Int64("zk.lock.token", r.Grant.Token))
-	return true, &Grant{node: r.Grant.Node, token: r.Grant.Token, lost: r.Lost}, nil
+	return true, &Grant{node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss}, nil
 }
 
 // Release gives back one hold; the last one deletes our node, and Release

@@ -62,11 +62,11 @@ func TestLostReplyInEachState(t *testing.T) {
 			return f
 		}},
 		{"DETERMINE own-node read", func(s *scene) *testkit.ReplyFault {
-			f := s.arm(testkit.OpExists, s.dir+"/_c_")
+			f := s.arm(testkit.OpChildren, s.dir+"/_c_")
 			acquireA(s, acquireAsync(s.ctx, s.a))
 			return f
 		}},
-		{"DETERMINE listing", func(s *scene) *testkit.ReplyFault {
+		{"DETERMINE either read", func(s *scene) *testkit.ReplyFault {
 			f := s.arm(testkit.OpChildren, s.dir)
 			acquireA(s, acquireAsync(s.ctx, s.a))
 			return f

@@ -55,11 +55,14 @@ func TestSpans(t *testing.T) {
 	if acq.EndTime().After(rel.StartTime()) {
 		t.Error("the acquire span covers the hold; it must end at the grant")
 	}
+	// DETERMINE's two reads are both getChildren: the directory's, and
+	// our node's (its stat, with a watch for its deletion).
+	if n := len(byName["zk.children /locks/traced"]); n != 2 {
+		t.Errorf("want 2 zk.children spans (directory and own node), got %d", n)
+	}
 	for name, parentSpan := range map[string]sdktrace.ReadOnlySpan{
-		"zk.create /locks/traced":   acq,
-		"zk.children /locks/traced": acq,
-		"zk.exists /locks/traced":   acq,
-		"zk.multi /locks/traced":    rel,
+		"zk.create /locks/traced": acq,
+		"zk.multi /locks/traced":  rel,
 	} {
 		s := only(t, byName, name)
 		if s.SpanKind() != trace.SpanKindClient {
@@ -67,6 +70,11 @@ func TestSpans(t *testing.T) {
 		}
 		if s.Parent().SpanID() != parentSpan.SpanContext().SpanID() {
 			t.Errorf("%s is not a child of %s", name, parentSpan.Name())
+		}
+	}
+	for _, s := range byName["zk.children /locks/traced"] {
+		if s.SpanKind() != trace.SpanKindClient || s.Parent().SpanID() != acq.SpanContext().SpanID() {
+			t.Errorf("a zk.children span is not a client child of %s", acq.Name())
 		}
 	}
 
