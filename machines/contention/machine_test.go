@@ -495,3 +495,20 @@ func TestTranscriptHandoverWhileDisconnected(t *testing.T) {
 	}
 	tr.check("handover_while_disconnected")
 }
+
+// Our node deleted by another client while we hold: the watch set by the
+// own-node read tells, the term fails with NodeDeleted (the grant's Loss
+// closes with it), and nothing is deleted, for nothing is left. An event
+// of an earlier term's watch is stale.
+func TestTranscriptOwnNodeDeletedWhileHeld(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
+	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007"}, Own: own(0x42), OwnExists: true})
+	tr.step(OwnNodeGone{Cmd: 1, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_uuid1-lock-0000000007"}})
+	out := tr.step(OwnNodeGone{Cmd: 2, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_uuid1-lock-0000000007"}})
+	if len(out.TermEnded) != 1 || !errors.Is(out.TermEnded[0].Cause, testErrors.NodeDeleted) || len(out.Commands) != 0 {
+		t.Fatalf("want the term ended by NodeDeleted and no command, got %+v", out)
+	}
+	tr.check("own_node_deleted_while_held")
+}

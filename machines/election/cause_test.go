@@ -1,0 +1,135 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/machines/election"
+	"github.com/zkrecipes/zkrecipes/testkit"
+)
+
+// TestRunSeesWhyItsTermEnded runs a leader's function, ends the term in
+// each way there is, and checks what the function and Run's caller see:
+// the function's ctx carries the term (TermFrom) and, once cancelled, the
+// cause; Run returns the cause, not the nil the function returned; and
+// Term.Err says the same.
+func TestRunSeesWhyItsTermEnded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []election.Option
+		end  func(t *testing.T, tg testkit.Target, c, other zk.Conn, e *election.Election, term *election.Term)
+		want error
+		then func(t *testing.T, tg testkit.Target, c zk.Conn)
+	}{
+		{"suspended", nil, func(t *testing.T, tg testkit.Target, c, _ zk.Conn, _ *election.Election, _ *election.Term) {
+			tg.Disconnect(t, c)
+		}, election.ErrSuspended, func(t *testing.T, tg testkit.Target, c zk.Conn) { tg.Reconnect(t, c) }},
+		{"expired", []election.Option{election.WithSuspendedIsLost(false)}, func(t *testing.T, tg testkit.Target, c, _ zk.Conn, _ *election.Election, _ *election.Term) {
+			tg.Expire(t, c)
+		}, election.ErrSessionLost, nil},
+		{"node deleted", nil, func(t *testing.T, _ testkit.Target, _, other zk.Conn, _ *election.Election, term *election.Term) {
+			if err := other.Delete(ctxT(t), term.Node(), zk.AnyVersion); err != nil {
+				t.Fatal(err)
+			}
+		}, election.ErrNodeDeleted, nil},
+		{"close", nil, func(t *testing.T, _ testkit.Target, _, _ zk.Conn, e *election.Election, _ *election.Term) {
+			go e.Close() // Close waits for Run's resign; Run waits for fn
+		}, election.ErrClosed, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+				c, other := tg.Connect(t), tg.Connect(t)
+				e := newElection(t, c, "/cause/election", "a", tc.opts...)
+				type seen struct {
+					term  *election.Term
+					cause error
+				}
+				inFn := make(chan *election.Term, 1)
+				got := make(chan seen, 1)
+				ran := make(chan error, 1)
+				go func() {
+					ran <- e.Run(ctxT(t), func(ctx context.Context) error {
+						term := election.TermFrom(ctx)
+						inFn <- term
+						<-ctx.Done()
+						got <- seen{term, context.Cause(ctx)}
+						return nil // as many a leader's loop does
+					})
+				}()
+				var term *election.Term
+				select {
+				case term = <-inFn:
+				case <-time.After(10 * time.Second):
+					t.Fatal("fn not called within 10s")
+				}
+				if term == nil || term.Token() == 0 {
+					t.Fatalf("TermFrom(fn's ctx) = %v, want the term", term)
+				}
+				if _, err := c.Multi(ctxT(t), term.Guard(), &zk.CreateOp{Path: "/cause/guarded", Mode: zk.ModeEphemeral}); err != nil {
+					t.Fatalf("a write guarded by the live term: %v", err)
+				}
+				tc.end(t, tg, c, other, e, term)
+				var s seen
+				select {
+				case s = <-got:
+				case <-time.After(10 * time.Second):
+					t.Fatal("fn's ctx not cancelled within 10s")
+				}
+				if !errors.Is(s.cause, tc.want) {
+					t.Errorf("context.Cause(fn's ctx) = %v, want %v", s.cause, tc.want)
+				}
+				if err := term.Err(); !errors.Is(err, tc.want) {
+					t.Errorf("Term.Err = %v, want %v", err, tc.want)
+				}
+				select {
+				case err := <-ran:
+					if !errors.Is(err, tc.want) {
+						t.Errorf("Run = %v, want %v (fn returned nil, the term was lost)", err, tc.want)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("Run did not return within 10s")
+				}
+				if tc.then != nil {
+					tc.then(t, tg, c)
+				}
+				if tc.want != election.ErrClosed && tc.want != election.ErrSessionLost {
+					// The term is over: once its node is gone, the guard
+					// refuses a write.
+					testkit.AwaitNoNode(t, other, term.Node())
+					if _, err := c.Multi(ctxT(t), term.Guard(), &zk.CreateOp{Path: "/cause/late", Mode: zk.ModeEphemeral}); !errors.Is(err, zk.ErrNoNode) {
+						t.Errorf("a write guarded by the ended term = %v, want ErrNoNode", err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// Resign ends a Campaign's term with ErrResigned; Run's function that
+// returns by itself makes Run return its own result (nil), not a cause.
+func TestResignCause(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		e := newElection(t, tg.Connect(t), "/cause/resign", "a")
+		term, err := e.Campaign(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		<-term.Lost()
+		if err := term.Err(); !errors.Is(err, election.ErrResigned) {
+			t.Fatalf("Term.Err after Resign = %v, want ErrResigned", err)
+		}
+		if err := e.Run(ctx, func(context.Context) error { return nil }); err != nil {
+			t.Fatalf("Run whose fn returned nil by itself = %v, want nil", err)
+		}
+		if election.TermFrom(ctx) != nil {
+			t.Fatal("TermFrom of a ctx Run did not make is not nil")
+		}
+	})
+}
