@@ -560,7 +560,8 @@ func (m *Machine) ownNodeGone(in OwnNodeGone) {
 	if t == nil || in.Cmd != t.ownWatch || in.Event.Type != zk.EventNodeDeleted || in.Event.Path != t.node {
 		return // stale, or the end of the watch with the session: LOST follows
 	}
-	t.node = "" // gone: nothing to delete
+	// fail deletes the node all the same (NoNode, one request in this rare
+	// case), for the hold mark that follows it must go too.
 	m.fail(t, m.vanished(t))
 }
 
