@@ -2,14 +2,10 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
-
-// ErrStopped is returned by calls on an actor that has stopped.
-var ErrStopped = errors.New("runtime: actor stopped")
 
 // Actor runs a handler for each message of its mailbox on one goroutine.
 type Actor[M any] struct {

@@ -260,7 +260,7 @@ func TestSimClose(t *testing.T) {
 	}
 	_, _, err := a.Get(a.ctx, "/")
 	wantErr(t, "after Close", err, zk.ErrClosed)
-	wantErr(t, "second Close", a.Close(), zk.ErrClosed)
+	wantErr(t, "second Close", a.Close(), nil)
 	if a.SessionID() != 0 || a.State() != zk.StateClosed {
 		t.Fatalf("closed conn: %x %v", a.SessionID(), a.State())
 	}

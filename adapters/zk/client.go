@@ -523,7 +523,7 @@ func (c *client) Close() error {
 	if c.closed {
 		c.mu.Unlock()
 		<-c.closeDone
-		return ErrClosed
+		return nil // Close is idempotent: the first call did it
 	}
 	c.closed = true
 	sid := c.track.sid

@@ -483,8 +483,8 @@ func TestCloseEndsEverything(t *testing.T) {
 	if _, err := c.Multi(ctx, &CheckOp{Path: "/", Version: AnyVersion}); err != ErrClosed {
 		t.Fatalf("Multi after Close: %v, want ErrClosed", err)
 	}
-	if err := c.Close(); err != ErrClosed {
-		t.Fatalf("second Close: %v, want ErrClosed", err)
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v, want nil (Close is idempotent)", err)
 	}
 	c.Subscribe(func(SessionEvent) { t.Error("event after Close") })
 }

@@ -61,6 +61,7 @@ type Conn interface {
 	// into the Conn.
 	Subscribe(fn func(SessionEvent)) (cancel func())
 	// Close ends the session: the server deletes its ephemeral nodes at once.
+	// Later calls do nothing and return nil.
 	Close() error
 }
 

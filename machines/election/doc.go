@@ -3,7 +3,7 @@
 // LEADER, and FAILED or STOP, as in ZooKeeper's own LeaderElectionSupport,
 // plus the session states SUSPENDED, RECONNECTED and LOST.
 //
-// Two styles share one engine (the contention engine of the lock):
+// Two styles share one engine, the lock's:
 //
 //   - Latch: Campaign blocks until we lead and returns a Term; Resign hands
 //     over at once. Nodes are named like Apache Curator's LeaderLatch
@@ -17,7 +17,7 @@
 //
 // # Hand-over
 //
-// A new leader announces its term with a hold mark (contention.HoldMark):
+// A new leader announces its term with a hold mark:
 // an ephemeral node of the same name in the directory path + ".held", made
 // right after it is elected, which the participant behind it watches. A
 // resign is then one plain delete, and the participant behind leads on

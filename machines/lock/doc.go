@@ -7,7 +7,7 @@
 // Waiters queue in sequence order (FIFO) and each watches only the node just
 // before its own, so a release wakes exactly one waiter. A holder releases
 // by deleting its node in one multi that also creates and deletes a marker
-// node beside it (contention.ReleaseMark), which the waiter behind watches
+// node beside it (named <node>.released), which the waiter behind watches
 // for: the waiter then holds the lock with no further read (delete →
 // notification, where other libraries need delete → notification →
 // getChildren). Curator's waiters see a plain delete.

@@ -58,15 +58,19 @@ type Lock struct {
 }
 
 // Option configures a Lock.
-type Option func(*contention.Options)
+type Option func(*options)
+
+// options are what the Options set: the contention engine's, for now all
+// of them.
+type options struct{ contention.Options }
 
 // WithID names this handle on its lifecycle events. Default: a random uuid.
-func WithID(id string) Option { return func(o *contention.Options) { o.ID = id } }
+func WithID(id string) Option { return func(o *options) { o.ID = id } }
 
 // WithTracerProvider sets where spans go. Default: otel's global provider
 // (a no-op until the application installs one).
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(o *contention.Options) { o.TracerProvider = tp }
+	return func(o *options) { o.TracerProvider = tp }
 }
 
 // WithSuspendedIsLost says whether a lost connection (SUSPENDED) already
@@ -75,7 +79,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // survives short connection losses at the risk described in the package
 // doc.
 func WithSuspendedIsLost(lost bool) Option {
-	return func(o *contention.Options) { o.SuspendIsLost = lost }
+	return func(o *options) { o.SuspendIsLost = lost }
 }
 
 // WithCloseTimeout bounds how long Close waits for the lock's nodes to be
@@ -83,7 +87,7 @@ func WithSuspendedIsLost(lost bool) Option {
 // not deleted by then is deleted by the connection when the same session
 // reconnects (Close returns ErrCleanupPending), or by the session's end.
 func WithCloseTimeout(d time.Duration) Option {
-	return func(o *contention.Options) { o.CloseTimeout = d }
+	return func(o *options) { o.CloseTimeout = d }
 }
 
 // New returns a Lock on path (the lock's directory; it and missing parents
@@ -91,7 +95,7 @@ func WithCloseTimeout(d time.Duration) Option {
 // server. It fails with an error matching zk.ErrInvalidPath for a bad path,
 // and ErrClosed for a nil or closed connection.
 func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
-	o := contention.DefaultOptions("lock", ScopeName, Version)
+	o := options{contention.DefaultOptions("lock", ScopeName, Version)}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -109,7 +113,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 			InvalidOption:  ErrInvalidOption,
 		},
 		NewID: uuid.NewString,
-	}, o)
+	}, o.Options)
 	if err != nil {
 		return nil, err
 	}

@@ -476,7 +476,7 @@ func (c *simConn) Close() error {
 	s.mu.Lock()
 	if c.state == zk.StateClosed {
 		s.mu.Unlock()
-		return zk.ErrClosed
+		return nil // Close is idempotent, as on the adapter
 	}
 	c.drop(zk.ErrClosed)
 	s.closeSession(c.session)
