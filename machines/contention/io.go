@@ -252,6 +252,9 @@ type WatchNode struct {
 	Cmd  uint64
 	Path string
 	Hold bool
+	// Dir: Path is the directory; only its child watch is set (Leases),
+	// and its one WatchFired is any change of the children.
+	Dir bool
 }
 
 // CheckNodes asks whether each of Paths exists, all requests in flight
@@ -306,6 +309,9 @@ func (c ReadDir) String() string {
 }
 func (c ListDir) String() string { return fmt.Sprintf("ListDir cmd=%d dir=%s", c.Cmd, c.Dir) }
 func (c WatchNode) String() string {
+	if c.Dir {
+		return fmt.Sprintf("WatchNode cmd=%d dir=%s", c.Cmd, c.Path)
+	}
 	if c.Hold {
 		return fmt.Sprintf("WatchNode cmd=%d path=%s hold", c.Cmd, c.Path)
 	}

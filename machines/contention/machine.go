@@ -88,12 +88,27 @@ type Config struct {
 	// grant, off the hand-over's path, for a cheaper release. Every
 	// contender of a directory must use the same kind of mark.
 	HoldMarks bool
+	// Predicate says what a contender waits for and when it holds; the
+	// zero value is Exclusive.
+	Predicate Predicate
 	// LoseOnSuspend ends a grant as soon as the connection is SUSPENDED
 	// (the safe default for recipes); when false only LOST ends it.
 	LoseOnSuspend bool
 	Errors        Errors
 	NewID         func() string // a fresh uuid per term
 	SessionID     int64         // the connection's session when the machine starts (0: none yet)
+}
+
+func (cfg Config) validate() error {
+	switch {
+	case cfg.Dir == "" || cfg.Dir[0] != '/':
+		return fmt.Errorf("contention: directory %q is not an absolute path", cfg.Dir)
+	case len(cfg.Markers) == 0 || slices.Contains(cfg.Markers, ""):
+		return fmt.Errorf("contention: no node markers, or an empty one: %q", cfg.Markers)
+	case cfg.NewID == nil:
+		return errors.New("contention: no NewID")
+	}
+	return cfg.Predicate.validate()
 }
 
 // Machine is the contention engine: the pure state machine behind the
@@ -185,6 +200,9 @@ var transitions = []runtime.Transition{
 // NewMachine returns a machine in START. Start's output (the START event)
 // comes from Start.
 func NewMachine(cfg Config) (*Machine, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	f, err := runtime.NewFSM(events.StateStart, transitions)
 	if err != nil {
 		return nil, err
@@ -512,8 +530,11 @@ func (m *Machine) dirRead(in DirRead) {
 		return
 	}
 	t.token = in.Own.Czxid
-	t.below = slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.deleting)
-	m.emit(events.DetermineComplete, nil)
+	below := slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.deleting)
+	t.below = m.cfg.Predicate.blockers(below, t.node)
+	if m.State() == events.StateDetermine {
+		m.emit(events.DetermineComplete, nil)
+	}
 	m.advance(t)
 }
 
@@ -537,6 +558,12 @@ func (m *Machine) watchFired(in WatchFired) {
 	t := m.term
 	if t == nil || in.Cmd != t.watch || t.pending != 0 || len(t.below) == 0 {
 		return // stale
+	}
+	if m.cfg.Predicate.watchesDir() {
+		if in.Event.Type == zk.EventNodeChildrenChanged && in.Event.Path == m.cfg.Dir {
+			m.reread(t)
+		}
+		return
 	}
 	pred := t.below[len(t.below)-1]
 	switch {
@@ -570,13 +597,17 @@ func (m *Machine) ownNodeGone(in OwnNodeGone) {
 // expired session) it looks at what is left below.
 func (m *Machine) predecessorGone(t *term) {
 	t.watch = 0
-	if t.predHeld {
+	hold, relist := m.cfg.Predicate.afterGone(t.node, t.below[len(t.below)-1], t.predHeld)
+	switch {
+	case hold:
 		t.below = nil
 		m.advance(t)
-		return
+	case relist:
+		m.reread(t)
+	default:
+		t.below = t.below[:len(t.below)-1]
+		m.recheck(t)
 	}
-	t.below = t.below[:len(t.below)-1]
-	m.recheck(t)
 }
 
 func (m *Machine) nodesChecked(in NodesChecked) {
@@ -594,7 +625,7 @@ func (m *Machine) nodesChecked(in NodesChecked) {
 				left = append(left, p)
 			}
 		}
-		t.below = left
+		t.below = m.cfg.Predicate.blockers(left, t.node)
 		m.advance(t)
 	}
 }
@@ -692,7 +723,19 @@ func (m *Machine) advance(t *term) {
 	}
 	id := m.nextCmd()
 	t.watch = id
+	if m.cfg.Predicate.watchesDir() {
+		m.send(&request{cmd: WatchNode{Cmd: id, Path: m.cfg.Dir, Dir: true}, term: t})
+		return
+	}
 	m.send(&request{cmd: WatchNode{Cmd: id, Path: t.below[len(t.below)-1], Hold: m.cfg.HoldMarks}, term: t})
+}
+
+// reread lists the directory and reads our node again, as DETERMINE did,
+// for a waiter that must see nodes made below it since.
+func (m *Machine) reread(t *term) {
+	t.watch = 0
+	t.ownWatch = m.nextCmd()
+	m.send(&request{cmd: ReadDir{Cmd: t.ownWatch, Dir: m.cfg.Dir, Own: t.node}, term: t})
 }
 
 func (m *Machine) elect(t *term) {

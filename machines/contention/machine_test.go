@@ -49,7 +49,10 @@ func newHoldTranscript(t *testing.T) *transcript {
 // uuids and session.
 func newTranscriptWith(t *testing.T, cfg Config) *transcript {
 	tr := &transcript{t: t}
-	cfg.Markers, cfg.Errors, cfg.SessionID = []string{"lock-", "latch-"}, testErrors, sess
+	if cfg.Markers == nil {
+		cfg.Markers = []string{"lock-", "latch-"}
+	}
+	cfg.Errors, cfg.SessionID = testErrors, sess
 	cfg.NewID = func() string { tr.id++; return fmt.Sprintf("uuid%d", tr.id) }
 	m, err := NewMachine(cfg)
 	if err != nil {
