@@ -21,7 +21,8 @@ type Transition struct {
 	To      events.State
 }
 
-// FSM is a state machine over events.State built on looplab/fsm, without
+// FSM is a state machine over the states its machine declares, built on
+// looplab/fsm, without
 // its traps: every state and trigger is checked when it is built (looplab
 // ignores a callback keyed by a misspelled name), Fire never passes a
 // cancellable context (a cancelled one wedges looplab's machine forever),
@@ -30,11 +31,15 @@ type Transition struct {
 // concurrent use: it belongs to one actor.
 type FSM struct{ f *fsm.FSM }
 
-// NewFSM builds a machine in state initial. Every state named in
-// transitions must be one of events.States.
-func NewFSM(initial events.State, transitions []Transition) (*FSM, error) {
-	known := make(map[events.State]bool, len(events.States))
-	for _, s := range events.States {
+// NewFSM builds a machine in state initial over the states its machine
+// declares: initial and every state named in transitions must be one of
+// them, and none may be empty or declared twice.
+func NewFSM(states []events.State, initial events.State, transitions []Transition) (*FSM, error) {
+	known := make(map[events.State]bool, len(states))
+	for _, s := range states {
+		if s == "" || known[s] {
+			return nil, fmt.Errorf("runtime: state %q is empty or declared twice", s)
+		}
 		known[s] = true
 	}
 	if !known[initial] {

@@ -82,13 +82,24 @@ func TestGoPostsResultAndStopCancelsInFlight(t *testing.T) {
 }
 
 func TestFSMRejectsUnknownStatesAndNeverWedges(t *testing.T) {
-	if _, err := NewFSM("NOPE", nil); err == nil {
+	states := []events.State{events.StateStart, events.StateOffer}
+	if _, err := NewFSM(states, "NOPE", nil); err == nil {
 		t.Fatal("unknown initial state accepted")
 	}
-	if _, err := NewFSM(events.StateStart, []Transition{{Trigger: "go", From: []events.State{"STRAT"}, To: events.StateOffer}}); err == nil {
+	if _, err := NewFSM(append(states, events.StateStart), events.StateStart, nil); err == nil {
+		t.Fatal("a state declared twice accepted")
+	}
+	if _, err := NewFSM(states, events.StateStart, []Transition{{Trigger: "go", From: []events.State{events.StateStart}, To: events.StateLeader}}); err == nil {
+		t.Fatal("a state the machine did not declare accepted")
+	}
+	// A machine of its own states: a queue's, say.
+	if _, err := NewFSM([]events.State{"IDLE", "TAKING"}, "IDLE", []Transition{{Trigger: "take", From: []events.State{"IDLE"}, To: "TAKING"}}); err != nil {
+		t.Fatalf("a machine's own states refused: %v", err)
+	}
+	if _, err := NewFSM(states, events.StateStart, []Transition{{Trigger: "go", From: []events.State{"STRAT"}, To: events.StateOffer}}); err == nil {
 		t.Fatal("misspelled source state accepted")
 	}
-	m, err := NewFSM(events.StateStart, []Transition{
+	m, err := NewFSM(states, events.StateStart, []Transition{
 		{Trigger: "offer", From: []events.State{events.StateStart}, To: events.StateOffer},
 		{Trigger: "stay", From: []events.State{events.StateOffer}, To: events.StateOffer},
 		{Trigger: "back", From: []events.State{events.StateOffer}, To: events.StateStart},

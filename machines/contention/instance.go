@@ -29,7 +29,7 @@ type Options struct {
 
 	ID             string               // the instance id shown on events; default a random uuid
 	TracerProvider trace.TracerProvider // where spans go; default otel's global provider
-	SuspendIsLost  bool                 // SUSPENDED ends a grant (Config.LoseOnSuspend)
+	SuspendIsLost  bool                 // SUSPENDED ends a grant (Config.SuspendIsLost)
 	CloseTimeout   time.Duration        // how long Close waits for our nodes to be deleted
 }
 
@@ -95,7 +95,7 @@ type Result struct {
 
 // Open checks, before anything is sent, what every recipe checks — the
 // directory (cfg.Dir) and the connection — and starts a machine for cfg on
-// conn, with opts' defaults filled in and cfg.LoseOnSuspend from opts.
+// conn, with opts' defaults filled in and cfg.SuspendIsLost from opts.
 // Errors: zk.ErrInvalidPath (prefixed with opts.Recipe) or
 // cfg.Errors.Closed for a nil or closed connection.
 func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
@@ -120,7 +120,7 @@ func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 	if opts.TracerProvider == nil {
 		opts.TracerProvider = otel.GetTracerProvider()
 	}
-	cfg.LoseOnSuspend = opts.SuspendIsLost
+	cfg.SuspendIsLost = opts.SuspendIsLost
 	cfg.SessionID = conn.SessionID()
 	m, err := NewMachine(cfg)
 	if err != nil {

@@ -64,7 +64,7 @@ func HoldMarkDir(dir string) string { return dir + ".held" }
 // "lock: session lost" and an election "election: session lost".
 type Errors struct {
 	SessionLost error // the session ended (expired or replaced)
-	Suspended   error // the connection was lost while holding, under LoseOnSuspend
+	Suspended   error // the connection was lost while holding, under SuspendIsLost
 	NodeDeleted error // our node was deleted by someone else
 	NotHeld     error // Release without a hold
 	Closed      error // the handle or the connection was closed
@@ -91,9 +91,9 @@ type Config struct {
 	// Predicate says what a contender waits for and when it holds; the
 	// zero value is Exclusive.
 	Predicate Predicate
-	// LoseOnSuspend ends a grant as soon as the connection is SUSPENDED
+	// SuspendIsLost ends a grant as soon as the connection is SUSPENDED
 	// (the safe default for recipes); when false only LOST ends it.
-	LoseOnSuspend bool
+	SuspendIsLost bool
 	Errors        Errors
 	NewID         func() string // a fresh uuid per term
 	SessionID     int64         // the connection's session when the machine starts (0: none yet)
@@ -188,6 +188,8 @@ const (
 	trStop      runtime.Trigger = "stop"
 )
 
+// The machine's states are the seed's (events.States: START, OFFER,
+// DETERMINE, READY, LEADER, FAILED, STOP), moved by these transitions.
 var transitions = []runtime.Transition{
 	{Trigger: trOffer, From: []events.State{events.StateStart, events.StateStop, events.StateFailed}, To: events.StateOffer},
 	{Trigger: trDetermine, From: []events.State{events.StateOffer}, To: events.StateDetermine},
@@ -203,7 +205,7 @@ func NewMachine(cfg Config) (*Machine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	f, err := runtime.NewFSM(events.StateStart, transitions)
+	f, err := runtime.NewFSM(events.States, events.StateStart, transitions)
 	if err != nil {
 		return nil, err
 	}
@@ -402,7 +404,7 @@ func (m *Machine) sessionChanged(in Session) {
 	case zk.StateSuspended:
 		m.connected = false
 		m.emit(events.Suspended, nil)
-		if t := m.term; t != nil && m.State() == events.StateLeader && m.cfg.LoseOnSuspend {
+		if t := m.term; t != nil && m.State() == events.StateLeader && m.cfg.SuspendIsLost {
 			m.fail(t, m.cfg.Errors.Suspended)
 		}
 	case zk.StateReconnected:

@@ -37,12 +37,12 @@ type transcript struct {
 }
 
 func newTranscript(t *testing.T, loseOnSuspend bool) *transcript {
-	return newTranscriptWith(t, Config{Dir: "/app/lock", LoseOnSuspend: loseOnSuspend})
+	return newTranscriptWith(t, Config{Dir: "/app/lock", SuspendIsLost: loseOnSuspend})
 }
 
 // newHoldTranscript is a transcript of an election's machine: hold marks.
 func newHoldTranscript(t *testing.T) *transcript {
-	return newTranscriptWith(t, Config{Dir: "/app/election", LoseOnSuspend: true, HoldMarks: true})
+	return newTranscriptWith(t, Config{Dir: "/app/election", SuspendIsLost: true, HoldMarks: true})
 }
 
 // newTranscriptWith runs a machine on cfg with the tests' markers, errors,
@@ -255,7 +255,7 @@ func TestTranscriptHoldMarkLateAnnounce(t *testing.T) {
 	tr.step(Acquire{Req: 1})
 	tr.step(Created{Cmd: 1, Path: "/app/election/_c_uuid1-latch-0000000000"})
 	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000000"}, Own: own(0x50), OwnExists: true})
-	// SUSPENDED ends the term (LoseOnSuspend): our node is deleted once
+	// SUSPENDED ends the term (SuspendIsLost): our node is deleted once
 	// connected again, and after it our hold mark.
 	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
 	tr.step(Session{State: zk.StateReconnected, SessionID: sess})
