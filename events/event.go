@@ -77,6 +77,23 @@ func (t Type) String() string {
 	return fmt.Sprintf("Type(%d)", int(t))
 }
 
+// Phase says what an event means for its term, whatever the machine
+// that made it: observers (metrics) time terms from phases, not from the
+// event types of one machine. Each machine declares the phase of each of
+// its event types.
+type Phase uint8
+
+// The phases of a term: it begins (an attempt: offer, enqueue, ...), is
+// granted (held, elected, leased, taken), and ends, by failure or not.
+// Events in between have PhaseNone.
+const (
+	PhaseNone Phase = iota
+	PhaseBegin
+	PhaseGranted
+	PhaseFailed
+	PhaseEnded
+)
+
 // Event is one lifecycle event of one recipe instance.
 type Event struct {
 	Time      time.Time
@@ -84,6 +101,7 @@ type Event struct {
 	Path      string // the recipe's directory
 	Instance  string // the instance's id (its node uuid, or the user's id)
 	Type      Type
+	Phase     Phase  // what the event means for its term
 	State     State  // the machine's state after the event
 	Node      string // our node's full path, once known; on a FAILED before then, the protected prefix its create used
 	SessionID int64  // the session the event happened on

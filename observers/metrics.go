@@ -158,8 +158,10 @@ func (m *meters) record(ev events.Event) {
 	}
 	m.events.Add(ctx, 1, m.attrs(ev, AttrEvent.String(ev.Type.String())))
 
+	// Terms are timed from what the events say of them (their phase),
+	// whatever machine made them.
 	key := instanceKey{ev.Recipe, ev.Path, ev.Instance}
-	if ev.Type == events.OfferStart {
+	if ev.Phase == events.PhaseBegin {
 		m.terms[key] = &term{n: ev.Term, offered: ev.Time}
 		return
 	}
@@ -167,16 +169,16 @@ func (m *meters) record(ev events.Event) {
 	if !ok || t.n != ev.Term {
 		return
 	}
-	switch ev.Type {
-	case events.ElectedComplete:
+	switch ev.Phase {
+	case events.PhaseGranted:
 		if !t.granted {
 			m.acquire.Record(ctx, seconds(ev.Time.Sub(t.offered)), m.attrs(ev, AttrOutcome.String(OutcomeGranted)))
 			t.granted, t.held = true, ev.Time
 		}
-	case events.Failed:
+	case events.PhaseFailed:
 		m.end(ev, t, OutcomeFailed)
 		delete(m.terms, key)
-	case events.StopStart, events.StopComplete:
+	case events.PhaseEnded:
 		m.end(ev, t, OutcomeStopped)
 		delete(m.terms, key)
 	}

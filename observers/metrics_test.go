@@ -94,9 +94,16 @@ func observeMetrics(t *testing.T, evs []events.Event, opts ...observers.MetricsO
 	return collect(t, reader)
 }
 
-// at is event typ of instance "a", term n, s seconds after t0.
+// lockPhases are the phases the lock's machine gives its event types.
+var lockPhases = map[events.Type]events.Phase{
+	events.OfferStart: events.PhaseBegin, events.ElectedComplete: events.PhaseGranted,
+	events.Failed: events.PhaseFailed, events.StopStart: events.PhaseEnded, events.StopComplete: events.PhaseEnded,
+}
+
+// at is event typ of instance "a", term n, s seconds after t0, with the
+// phase the lock's machine gives it.
 func at(s float64, typ events.Type, n uint64) events.Event {
-	return events.Event{Time: t0.Add(time.Duration(s * float64(time.Second))), Recipe: "lock", Path: "/x", Instance: "a", Type: typ, Term: n}
+	return events.Event{Time: t0.Add(time.Duration(s * float64(time.Second))), Recipe: "lock", Path: "/x", Instance: "a", Type: typ, Phase: lockPhases[typ], Term: n}
 }
 
 func TestMetricsDurationsPerTerm(t *testing.T) {
@@ -211,5 +218,25 @@ func TestMetricsKeepsInstancesApart(t *testing.T) {
 	p := c.histogram("zkrecipes.acquire.duration")["zkrecipes.outcome=granted,zkrecipes.path=/x,zkrecipes.recipe=lock"]
 	if p.Count != 2 || p.Sum != 8 { // 2s for a, 6s for b
 		t.Errorf("acquire: count %d sum %v, want 2 and 8", p.Count, p.Sum)
+	}
+}
+
+// The durations come from what the events say (their phase), not from the
+// lock's event types: another machine's events, of other types, are timed
+// the same way.
+func TestMetricsFromPhasesOfAnyMachine(t *testing.T) {
+	ev := func(s float64, typ events.Type, ph events.Phase) events.Event {
+		return events.Event{Time: t0.Add(time.Duration(s * float64(time.Second))), Recipe: "queue", Path: "/q", Instance: "c", Type: typ, Phase: ph, Term: 1}
+	}
+	c := observeMetrics(t, []events.Event{
+		ev(0, events.DetermineStart, events.PhaseBegin),    // say, a take begins
+		ev(1.5, events.ReadyComplete, events.PhaseGranted), // the item is ours
+		ev(2, events.OfferStart, events.PhaseNone),         // an event of no phase changes nothing
+		ev(4, events.StopStart, events.PhaseEnded),         // acked
+	})
+	acq := c.histogram("zkrecipes.acquire.duration")["zkrecipes.outcome=granted,zkrecipes.path=/q,zkrecipes.recipe=queue"]
+	hold := c.histogram("zkrecipes.hold.duration")["zkrecipes.outcome=stopped,zkrecipes.path=/q,zkrecipes.recipe=queue"]
+	if acq.Count != 1 || acq.Sum != 1.5 || hold.Count != 1 || hold.Sum != 2.5 {
+		t.Fatalf("acquire %d/%v, hold %d/%v; want 1/1.5 and 1/2.5", acq.Count, acq.Sum, hold.Count, hold.Sum)
 	}
 }

@@ -284,7 +284,7 @@ func (in *Instance) apply(actx context.Context, out Output) {
 		}
 		in.bus.Publish(events.Event{
 			Time: time.Now(), Recipe: in.opts.Recipe, Path: in.dir, Instance: in.opts.ID,
-			Type: e.Type, State: e.State, Node: e.Node, SessionID: in.conn.SessionID(),
+			Type: e.Type, Phase: phases[e.Type], State: e.State, Node: e.Node, SessionID: in.conn.SessionID(),
 			Token: e.Token, Term: e.Term, Err: e.Err, TraceID: tsc.TraceID(), SpanID: tsc.SpanID(),
 		})
 	}

@@ -188,6 +188,16 @@ const (
 	trStop      runtime.Trigger = "stop"
 )
 
+// phases says what each of the machine's event types means for a term
+// (events.Phase), for observers that know no machine.
+var phases = map[events.Type]events.Phase{
+	events.OfferStart:      events.PhaseBegin,
+	events.ElectedComplete: events.PhaseGranted,
+	events.Failed:          events.PhaseFailed,
+	events.StopStart:       events.PhaseEnded,
+	events.StopComplete:    events.PhaseEnded,
+}
+
 // The machine's states are the seed's (events.States: START, OFFER,
 // DETERMINE, READY, LEADER, FAILED, STOP), moved by these transitions.
 var transitions = []runtime.Transition{
