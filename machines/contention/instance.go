@@ -412,10 +412,7 @@ func (in *Instance) run(cmd Command) {
 		ctx, span := tr.Start(ctx, "zk."+name+" "+dir, trace.WithSpanKind(trace.SpanKindClient),
 			trace.WithAttributes(attribute.String("zk.path", dir), attribute.Int64("zk.session_id", conn.SessionID())))
 		err := f(ctx)
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
-			span.SetAttributes(attribute.String("error.type", Errors{}.ErrorType(err)))
-		}
+		Errors{}.spanError(span, err)
 		span.End()
 	}
 	switch c := cmd.(type) {
@@ -606,9 +603,9 @@ func EnsurePath(ctx context.Context, conn zk.Conn, path string) error {
 	return err
 }
 
-// ErrorType is the span attribute error.type for err: a short stable name,
+// errorType is the span attribute error.type for err: a short stable name,
 // from the recipe's own errors first, then ZooKeeper's.
-func (e Errors) ErrorType(err error) string {
+func (e Errors) errorType(err error) string {
 	for _, c := range []struct {
 		err  error
 		name string
@@ -637,6 +634,13 @@ func (e Errors) ErrorType(err error) string {
 	return "_OTHER"
 }
 
-// ErrorType names err for the span attribute error.type, knowing this
-// instance's recipe errors.
-func (in *Instance) ErrorType(err error) string { return in.m.cfg.Errors.ErrorType(err) }
+// SpanError marks span as failed with err, if err is not nil: the Error
+// status and error.type, named knowing this instance's recipe errors.
+func (in *Instance) SpanError(span trace.Span, err error) { in.m.cfg.Errors.spanError(span, err) }
+
+func (e Errors) spanError(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(attribute.String("error.type", e.errorType(err)))
+	}
+}

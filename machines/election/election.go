@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -196,8 +195,7 @@ func (e *Election) campaign(ctx context.Context, marker string) (*Term, error) {
 		return contention.Acquire{Req: req, Marker: marker}
 	})
 	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(attribute.String("error.type", e.inst.ErrorType(err)))
+		e.inst.SpanError(span, err)
 		return nil, err
 	}
 	span.SetAttributes(attribute.String("zk.election.node", r.Grant.Node), attribute.Int64("zk.election.token", r.Grant.Token))
@@ -217,10 +215,7 @@ func (e *Election) Resign(ctx context.Context) error {
 	if errors.Is(err, errNotLeading) {
 		return nil
 	}
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(attribute.String("error.type", e.inst.ErrorType(err)))
-	}
+	e.inst.SpanError(span, err)
 	return err
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -174,8 +173,7 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 	defer span.End()
 	r, err := l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Acquire{Req: req, Try: try} })
 	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(attribute.String("error.type", l.inst.ErrorType(err)))
+		l.inst.SpanError(span, err)
 		return false, nil, err
 	}
 	span.SetAttributes(attribute.Bool("zk.lock.acquired", r.Granted))
@@ -194,10 +192,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	ctx, span := l.tracer.Start(ctx, "lock.release", trace.WithAttributes(attribute.String("zk.lock.path", l.path)))
 	defer span.End()
 	_, err := l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req} })
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(attribute.String("error.type", l.inst.ErrorType(err)))
-	}
+	l.inst.SpanError(span, err)
 	return err
 }
 
