@@ -11,6 +11,18 @@
 // and Done is closed only once every goroutine it started has ended: an
 // actor leaves nothing behind.
 //
+// Shell runs any recipe's pure machine in an Actor: the recipe gives it
+// the machine (Start and Step, returning events, commands, replies and
+// ended terms), an Exec that makes one command's ZooKeeper requests, and
+// the inputs for session changes and withdrawn calls. The shell does the
+// rest: request ids and calls (Do), a CLIENT span per request under the
+// span of the call that caused it, the lifecycle events on a Bus with the
+// trace of the call that began the term, the session fan-out, and a Loss
+// per granted term, closed with its cause.
+//
+// HandOver gives a connection's janitor the nodes a closed recipe still
+// owed; it deletes them when the same session reconnects.
+//
 // FSM wraps github.com/looplab/fsm so that its traps cannot be hit: states
 // and triggers are typed constants checked when the machine is built, a
 // cancelled context can never wedge it, and a self-transition is not

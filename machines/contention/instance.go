@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,51 +38,20 @@ func DefaultOptions(recipe, scope, version string) Options {
 	return Options{Recipe: recipe, Scope: scope, Version: version, SuspendIsLost: true, CloseTimeout: 10 * time.Second}
 }
 
-// Instance runs a Machine in an actor on a connection: the thin shell that
-// makes the machine's commands on ZooKeeper, feeds the replies back, and
-// publishes its events and spans. Its methods are safe for concurrent use.
+// Instance runs a Machine on a connection in a runtime.Shell: the shell
+// runs the actor, the calls, the spans and the events; the Instance adds
+// what only the contention engine knows — how its commands are made on
+// ZooKeeper (exec), and Close's shutdown and hand-over. Its methods are
+// safe for concurrent use.
 type Instance struct {
 	conn   zk.Conn
 	opts   Options
+	errs   Errors
 	tracer trace.Tracer
-	dir    string
-	bus    *events.Bus
-	actor  *runtime.Actor[message]
-	state  atomic.Value // events.State, after each step
+	shell  *runtime.Shell[Input, Command]
 
-	nextReq     atomic.Uint64
-	unsubscribe func()
-	closeOnce   sync.Once
-	closeErr    error // Close's result
-
-	// Owned by the actor goroutine.
-	m        *Machine
-	calls    map[uint64]*call
-	lost     map[uint64]*runtime.Loss // per granted term, closed when it ends
-	spans    map[uint64]context.Context
-	curSpan  context.Context // span context of the input being handled
-	termSpan map[uint64]trace.SpanContext
-}
-
-// message is what the actor's mailbox carries: one machine input, with the
-// caller waiting for its answer, or a watch to forward.
-type message struct {
-	start bool // emit the START event
-	in    Input
-	call  *call
-	// For Watching: the mark's watch and the deletion watch, and whether
-	// the mark is a hold mark.
-	markW, deleteW <-chan zk.WatchEvent
-	hold           bool
-	// more: another input for the same command follows (Watching with
-	// watches left; a hold mark's creation), so its span is kept.
-	more bool
-}
-
-type call struct {
-	req   uint64
-	ctx   context.Context // the caller's (span) context
-	reply chan Result
+	closeOnce sync.Once
+	closeErr  error // Close's result
 }
 
 // Result is a call's answer: the machine's reply, and for a grant its
@@ -131,25 +99,20 @@ func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 
 // Start runs m on conn. The Instance owns m from now on.
 func Start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
-	in := &Instance{
-		conn:     conn,
-		opts:     opts,
-		dir:      dir,
-		bus:      events.NewBus(),
-		m:        m,
-		calls:    make(map[uint64]*call),
-		lost:     make(map[uint64]*runtime.Loss),
-		spans:    make(map[uint64]context.Context),
-		termSpan: make(map[uint64]trace.SpanContext),
-	}
+	in := &Instance{conn: conn, opts: opts, errs: m.cfg.Errors}
 	in.tracer = opts.TracerProvider.Tracer(opts.Scope, trace.WithInstrumentationVersion(opts.Version))
-	in.state.Store(m.State())
-	in.actor = runtime.Spawn(in.handle)
-	in.unsubscribe = runtime.WatchSession(in.actor, conn, func(ev zk.SessionEvent) message {
-		return message{in: Session{State: ev.State, SessionID: ev.SessionID}}
+	in.shell = runtime.Run[Input, Command](conn, shellMachine{m}, runtime.Spec[Input, Command]{
+		Recipe: opts.Recipe, Path: dir, Instance: opts.ID, Tracer: in.tracer,
+		Exec:    in.exec,
+		Answers: answers,
+		Session: func(ev zk.SessionEvent) Input { return Session{State: ev.State, SessionID: ev.SessionID} },
+		Withdraw: func(call Input, req uint64) (Input, bool) {
+			_, acquire := call.(Acquire) // a grant that raced the caller's giving up is handed back
+			return Cancel{Req: req}, acquire
+		},
+		ErrorType: m.cfg.Errors.errorType,
+		Closed:    m.cfg.Errors.Closed,
 	})
-	in.curSpan = context.Background()
-	in.actor.Post(message{start: true})
 	return in
 }
 
@@ -161,41 +124,20 @@ func (in *Instance) ID() string { return in.opts.ID }
 func (in *Instance) Tracer() trace.Tracer { return in.tracer }
 
 // State is the machine's current state.
-func (in *Instance) State() events.State { return in.state.Load().(events.State) }
+func (in *Instance) State() events.State { return in.shell.State() }
 
 // Subscribe returns a subscription to this instance's lifecycle events.
 func (in *Instance) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
-	return in.bus.Subscribe(opts...)
+	return in.shell.Subscribe(opts...)
 }
 
 // Do sends the input made by mk (given a fresh request id) and waits for its
 // answer. When ctx ends first it returns ctx.Err(); for an Acquire it also
 // cancels the request, and a grant that raced the cancel is handed back.
 func (in *Instance) Do(ctx context.Context, mk func(req uint64) Input) (Result, error) {
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
-	}
-	c := &call{req: in.nextReq.Add(1), ctx: ctx, reply: make(chan Result, 1)}
-	input := mk(c.req)
-	if !in.actor.Post(message{in: input, call: c}) {
-		return Result{}, in.m.cfg.Errors.Closed
-	}
-	select {
-	case r := <-c.reply:
-		return r, r.Err
-	case <-ctx.Done():
-		if _, ok := input.(Acquire); ok {
-			in.actor.Post(message{in: Cancel{Req: c.req}})
-		}
-		return Result{}, ctx.Err()
-	case <-in.actor.Done():
-		select {
-		case r := <-c.reply:
-			return r, r.Err
-		default:
-			return Result{}, in.m.cfg.Errors.Closed
-		}
-	}
+	a, err := in.shell.Do(ctx, mk)
+	r, _ := a.Value.(Reply)
+	return Result{Reply: r, Loss: a.Loss}, err
 }
 
 // Close shuts the machine down: waiters fail, our node is deleted, and the
@@ -212,11 +154,8 @@ func (in *Instance) Close() error {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = in.handOver()
 		}
-		in.actor.Kill()
-		<-in.actor.Done()
-		in.unsubscribe()
-		in.bus.Close()
-		if errors.Is(err, in.m.cfg.Errors.Closed) {
+		in.shell.Stop()
+		if errors.Is(err, in.errs.Closed) {
 			err = nil // the connection is closed: its session's end removed our nodes
 		}
 		in.closeErr = err
@@ -237,145 +176,89 @@ func (in *Instance) handOver() error {
 		return nil
 	default:
 		return fmt.Errorf("%w: %d nodes and %d lost creates are deleted when the session reconnects",
-			in.m.cfg.Errors.CleanupPending, len(r.Leftovers.Nodes), len(r.Leftovers.Prefixes))
+			in.errs.CleanupPending, len(r.Leftovers.Nodes), len(r.Leftovers.Prefixes))
 	}
 }
 
-// handle runs on the actor goroutine.
-func (in *Instance) handle(actx context.Context, msg message) bool {
-	if msg.deleteW != nil {
-		in.forwardWatches(msg.in.(Watching).Cmd, msg.markW, msg.deleteW, msg.hold)
-	}
-	var out Output
-	switch {
-	case msg.start:
-		out = in.m.Start()
-	case msg.in == nil:
-		return true // a watch forwarder that gave up
-	default:
-		in.curSpan = context.Background()
-		if msg.call != nil {
-			in.calls[msg.call.req] = msg.call
-			in.curSpan = msg.call.ctx
-		} else if id := replyCmd(msg.in); id != 0 {
-			if s, ok := in.spans[id]; ok {
-				in.curSpan = s
-				if !msg.more {
-					delete(in.spans, id)
-				}
-			}
-		}
-		out = in.m.Step(msg.in)
-	}
-	in.state.Store(in.m.State())
-	in.apply(actx, out)
-	return !out.Done
+// shellMachine is the Machine as the runtime.Shell runs it: its output in
+// the shell's terms.
+type shellMachine struct{ *Machine }
+
+func (m shellMachine) Start() runtime.Output[Command] { return m.shellOutput(m.Machine.Start()) }
+
+func (m shellMachine) Step(in Input) runtime.Output[Command] {
+	return m.shellOutput(m.Machine.Step(in))
 }
 
-func (in *Instance) apply(actx context.Context, out Output) {
-	sc := trace.SpanContextFromContext(in.curSpan)
+func (m shellMachine) shellOutput(out Output) runtime.Output[Command] {
+	so := runtime.Output[Command]{Commands: out.Commands, Done: out.Done}
 	for _, e := range out.Events {
-		if e.Type == events.OfferStart {
-			in.termSpan[e.Term] = sc
-		}
-		tsc := in.termSpan[e.Term]
-		if !tsc.IsValid() {
-			tsc = sc
-		}
-		in.bus.Publish(events.Event{
-			Time: time.Now(), Recipe: in.opts.Recipe, Path: in.dir, Instance: in.opts.ID,
-			Type: e.Type, Phase: phases[e.Type], State: e.State, Node: e.Node, SessionID: in.conn.SessionID(),
-			Token: e.Token, Term: e.Term, Err: e.Err, TraceID: tsc.TraceID(), SpanID: tsc.SpanID(),
-		})
-	}
-	// Requests go out before callers are woken. The goroutine started
-	// last, like the one woken last, takes the scheduler's next-to-run
-	// slot of this thread and pushes the one there to the back of its
-	// queue: a caller woken first would wait behind the requests'
-	// goroutines (measured: about 7% of a leadership hand-over); woken
-	// last, it runs as soon as the actor waits again.
-	for _, cmd := range out.Commands {
-		in.spans[cmd.ID()] = in.curSpan
-		in.run(cmd)
+		so.Events = append(so.Events, events.Event{Type: e.Type, Phase: phases[e.Type], State: e.State,
+			Term: e.Term, Node: e.Node, Token: e.Token, Err: e.Err})
 	}
 	for _, r := range out.Replies {
-		c, ok := in.calls[r.Req]
-		if !ok {
-			continue // its caller gave up; a grant comes back as Cancel
-		}
-		delete(in.calls, r.Req)
-		res := Result{Reply: r}
+		sr := runtime.Reply{Req: r.Req, Value: r, Err: r.Err}
 		if r.Granted {
-			loss, ok := in.lost[r.Grant.Term]
-			if !ok {
-				loss = runtime.NewLoss()
-				in.lost[r.Grant.Term] = loss
-			}
-			res.Loss = loss
+			sr.Grant = r.Grant.Term
 		}
-		c.reply <- res
+		so.Replies = append(so.Replies, sr)
 	}
 	for _, e := range out.TermEnded {
-		if loss, ok := in.lost[e.Term]; ok {
-			loss.Close(e.Cause)
-			delete(in.lost, e.Term)
+		so.Ended = append(so.Ended, runtime.TermEnd{Term: e.Term, Cause: e.Cause})
+	}
+	return so
+}
+
+// forwardWatches waits for the two watches of a WatchNode — the mark's and
+// the node's deletion — and returns the WatchFired input that settles it.
+// A release mark's creation is the one, as soon as it comes (the
+// deletion's event, from the same transaction, would only come later). A
+// hold mark's creation (hold) is posted at once too, and the deletion
+// after it. Otherwise the deletion is the one. The adapter fills watch
+// channels in the server's order, so when the deletion is there, a mark
+// made before it is there too.
+func forwardWatches(ctx context.Context, sh *runtime.Shell[Input, Command], cmd uint64, markW, deleteW <-chan zk.WatchEvent, hold bool) (Input, bool) {
+	fired := func(ev zk.WatchEvent) Input { return WatchFired{Cmd: cmd, Event: ev} }
+	// decisive reports whether a mark's event settles the watch: a
+	// release mark's creation does; a hold mark's creation is posted on
+	// its own and the deletion is still waited for.
+	decisive := func(ev zk.WatchEvent) bool {
+		if ev.Type != zk.EventNodeCreated {
+			return false
 		}
-		delete(in.termSpan, e.Term)
+		if !hold {
+			return true
+		}
+		sh.Post(fired(ev), true)
+		return false
+	}
+	select {
+	case ev := <-markW:
+		if decisive(ev) {
+			return fired(ev), true
+		}
+	case ev := <-deleteW:
+		select {
+		case m := <-markW:
+			if decisive(m) {
+				return fired(m), true
+			}
+		default:
+		}
+		return fired(ev), true
+	case <-ctx.Done():
+		return nil, false
+	}
+	select {
+	case ev := <-deleteW:
+		return fired(ev), true
+	case <-ctx.Done():
+		return nil, false
 	}
 }
 
-// forwardWatches turns the two watches of a WatchNode — the mark's and
-// the node's deletion — into WatchFired inputs. A release mark's creation
-// is the only one, sent as soon as it comes (the deletion's event, from
-// the same transaction, would only come later). A hold mark's creation
-// (hold) is sent at once too, and the deletion after it. Otherwise the
-// deletion is the one. The adapter fills watch channels in the server's
-// order, so when the deletion is there, a mark made before it is there too.
-func (in *Instance) forwardWatches(cmd uint64, markW, deleteW <-chan zk.WatchEvent, hold bool) {
-	in.actor.Go(func(ctx context.Context) message {
-		fired := func(ev zk.WatchEvent) message { return message{in: WatchFired{Cmd: cmd, Event: ev}} }
-		// decisive reports whether a mark's event settles the watch: a
-		// release mark's creation does; a hold mark's creation is sent
-		// on its own and the deletion is still waited for.
-		decisive := func(ev zk.WatchEvent) bool {
-			if ev.Type != zk.EventNodeCreated {
-				return false
-			}
-			if !hold {
-				return true
-			}
-			msg := fired(ev)
-			msg.more = true
-			in.actor.Post(msg)
-			return false
-		}
-		select {
-		case ev := <-markW:
-			if decisive(ev) {
-				return fired(ev)
-			}
-		case ev := <-deleteW:
-			select {
-			case m := <-markW:
-				if decisive(m) {
-					return fired(m)
-				}
-			default:
-			}
-			return fired(ev)
-		case <-ctx.Done():
-			return message{}
-		}
-		select {
-		case ev := <-deleteW:
-			return fired(ev)
-		case <-ctx.Done():
-			return message{}
-		}
-	})
-}
-
-func replyCmd(i Input) uint64 {
+// answers is the command an input answers (0: none).
+func answers(i Input) uint64 {
 	switch i := i.(type) {
 	case Created:
 		return i.Cmd
@@ -401,42 +284,32 @@ func replyCmd(i Input) uint64 {
 	return 0
 }
 
-// run makes cmd's requests off the actor, each in a CLIENT span named by
-// operation and directory.
-func (in *Instance) run(cmd Command) {
-	parent := in.curSpan
-	conn, dir := in.conn, in.dir
-	tr := in.tracer
-	op := func(ctx context.Context, name string, f func(context.Context) error) {
-		ctx = trace.ContextWithSpanContext(ctx, trace.SpanContextFromContext(parent))
-		ctx, span := tr.Start(ctx, "zk."+name+" "+dir, trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(attribute.String("zk.path", dir), attribute.Int64("zk.session_id", conn.SessionID())))
-		err := f(ctx)
-		Errors{}.spanError(span, err)
-		span.End()
-	}
+// exec makes cmd's requests off the actor (runtime.Spec.Exec), each in a
+// CLIENT span made by op, and posts their replies back as inputs.
+func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.Op) {
+	conn := in.conn
 	switch c := cmd.(type) {
 	case CreateNode:
-		in.actor.Go(func(ctx context.Context) message {
+		sh.Go(func(ctx context.Context) (Input, bool) {
 			var path string
 			var err error
 			op(ctx, "create", func(ctx context.Context) error {
 				path, err = conn.Create(ctx, c.Prefix, c.Data, zk.ModeEphemeralSequential)
 				return err
 			})
-			return message{in: Created{Cmd: c.Cmd, Path: path, Err: err}}
+			return Created{Cmd: c.Cmd, Path: path, Err: err}, true
 		})
 	case EnsureDir:
-		in.actor.Go(func(ctx context.Context) message {
+		sh.Go(func(ctx context.Context) (Input, bool) {
 			var err error
 			op(ctx, "create", func(ctx context.Context) error {
 				err = EnsurePath(ctx, conn, c.Dir)
 				return err
 			})
-			return message{in: DirEnsured{Cmd: c.Cmd, Err: err}}
+			return DirEnsured{Cmd: c.Cmd, Err: err}, true
 		})
 	case ReadDir:
-		in.actor.Go(func(ctx context.Context) message {
+		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := DirRead{Cmd: c.Cmd}
 			var ownW <-chan zk.WatchEvent
 			var ownErr, childErr error
@@ -463,27 +336,27 @@ func (in *Instance) run(cmd Command) {
 			// like a failed listing, never taken for its absence.
 			r.Err = errors.Join(childErr, ownErr)
 			if ownW == nil {
-				return message{in: r}
+				return r, true
 			}
-			in.actor.Post(message{in: r})
+			sh.Post(r, false)
 			select {
 			case ev := <-ownW:
-				return message{in: OwnNodeGone{Cmd: c.Cmd, Event: ev}}
+				return OwnNodeGone{Cmd: c.Cmd, Event: ev}, true
 			case <-ctx.Done():
-				return message{}
+				return nil, false
 			}
 		})
 	case ListDir:
-		in.actor.Go(func(ctx context.Context) message {
+		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := DirListed{Cmd: c.Cmd}
 			op(ctx, "children", func(ctx context.Context) error {
 				r.Children, _, r.Err = conn.Children(ctx, c.Dir)
 				return r.Err
 			})
-			return message{in: r}
+			return r, true
 		})
 	case WatchNode:
-		in.actor.Go(func(ctx context.Context) message {
+		sh.Go(func(ctx context.Context) (Input, bool) {
 			var markW, deleteW <-chan zk.WatchEvent
 			var markErr, childErr error
 			var held bool
@@ -511,10 +384,14 @@ func (in *Instance) run(cmd Command) {
 			if childErr != nil && !errors.Is(childErr, zk.ErrNoNode) {
 				r.Err = errors.Join(childErr, markErr) // a lost reply to either is retried
 			}
-			return message{in: r, markW: markW, deleteW: deleteW, hold: c.Hold, more: deleteW != nil}
+			if deleteW == nil {
+				return r, true
+			}
+			sh.Post(r, true)
+			return forwardWatches(ctx, in.shell, c.Cmd, markW, deleteW, c.Hold)
 		})
 	case CheckNodes:
-		in.actor.Go(func(ctx context.Context) message {
+		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := NodesChecked{Cmd: c.Cmd, Exists: make([]bool, len(c.Paths))}
 			errs := make([]error, len(c.Paths))
 			var wg sync.WaitGroup
@@ -530,19 +407,19 @@ func (in *Instance) run(cmd Command) {
 			}
 			wg.Wait()
 			r.Err = errors.Join(errs...)
-			return message{in: r}
+			return r, true
 		})
 	case Announce:
-		in.actor.Go(func(ctx context.Context) message {
+		sh.Go(func(ctx context.Context) (Input, bool) {
 			var err error
 			op(ctx, "multi", func(ctx context.Context) error {
 				err = announce(ctx, conn, c.Node, c.Path)
 				return err
 			})
-			return message{in: Announced{Cmd: c.Cmd, Err: err}}
+			return Announced{Cmd: c.Cmd, Err: err}, true
 		})
 	case DeleteNode:
-		in.actor.Go(func(ctx context.Context) message {
+		sh.Go(func(ctx context.Context) (Input, bool) {
 			var err error
 			if c.Release {
 				op(ctx, "multi", func(ctx context.Context) error {
@@ -559,7 +436,7 @@ func (in *Instance) run(cmd Command) {
 					return err
 				})
 			}
-			return message{in: Deleted{Cmd: c.Cmd, Err: err}}
+			return Deleted{Cmd: c.Cmd, Err: err}, true
 		})
 	}
 }
@@ -636,7 +513,7 @@ func (e Errors) errorType(err error) string {
 
 // SpanError marks span as failed with err, if err is not nil: the Error
 // status and error.type, named knowing this instance's recipe errors.
-func (in *Instance) SpanError(span trace.Span, err error) { in.m.cfg.Errors.spanError(span, err) }
+func (in *Instance) SpanError(span trace.Span, err error) { in.errs.spanError(span, err) }
 
 func (e Errors) spanError(span trace.Span, err error) {
 	if err != nil {

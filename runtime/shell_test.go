@@ -1,0 +1,148 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/testkit/sim"
+)
+
+// probe is the smallest recipe there is, to show what the Shell asks of
+// one: a pure machine that answers "does this node exist?" with one
+// exists request, and grants a term while the answer is yes.
+
+type probeIn interface{ probe() }
+
+type ask struct {
+	req  uint64
+	path string
+}
+type checked struct {
+	cmd    uint64
+	exists bool
+	err    error
+}
+type sessionChanged struct{ state zk.SessionState }
+
+func (ask) probe()            {}
+func (checked) probe()        {}
+func (sessionChanged) probe() {}
+
+type check struct {
+	id   uint64
+	path string
+}
+
+func (c check) ID() uint64 { return c.id }
+
+type probeMachine struct {
+	state   events.State
+	waiting map[uint64]uint64 // command → the call it answers
+	term    uint64
+}
+
+func (m *probeMachine) State() events.State { return m.state }
+
+func (m *probeMachine) Start() Output[check] {
+	return Output[check]{Events: []events.Event{{Type: events.Start, State: m.state}}}
+}
+
+func (m *probeMachine) Step(in probeIn) Output[check] {
+	var out Output[check]
+	switch in := in.(type) {
+	case ask:
+		m.term++
+		m.waiting[m.term] = in.req
+		out.Events = append(out.Events, events.Event{Type: events.OfferStart, Phase: events.PhaseBegin, Term: m.term, State: m.state})
+		out.Commands = append(out.Commands, check{id: m.term, path: in.path})
+	case checked:
+		r := Reply{Req: m.waiting[in.cmd], Value: in.exists, Err: in.err}
+		if in.exists {
+			r.Grant = in.cmd
+		} else {
+			out.Ended = append(out.Ended, TermEnd{Term: in.cmd})
+		}
+		out.Replies = append(out.Replies, r)
+	case sessionChanged:
+		if in.state == zk.StateClosed {
+			for t := range m.waiting {
+				out.Ended = append(out.Ended, TermEnd{Term: t, Cause: zk.ErrClosed})
+			}
+		}
+	}
+	return out
+}
+
+var errProbeClosed = errors.New("probe: closed")
+
+func runProbe(conn zk.Conn) *Shell[probeIn, check] {
+	return Run[probeIn, check](conn, &probeMachine{state: events.StateStart, waiting: map[uint64]uint64{}}, Spec[probeIn, check]{
+		Recipe: "probe", Path: "/", Instance: "p1", Tracer: noop.NewTracerProvider().Tracer(""),
+		Exec: func(s *Shell[probeIn, check], c check, op Op) {
+			s.Go(func(ctx context.Context) (probeIn, bool) {
+				var ok bool
+				var err error
+				op(ctx, "exists", func(ctx context.Context) error {
+					_, ok, err = conn.Exists(ctx, c.path)
+					return err
+				})
+				return checked{cmd: c.id, exists: ok, err: err}, true
+			})
+		},
+		Answers: func(in probeIn) uint64 {
+			if c, ok := in.(checked); ok {
+				return c.cmd
+			}
+			return 0
+		},
+		Session:   func(ev zk.SessionEvent) probeIn { return sessionChanged{ev.State} },
+		Withdraw:  func(probeIn, uint64) (probeIn, bool) { return nil, false },
+		ErrorType: func(error) string { return "_OTHER" },
+		Closed:    errProbeClosed,
+	})
+}
+
+func TestShellRunsAnyPureMachine(t *testing.T) {
+	s := sim.New()
+	conn := s.Connect()
+	defer conn.Close()
+	if _, err := conn.Create(context.Background(), "/here", nil, zk.ModePersistent); err != nil {
+		t.Fatal(err)
+	}
+	sh := runProbe(conn)
+	sub := sh.Subscribe()
+
+	a, err := sh.Do(context.Background(), func(req uint64) probeIn { return ask{req: req, path: "/here"} })
+	if err != nil || a.Value != true || a.Loss == nil {
+		t.Fatalf("ask /here = %+v, %v; want true with a grant's Loss", a, err)
+	}
+	b, err := sh.Do(context.Background(), func(req uint64) probeIn { return ask{req: req, path: "/nowhere"} })
+	if err != nil || b.Value != false || b.Loss != nil {
+		t.Fatalf("ask /nowhere = %+v, %v; want false and no grant", b, err)
+	}
+	// The events carry what the shell adds: recipe, instance, session.
+	for _, want := range []events.Type{events.Start, events.OfferStart, events.OfferStart} {
+		ev := <-sub.C
+		if ev.Type != want || ev.Recipe != "probe" || ev.Instance != "p1" || ev.SessionID != conn.SessionID() {
+			t.Fatalf("event %+v, want %v stamped by the shell", ev, want)
+		}
+	}
+	// The machine ends the granted term when the connection closes: the
+	// Loss closes with its cause.
+	conn.Close()
+	<-a.Loss.Done()
+	if !errors.Is(a.Loss.Err(), zk.ErrClosed) {
+		t.Fatalf("Loss.Err = %v", a.Loss.Err())
+	}
+	sh.Stop()
+	if _, err := sh.Do(context.Background(), func(req uint64) probeIn { return ask{req: req, path: "/here"} }); !errors.Is(err, errProbeClosed) {
+		t.Fatalf("Do after Stop = %v, want the spec's Closed", err)
+	}
+	for range sub.C { // Stop ends the subscription
+	}
+}
