@@ -106,8 +106,8 @@ type Shell[In any, C Command] struct {
 
 	// Owned by the actor goroutine.
 	calls    map[uint64]*call
-	losses   map[uint64]*Loss              // per granted term
-	spans    map[uint64]context.Context    // per command: the span it was made under
+	losses   map[uint64]*Loss             // per granted term
+	spans    map[uint64]context.Context   // per command: the span it was made under
 	termSpan map[uint64]trace.SpanContext // per term: the span of the call that began it
 	curSpan  context.Context              // the span of the input being handled
 }
