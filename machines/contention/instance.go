@@ -94,11 +94,11 @@ func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Start(conn, cfg.Dir, m, opts), nil
+	return start(conn, cfg.Dir, m, opts), nil
 }
 
-// Start runs m on conn. The Instance owns m from now on.
-func Start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
+// start runs m on conn. The Instance owns m from now on.
+func start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
 	in := &Instance{conn: conn, opts: opts, errs: m.cfg.Errors}
 	in.tracer = opts.TracerProvider.Tracer(opts.Scope, trace.WithInstrumentationVersion(opts.Version))
 	in.shell = runtime.Run[Input, Command](conn, shellMachine{m}, runtime.Spec[Input, Command]{
