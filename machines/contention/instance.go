@@ -108,7 +108,7 @@ func start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
 		Session: func(ev zk.SessionEvent) Input { return Session{State: ev.State, SessionID: ev.SessionID} },
 		Withdraw: func(call Input, req uint64) (Input, bool) {
 			_, acquire := call.(Acquire) // a grant that raced the caller's giving up is handed back
-			return Cancel{Req: req}, acquire
+			return cancelReq{Req: req}, acquire
 		},
 		ErrorType: m.cfg.Errors.errorType,
 		Closed:    m.cfg.Errors.Closed,
@@ -149,7 +149,7 @@ func (in *Instance) Do(ctx context.Context, mk func(req uint64) Input) (Result, 
 func (in *Instance) Close() error {
 	in.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), in.opts.CloseTimeout)
-		_, err := in.Do(ctx, func(req uint64) Input { return Shutdown{Req: req} })
+		_, err := in.Do(ctx, func(req uint64) Input { return shutdown{Req: req} })
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = in.handOver()
@@ -167,7 +167,7 @@ func (in *Instance) Close() error {
 // connection's janitor. It returns nil if the janitor finished at once
 // (the session is over), cfg.Errors.CleanupPending otherwise.
 func (in *Instance) handOver() error {
-	r, err := in.Do(context.Background(), func(req uint64) Input { return Handover{Req: req} })
+	r, err := in.Do(context.Background(), func(req uint64) Input { return handover{Req: req} })
 	if err != nil {
 		return err // the actor stopped meanwhile: nothing is left to hand over
 	}
@@ -209,8 +209,8 @@ func (m shellMachine) shellOutput(out Output) runtime.Output[Command] {
 	return so
 }
 
-// forwardWatches waits for the two watches of a WatchNode — the mark's and
-// the node's deletion — and returns the WatchFired input that settles it.
+// forwardWatches waits for the two watches of a watchNode — the mark's and
+// the node's deletion — and returns the watchFired input that settles it.
 // A release mark's creation is the one, as soon as it comes (the
 // deletion's event, from the same transaction, would only come later). A
 // hold mark's creation (hold) is posted at once too, and the deletion
@@ -218,7 +218,7 @@ func (m shellMachine) shellOutput(out Output) runtime.Output[Command] {
 // channels in the server's order, so when the deletion is there, a mark
 // made before it is there too.
 func forwardWatches(ctx context.Context, sh *runtime.Shell[Input, Command], cmd uint64, markW, deleteW <-chan zk.WatchEvent, hold bool) (Input, bool) {
-	fired := func(ev zk.WatchEvent) Input { return WatchFired{Cmd: cmd, Event: ev} }
+	fired := func(ev zk.WatchEvent) Input { return watchFired{Cmd: cmd, Event: ev} }
 	// decisive reports whether a mark's event settles the watch: a
 	// release mark's creation does; a hold mark's creation is posted on
 	// its own and the deletion is still waited for.
@@ -260,25 +260,25 @@ func forwardWatches(ctx context.Context, sh *runtime.Shell[Input, Command], cmd 
 // answers is the command an input answers (0: none).
 func answers(i Input) uint64 {
 	switch i := i.(type) {
-	case Created:
+	case created:
 		return i.Cmd
-	case DirEnsured:
+	case dirEnsured:
 		return i.Cmd
-	case DirRead:
+	case dirRead:
 		return i.Cmd
-	case DirListed:
+	case dirListed:
 		return i.Cmd
-	case Watching:
+	case watching:
 		return i.Cmd
-	case NodesChecked:
+	case nodesChecked:
 		return i.Cmd
-	case WatchFired:
+	case watchFired:
 		return i.Cmd
-	case OwnNodeGone:
+	case ownNodeGone:
 		return i.Cmd
-	case Deleted:
+	case deleted:
 		return i.Cmd
-	case Announced:
+	case announced:
 		return i.Cmd
 	}
 	return 0
@@ -289,7 +289,7 @@ func answers(i Input) uint64 {
 func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.Op) {
 	conn := in.conn
 	switch c := cmd.(type) {
-	case CreateNode:
+	case createNode:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var path string
 			var err error
@@ -297,20 +297,20 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 				path, err = conn.Create(ctx, c.Prefix, c.Data, zk.ModeEphemeralSequential)
 				return err
 			})
-			return Created{Cmd: c.Cmd, Path: path, Err: err}, true
+			return created{Cmd: c.Cmd, Path: path, Err: err}, true
 		})
-	case EnsureDir:
+	case ensureDir:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var err error
 			op(ctx, "create", func(ctx context.Context) error {
 				err = EnsurePath(ctx, conn, c.Dir)
 				return err
 			})
-			return DirEnsured{Cmd: c.Cmd, Err: err}, true
+			return dirEnsured{Cmd: c.Cmd, Err: err}, true
 		})
-	case ReadDir:
+	case readDir:
 		sh.Go(func(ctx context.Context) (Input, bool) {
-			r := DirRead{Cmd: c.Cmd}
+			r := dirRead{Cmd: c.Cmd}
 			var ownW <-chan zk.WatchEvent
 			var ownErr, childErr error
 			var wg sync.WaitGroup
@@ -341,21 +341,21 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 			sh.Post(r, false)
 			select {
 			case ev := <-ownW:
-				return OwnNodeGone{Cmd: c.Cmd, Event: ev}, true
+				return ownNodeGone{Cmd: c.Cmd, Event: ev}, true
 			case <-ctx.Done():
 				return nil, false
 			}
 		})
-	case ListDir:
+	case listDir:
 		sh.Go(func(ctx context.Context) (Input, bool) {
-			r := DirListed{Cmd: c.Cmd}
+			r := dirListed{Cmd: c.Cmd}
 			op(ctx, "children", func(ctx context.Context) error {
 				r.Children, _, r.Err = conn.Children(ctx, c.Dir)
 				return r.Err
 			})
 			return r, true
 		})
-	case WatchNode:
+	case watchNode:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var markW, deleteW <-chan zk.WatchEvent
 			var markErr, childErr error
@@ -380,7 +380,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 				return childErr
 			})
 			wg.Wait()
-			r := Watching{Cmd: c.Cmd, Exists: childErr == nil, Held: c.Hold && held, Err: markErr}
+			r := watching{Cmd: c.Cmd, Exists: childErr == nil, Held: c.Hold && held, Err: markErr}
 			if childErr != nil && !errors.Is(childErr, zk.ErrNoNode) {
 				r.Err = errors.Join(childErr, markErr) // a lost reply to either is retried
 			}
@@ -390,9 +390,9 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 			sh.Post(r, true)
 			return forwardWatches(ctx, in.shell, c.Cmd, markW, deleteW, c.Hold)
 		})
-	case CheckNodes:
+	case checkNodes:
 		sh.Go(func(ctx context.Context) (Input, bool) {
-			r := NodesChecked{Cmd: c.Cmd, Exists: make([]bool, len(c.Paths))}
+			r := nodesChecked{Cmd: c.Cmd, Exists: make([]bool, len(c.Paths))}
 			errs := make([]error, len(c.Paths))
 			var wg sync.WaitGroup
 			for i, p := range c.Paths {
@@ -409,16 +409,16 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 			r.Err = errors.Join(errs...)
 			return r, true
 		})
-	case Announce:
+	case announceMark:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var err error
 			op(ctx, "multi", func(ctx context.Context) error {
 				err = announce(ctx, conn, c.Node, c.Path)
 				return err
 			})
-			return Announced{Cmd: c.Cmd, Err: err}, true
+			return announced{Cmd: c.Cmd, Err: err}, true
 		})
-	case DeleteNode:
+	case deleteNode:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var err error
 			if c.Release {
@@ -436,7 +436,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 					return err
 				})
 			}
-			return Deleted{Cmd: c.Cmd, Err: err}, true
+			return deleted{Cmd: c.Cmd, Err: err}, true
 		})
 	}
 }

@@ -25,9 +25,9 @@ type Acquire struct {
 	Marker string
 }
 
-// Cancel withdraws request Req: its caller stopped waiting. A grant already
+// cancelReq withdraws request Req: its caller stopped waiting. A grant already
 // given to it is handed back.
-type Cancel struct{ Req uint64 }
+type cancelReq struct{ Req uint64 }
 
 // Release hands back one hold (re-entrant holds count), or with All every
 // hold at once.
@@ -36,14 +36,14 @@ type Release struct {
 	All bool
 }
 
-// Shutdown ends the machine: waiters fail with ErrClosed, our node is
+// shutdown ends the machine: waiters fail with ErrClosed, our node is
 // deleted, and the machine is Done once nothing it created is left.
-type Shutdown struct{ Req uint64 }
+type shutdown struct{ Req uint64 }
 
-// Handover ends a machine whose Shutdown could not finish (the connection
+// handover ends a machine whose shutdown could not finish (the connection
 // is down): the reply's Leftovers are the nodes it still had to delete,
 // for the connection's janitor (runtime.HandOver), and the machine is Done.
-type Handover struct{ Req uint64 }
+type handover struct{ Req uint64 }
 
 // Session is a change of the connection's session state.
 type Session struct {
@@ -51,22 +51,22 @@ type Session struct {
 	SessionID int64
 }
 
-// Created is the reply to CreateNode.
-type Created struct {
+// created is the reply to createNode.
+type created struct {
 	Cmd  uint64
 	Path string
 	Err  error
 }
 
-// DirEnsured is the reply to EnsureDir.
-type DirEnsured struct {
+// dirEnsured is the reply to ensureDir.
+type dirEnsured struct {
 	Cmd uint64
 	Err error
 }
 
-// DirRead is the reply to ReadDir: both requests' results. Err joins
+// dirRead is the reply to readDir: both requests' results. Err joins
 // both requests' errors: either one failing fails the read.
-type DirRead struct {
+type dirRead struct {
 	Cmd       uint64
 	Children  []string
 	Own       zk.Stat
@@ -74,74 +74,74 @@ type DirRead struct {
 	Err       error
 }
 
-// DirListed is the reply to ListDir.
-type DirListed struct {
+// dirListed is the reply to listDir.
+type dirListed struct {
 	Cmd      uint64
 	Children []string
 	Err      error
 }
 
-// Watching is the reply to WatchNode: whether the node existed (and so a
-// watch was left on it) and, for a WatchNode with Hold, whether its hold
+// watching is the reply to watchNode: whether the node existed (and so a
+// watch was left on it) and, for a watchNode with Hold, whether its hold
 // mark existed: the node holds or held.
-type Watching struct {
+type watching struct {
 	Cmd    uint64
 	Exists bool
 	Held   bool
 	Err    error
 }
 
-// NodesChecked is the reply to CheckNodes: whether each path exists.
-type NodesChecked struct {
+// nodesChecked is the reply to checkNodes: whether each path exists.
+type nodesChecked struct {
 	Cmd    uint64
 	Exists []bool
 	Err    error
 }
 
-// WatchFired is an event of the watches WatchNode Cmd left: the release
+// watchFired is an event of the watches watchNode Cmd left: the release
 // mark's creation (see ReleaseMark), the watched node's deletion, or the
 // end of the watches. With Hold, the hold mark's creation (see HoldMark)
 // comes first if it is made while we watch, and the deletion follows.
-type WatchFired struct {
+type watchFired struct {
 	Cmd   uint64
 	Event zk.WatchEvent
 }
 
-// OwnNodeGone is the event of the watch ReadDir sets on our own node: it
-// was deleted (or the watch ended with the session). Cmd is the ReadDir's.
-type OwnNodeGone struct {
+// ownNodeGone is the event of the watch readDir sets on our own node: it
+// was deleted (or the watch ended with the session). Cmd is the readDir's.
+type ownNodeGone struct {
 	Cmd   uint64
 	Event zk.WatchEvent
 }
 
-// Deleted is the reply to DeleteNode.
-type Deleted struct {
+// deleted is the reply to deleteNode.
+type deleted struct {
 	Cmd uint64
 	Err error
 }
 
-// Announced is the reply to Announce.
-type Announced struct {
+// announced is the reply to announceMark.
+type announced struct {
 	Cmd uint64
 	Err error
 }
 
 func (Acquire) isInput()      {}
-func (Cancel) isInput()       {}
+func (cancelReq) isInput()    {}
 func (Release) isInput()      {}
-func (Shutdown) isInput()     {}
-func (Handover) isInput()     {}
+func (shutdown) isInput()     {}
+func (handover) isInput()     {}
 func (Session) isInput()      {}
-func (Created) isInput()      {}
-func (DirEnsured) isInput()   {}
-func (DirRead) isInput()      {}
-func (DirListed) isInput()    {}
-func (Watching) isInput()     {}
-func (NodesChecked) isInput() {}
-func (WatchFired) isInput()   {}
-func (OwnNodeGone) isInput()  {}
-func (Deleted) isInput()      {}
-func (Announced) isInput()    {}
+func (created) isInput()      {}
+func (dirEnsured) isInput()   {}
+func (dirRead) isInput()      {}
+func (dirListed) isInput()    {}
+func (watching) isInput()     {}
+func (nodesChecked) isInput() {}
+func (watchFired) isInput()   {}
+func (ownNodeGone) isInput()  {}
+func (deleted) isInput()      {}
+func (announced) isInput()    {}
 
 func (i Acquire) String() string {
 	if i.Try {
@@ -149,47 +149,47 @@ func (i Acquire) String() string {
 	}
 	return fmt.Sprintf("Acquire req=%d", i.Req)
 }
-func (i Cancel) String() string { return fmt.Sprintf("Cancel req=%d", i.Req) }
+func (i cancelReq) String() string { return fmt.Sprintf("Cancel req=%d", i.Req) }
 func (i Release) String() string {
 	if i.All {
 		return fmt.Sprintf("Release req=%d all", i.Req)
 	}
 	return fmt.Sprintf("Release req=%d", i.Req)
 }
-func (i Shutdown) String() string { return fmt.Sprintf("Shutdown req=%d", i.Req) }
-func (i Handover) String() string { return fmt.Sprintf("Handover req=%d", i.Req) }
+func (i shutdown) String() string { return fmt.Sprintf("Shutdown req=%d", i.Req) }
+func (i handover) String() string { return fmt.Sprintf("Handover req=%d", i.Req) }
 func (i Session) String() string  { return fmt.Sprintf("Session %s session=%#x", i.State, i.SessionID) }
-func (i Created) String() string {
+func (i created) String() string {
 	return fmt.Sprintf("Created cmd=%d path=%s%s", i.Cmd, i.Path, errText(i.Err))
 }
-func (i DirEnsured) String() string {
+func (i dirEnsured) String() string {
 	return fmt.Sprintf("DirEnsured cmd=%d%s", i.Cmd, errText(i.Err))
 }
-func (i DirRead) String() string {
+func (i dirRead) String() string {
 	return fmt.Sprintf("DirRead cmd=%d children=%v own.exists=%t own.czxid=%#x own.owner=%#x%s",
 		i.Cmd, i.Children, i.OwnExists, i.Own.Czxid, i.Own.EphemeralOwner, errText(i.Err))
 }
-func (i DirListed) String() string {
+func (i dirListed) String() string {
 	return fmt.Sprintf("DirListed cmd=%d children=%v%s", i.Cmd, i.Children, errText(i.Err))
 }
-func (i Watching) String() string {
+func (i watching) String() string {
 	held := ""
 	if i.Held {
 		held = " held"
 	}
 	return fmt.Sprintf("Watching cmd=%d exists=%t%s%s", i.Cmd, i.Exists, held, errText(i.Err))
 }
-func (i NodesChecked) String() string {
+func (i nodesChecked) String() string {
 	return fmt.Sprintf("NodesChecked cmd=%d exists=%v%s", i.Cmd, i.Exists, errText(i.Err))
 }
-func (i WatchFired) String() string {
+func (i watchFired) String() string {
 	return fmt.Sprintf("WatchFired cmd=%d %s %s%s", i.Cmd, i.Event.Type, i.Event.Path, errText(i.Event.Err))
 }
-func (i OwnNodeGone) String() string {
+func (i ownNodeGone) String() string {
 	return fmt.Sprintf("OwnNodeGone cmd=%d %s %s%s", i.Cmd, i.Event.Type, i.Event.Path, errText(i.Event.Err))
 }
-func (i Deleted) String() string { return fmt.Sprintf("Deleted cmd=%d%s", i.Cmd, errText(i.Err)) }
-func (i Announced) String() string {
+func (i deleted) String() string { return fmt.Sprintf("Deleted cmd=%d%s", i.Cmd, errText(i.Err)) }
+func (i announced) String() string {
 	return fmt.Sprintf("Announced cmd=%d%s", i.Cmd, errText(i.Err))
 }
 
@@ -209,106 +209,106 @@ type Command interface {
 	String() string
 }
 
-// CreateNode creates our ephemeral sequential node: Prefix + 10-digit
-// sequence. Reply: Created.
-type CreateNode struct {
+// createNode creates our ephemeral sequential node: Prefix + 10-digit
+// sequence. Reply: created.
+type createNode struct {
 	Cmd    uint64
 	Prefix string
 	Data   []byte
 }
 
-// EnsureDir creates Dir and its missing ancestors as container nodes.
-// Reply: DirEnsured.
-type EnsureDir struct {
+// ensureDir creates Dir and its missing ancestors as container nodes.
+// Reply: dirEnsured.
+type ensureDir struct {
 	Cmd uint64
 	Dir string
 }
 
-// ReadDir lists Dir's children and reads Own's Stat with a watch on it
+// readDir lists Dir's children and reads Own's Stat with a watch on it
 // (a child watch: it fires when the node is deleted, not when its data
-// changes), both requests in flight together. Reply: DirRead, then
-// OwnNodeGone when the node goes.
-type ReadDir struct {
+// changes), both requests in flight together. Reply: dirRead, then
+// ownNodeGone when the node goes.
+type readDir struct {
 	Cmd uint64
 	Dir string
 	Own string
 }
 
-// ListDir lists Dir's children (to find our node by uuid after a lost
-// create reply). Reply: DirListed.
-type ListDir struct {
+// listDir lists Dir's children (to find our node by uuid after a lost
+// create reply). Reply: dirListed.
+type listDir struct {
 	Cmd uint64
 	Dir string
 }
 
-// WatchNode checks that Path exists and leaves two one-shot watches, both
+// watchNode checks that Path exists and leaves two one-shot watches, both
 // requests in flight together: a child watch on Path, which fires only when
 // it is deleted (contender nodes are ephemeral: no children; a data change
 // does not fire it), and an exists watch on ReleaseMark(Path), or with
-// Hold on HoldMark(Path). Replies: Watching, then one WatchFired; with
+// Hold on HoldMark(Path). Replies: watching, then one watchFired; with
 // Hold, two when the hold mark is made while we watch (its creation, then
 // the deletion).
-type WatchNode struct {
+type watchNode struct {
 	Cmd  uint64
 	Path string
 	Hold bool
 	// Dir: Path is the directory; only its child watch is set (Leases),
-	// and its one WatchFired is any change of the children.
+	// and its one watchFired is any change of the children.
 	Dir bool
 }
 
-// CheckNodes asks whether each of Paths exists, all requests in flight
-// together. Reply: NodesChecked.
-type CheckNodes struct {
+// checkNodes asks whether each of Paths exists, all requests in flight
+// together. Reply: nodesChecked.
+type checkNodes struct {
 	Cmd   uint64
 	Paths []string
 }
 
-// Announce makes our hold mark, Path (HoldMark of Node), an ephemeral node,
+// announceMark makes our hold mark, Path (HoldMark of Node), an ephemeral node,
 // in one multi with a check that Node exists: so a hold mark never
-// outlives its node by being made after it. Reply: Announced.
-type Announce struct {
+// outlives its node by being made after it. Reply: announced.
+type announceMark struct {
 	Cmd  uint64
 	Node string
 	Path string
 }
 
-// DeleteNode deletes Path. With Release set, one multi creates and deletes
+// deleteNode deletes Path. With Release set, one multi creates and deletes
 // ReleaseMark(Path) and then deletes Path, so the waiter watching it knows
-// a holder left and holds next with no read. Reply: Deleted.
-type DeleteNode struct {
+// a holder left and holds next with no read. Reply: deleted.
+type deleteNode struct {
 	Cmd     uint64
 	Path    string
 	Release bool
 }
 
-func (c CreateNode) ID() uint64 { return c.Cmd }
-func (c EnsureDir) ID() uint64  { return c.Cmd }
-func (c ReadDir) ID() uint64    { return c.Cmd }
-func (c ListDir) ID() uint64    { return c.Cmd }
-func (c WatchNode) ID() uint64  { return c.Cmd }
-func (c CheckNodes) ID() uint64 { return c.Cmd }
-func (c DeleteNode) ID() uint64 { return c.Cmd }
-func (c Announce) ID() uint64   { return c.Cmd }
+func (c createNode) ID() uint64   { return c.Cmd }
+func (c ensureDir) ID() uint64    { return c.Cmd }
+func (c readDir) ID() uint64      { return c.Cmd }
+func (c listDir) ID() uint64      { return c.Cmd }
+func (c watchNode) ID() uint64    { return c.Cmd }
+func (c checkNodes) ID() uint64   { return c.Cmd }
+func (c deleteNode) ID() uint64   { return c.Cmd }
+func (c announceMark) ID() uint64 { return c.Cmd }
 
-func (CreateNode) isCommand() {}
-func (EnsureDir) isCommand()  {}
-func (ReadDir) isCommand()    {}
-func (ListDir) isCommand()    {}
-func (WatchNode) isCommand()  {}
-func (CheckNodes) isCommand() {}
-func (DeleteNode) isCommand() {}
-func (Announce) isCommand()   {}
+func (createNode) isCommand()   {}
+func (ensureDir) isCommand()    {}
+func (readDir) isCommand()      {}
+func (listDir) isCommand()      {}
+func (watchNode) isCommand()    {}
+func (checkNodes) isCommand()   {}
+func (deleteNode) isCommand()   {}
+func (announceMark) isCommand() {}
 
-func (c CreateNode) String() string {
+func (c createNode) String() string {
 	return fmt.Sprintf("CreateNode cmd=%d prefix=%s data=%q", c.Cmd, c.Prefix, c.Data)
 }
-func (c EnsureDir) String() string { return fmt.Sprintf("EnsureDir cmd=%d dir=%s", c.Cmd, c.Dir) }
-func (c ReadDir) String() string {
+func (c ensureDir) String() string { return fmt.Sprintf("EnsureDir cmd=%d dir=%s", c.Cmd, c.Dir) }
+func (c readDir) String() string {
 	return fmt.Sprintf("ReadDir cmd=%d dir=%s own=%s", c.Cmd, c.Dir, c.Own)
 }
-func (c ListDir) String() string { return fmt.Sprintf("ListDir cmd=%d dir=%s", c.Cmd, c.Dir) }
-func (c WatchNode) String() string {
+func (c listDir) String() string { return fmt.Sprintf("ListDir cmd=%d dir=%s", c.Cmd, c.Dir) }
+func (c watchNode) String() string {
 	if c.Dir {
 		return fmt.Sprintf("WatchNode cmd=%d dir=%s", c.Cmd, c.Path)
 	}
@@ -317,13 +317,13 @@ func (c WatchNode) String() string {
 	}
 	return fmt.Sprintf("WatchNode cmd=%d path=%s", c.Cmd, c.Path)
 }
-func (c CheckNodes) String() string {
+func (c checkNodes) String() string {
 	return fmt.Sprintf("CheckNodes cmd=%d paths=%v", c.Cmd, c.Paths)
 }
-func (c DeleteNode) String() string {
+func (c deleteNode) String() string {
 	return fmt.Sprintf("DeleteNode cmd=%d path=%s release=%t", c.Cmd, c.Path, c.Release)
 }
-func (c Announce) String() string { return fmt.Sprintf("Announce cmd=%d path=%s", c.Cmd, c.Path) }
+func (c announceMark) String() string { return fmt.Sprintf("Announce cmd=%d path=%s", c.Cmd, c.Path) }
 
 // Grant describes a term in which we hold it.
 type Grant struct {
@@ -338,7 +338,7 @@ type Reply struct {
 	Req       uint64
 	Granted   bool
 	Grant     Grant
-	Leftovers runtime.Leftovers // Handover's answer
+	Leftovers runtime.Leftovers // handover's answer
 	Err       error
 }
 

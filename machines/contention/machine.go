@@ -38,7 +38,7 @@ func ReleaseMark(node string) string { return node + ".released" }
 // under Config.HoldMarks: an ephemeral node named as the holder's node, in
 // the directory's hold-mark directory, dir + ".held", beside it (a
 // container, made when first needed). It is made right after the grant
-// (Announce) and deleted after the node when the term ends. It lets a
+// (announceMark) and deleted after the node when the term ends. It lets a
 // holder release with a plain delete, the cheapest write there is, and
 // still hand over with no read: the waiter behind the node watches the
 // hold mark as well as the node, and a node that holds or held has nothing
@@ -164,7 +164,7 @@ type term struct {
 	// so when it goes nothing below ours is left.
 	predHeld  bool
 	announced bool   // our hold mark was asked for (HoldMarks)
-	ownWatch  uint64 // the ReadDir whose watch on our node tells of its deletion
+	ownWatch  uint64 // the readDir whose watch on our node tells of its deletion
 	try       bool   // only TryAcquire callers: give up instead of waiting
 }
 
@@ -172,7 +172,7 @@ type term struct {
 type request struct {
 	cmd       Command
 	term      *term    // the term it serves; nil for deletes
-	releasers []uint64 // Release/Shutdown calls answered when this delete completes
+	releasers []uint64 // Release/shutdown calls answered when this delete completes
 	stopTerm  uint64   // a delete that completes STOP for this term
 	// then is deleted once this delete is done: a hold mark after its
 	// node, so that it never delays the node's deletion on the server.
@@ -248,35 +248,35 @@ func (m *Machine) Step(in Input) Output {
 	switch in := in.(type) {
 	case Acquire:
 		m.acquire(in)
-	case Cancel:
+	case cancelReq:
 		m.cancel(in.Req)
 	case Release:
 		m.release(in)
-	case Shutdown:
+	case shutdown:
 		m.shutdown(in.Req)
-	case Handover:
+	case handover:
 		m.handover(in.Req)
 	case Session:
 		m.sessionChanged(in)
-	case Created:
+	case created:
 		m.created(in)
-	case DirEnsured:
+	case dirEnsured:
 		m.dirEnsured(in)
-	case DirRead:
+	case dirRead:
 		m.dirRead(in)
-	case DirListed:
+	case dirListed:
 		m.dirListed(in)
-	case Watching:
+	case watching:
 		m.watching(in)
-	case NodesChecked:
+	case nodesChecked:
 		m.nodesChecked(in)
-	case WatchFired:
+	case watchFired:
 		m.watchFired(in)
-	case OwnNodeGone:
+	case ownNodeGone:
 		m.ownNodeGone(in)
-	case Deleted:
+	case deleted:
 		m.deleted(in)
-	case Announced:
+	case announced:
 		m.announced(in)
 	}
 	m.checkDone()
@@ -377,20 +377,20 @@ func (m *Machine) handover(req uint64) {
 	for id, r := range m.inflight {
 		stalled := m.isStalled(id)
 		switch c := r.cmd.(type) {
-		case DeleteNode:
+		case deleteNode:
 			l.Nodes = append(l.Nodes, c.Path)
 			if r.then != "" {
 				l.Nodes = append(l.Nodes, r.then)
 			}
-		case Announce:
+		case announceMark:
 			if !stalled {
 				l.Nodes = append(l.Nodes, c.Path)
 			}
-		case CreateNode:
+		case createNode:
 			if !stalled {
 				l.Prefixes = append(l.Prefixes, c.Prefix)
 			}
-		case ListDir: // a hunt for a create whose reply was lost
+		case listDir:
 			l.Prefixes = append(l.Prefixes, r.prefix())
 		}
 	}
@@ -449,12 +449,12 @@ func (m *Machine) sessionChanged(in Session) {
 
 // ---- replies
 
-func (m *Machine) created(in Created) {
+func (m *Machine) created(in created) {
 	r, t := m.take(in.Cmd)
 	if r == nil {
 		return
 	}
-	prefix := r.cmd.(CreateNode).Prefix
+	prefix := r.cmd.(createNode).Prefix
 	switch {
 	case in.Err == nil && t != nil:
 		m.offered(t, in.Path)
@@ -465,7 +465,7 @@ func (m *Machine) created(in Created) {
 		m.listDir(prefix, t)
 	case t == nil:
 	case errors.Is(in.Err, zk.ErrNoNode):
-		m.send(&request{cmd: EnsureDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir}, term: t})
+		m.send(&request{cmd: ensureDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir}, term: t})
 	case errors.Is(in.Err, zk.ErrSessionExpired):
 		m.fail(t, m.cfg.Errors.SessionLost)
 	default:
@@ -473,7 +473,7 @@ func (m *Machine) created(in Created) {
 	}
 }
 
-func (m *Machine) dirEnsured(in DirEnsured) {
+func (m *Machine) dirEnsured(in dirEnsured) {
 	r, t := m.take(in.Cmd)
 	switch {
 	case t == nil:
@@ -486,7 +486,7 @@ func (m *Machine) dirEnsured(in DirEnsured) {
 	}
 }
 
-func (m *Machine) dirListed(in DirListed) {
+func (m *Machine) dirListed(in dirListed) {
 	r, t := m.take(in.Cmd)
 	if r == nil {
 		return
@@ -519,7 +519,7 @@ func (m *Machine) dirListed(in DirListed) {
 	}
 }
 
-func (m *Machine) dirRead(in DirRead) {
+func (m *Machine) dirRead(in dirRead) {
 	r, t := m.take(in.Cmd)
 	switch {
 	case t == nil:
@@ -535,7 +535,7 @@ func (m *Machine) dirRead(in DirRead) {
 		m.fail(t, m.vanished(t))
 		return
 	case in.Own.EphemeralOwner != t.session:
-		// Created on another session than the term's (go-zookeeper runs
+		// created on another session than the term's (go-zookeeper runs
 		// requests queued across an expiry on the new session): not ours
 		// to hold, and not to be left behind.
 		m.fail(t, m.cfg.Errors.SessionLost)
@@ -550,7 +550,7 @@ func (m *Machine) dirRead(in DirRead) {
 	m.advance(t)
 }
 
-func (m *Machine) watching(in Watching) {
+func (m *Machine) watching(in watching) {
 	r, t := m.take(in.Cmd)
 	switch {
 	case t == nil:
@@ -566,7 +566,7 @@ func (m *Machine) watching(in Watching) {
 	}
 }
 
-func (m *Machine) watchFired(in WatchFired) {
+func (m *Machine) watchFired(in watchFired) {
 	t := m.term
 	if t == nil || in.Cmd != t.watch || t.pending != 0 || len(t.below) == 0 {
 		return // stale
@@ -594,7 +594,7 @@ func (m *Machine) watchFired(in WatchFired) {
 // operator, a script, a forced revocation) while we held it or waited: a
 // hold without its node is no hold. Our own deletes come after the term
 // ended, so their events find no term.
-func (m *Machine) ownNodeGone(in OwnNodeGone) {
+func (m *Machine) ownNodeGone(in ownNodeGone) {
 	t := m.term
 	if t == nil || in.Cmd != t.ownWatch || in.Event.Type != zk.EventNodeDeleted || in.Event.Path != t.node {
 		return // stale, or the end of the watch with the session: LOST follows
@@ -622,7 +622,7 @@ func (m *Machine) predecessorGone(t *term) {
 	}
 }
 
-func (m *Machine) nodesChecked(in NodesChecked) {
+func (m *Machine) nodesChecked(in nodesChecked) {
 	r, t := m.take(in.Cmd)
 	switch {
 	case t == nil:
@@ -632,7 +632,7 @@ func (m *Machine) nodesChecked(in NodesChecked) {
 		m.fail(t, in.Err)
 	default:
 		var left []string
-		for i, p := range r.cmd.(CheckNodes).Paths {
+		for i, p := range r.cmd.(checkNodes).Paths {
 			if in.Exists[i] {
 				left = append(left, p)
 			}
@@ -642,7 +642,7 @@ func (m *Machine) nodesChecked(in NodesChecked) {
 	}
 }
 
-func (m *Machine) deleted(in Deleted) {
+func (m *Machine) deleted(in deleted) {
 	r, _ := m.take(in.Cmd)
 	if r == nil {
 		return
@@ -654,7 +654,7 @@ func (m *Machine) deleted(in Deleted) {
 		m.send(r)
 	case errors.Is(in.Err, zk.ErrNodeExists):
 		// Someone made a node by the release mark's name: delete plainly.
-		d := r.cmd.(DeleteNode)
+		d := r.cmd.(deleteNode)
 		d.Release = false
 		r.cmd = d
 		m.send(r)
@@ -679,11 +679,11 @@ func (m *Machine) deleteThen(r *request) {
 // ---- the term
 
 func (m *Machine) createNode(t *term) {
-	m.send(&request{cmd: CreateNode{Cmd: m.nextCmd(), Prefix: t.prefix, Data: m.cfg.Data}, term: t})
+	m.send(&request{cmd: createNode{Cmd: m.nextCmd(), Prefix: t.prefix, Data: m.cfg.Data}, term: t})
 }
 
 func (m *Machine) listDir(prefix string, t *term) {
-	r := &request{cmd: ListDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir}, term: t}
+	r := &request{cmd: listDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir}, term: t}
 	if t == nil {
 		r.term = &term{prefix: prefix} // a hunt for a ghost of an ended term
 	}
@@ -697,7 +697,7 @@ func (m *Machine) offered(t *term, node string) {
 	m.fire(trDetermine)
 	m.emit(events.DetermineStart, nil)
 	t.ownWatch = m.nextCmd()
-	m.send(&request{cmd: ReadDir{Cmd: t.ownWatch, Dir: m.cfg.Dir, Own: node}, term: t})
+	m.send(&request{cmd: readDir{Cmd: t.ownWatch, Dir: m.cfg.Dir, Own: node}, term: t})
 }
 
 // recheck follows a node before ours that went without a release mark: the
@@ -708,7 +708,7 @@ func (m *Machine) recheck(t *term) {
 		m.elect(t)
 		return
 	}
-	m.send(&request{cmd: CheckNodes{Cmd: m.nextCmd(), Paths: slices.Clone(t.below)}, term: t})
+	m.send(&request{cmd: checkNodes{Cmd: m.nextCmd(), Paths: slices.Clone(t.below)}, term: t})
 }
 
 // advance holds it when nothing we saw below is left, or else waits for the
@@ -736,10 +736,10 @@ func (m *Machine) advance(t *term) {
 	id := m.nextCmd()
 	t.watch = id
 	if m.cfg.Predicate.watchesDir() {
-		m.send(&request{cmd: WatchNode{Cmd: id, Path: m.cfg.Dir, Dir: true}, term: t})
+		m.send(&request{cmd: watchNode{Cmd: id, Path: m.cfg.Dir, Dir: true}, term: t})
 		return
 	}
-	m.send(&request{cmd: WatchNode{Cmd: id, Path: t.below[len(t.below)-1], Hold: m.cfg.HoldMarks}, term: t})
+	m.send(&request{cmd: watchNode{Cmd: id, Path: t.below[len(t.below)-1], Hold: m.cfg.HoldMarks}, term: t})
 }
 
 // reread lists the directory and reads our node again, as DETERMINE did,
@@ -747,7 +747,7 @@ func (m *Machine) advance(t *term) {
 func (m *Machine) reread(t *term) {
 	t.watch = 0
 	t.ownWatch = m.nextCmd()
-	m.send(&request{cmd: ReadDir{Cmd: t.ownWatch, Dir: m.cfg.Dir, Own: t.node}, term: t})
+	m.send(&request{cmd: readDir{Cmd: t.ownWatch, Dir: m.cfg.Dir, Own: t.node}, term: t})
 }
 
 func (m *Machine) elect(t *term) {
@@ -763,21 +763,21 @@ func (m *Machine) elect(t *term) {
 	m.emit(events.ElectedComplete, nil)
 	if m.cfg.HoldMarks {
 		t.announced = true
-		m.send(&request{cmd: Announce{Cmd: m.nextCmd(), Node: t.node, Path: HoldMark(t.node)}})
+		m.send(&request{cmd: announceMark{Cmd: m.nextCmd(), Node: t.node, Path: HoldMark(t.node)}})
 	}
 }
 
-// announced takes Announce's reply. While the term holds there is nothing
+// announced takes announceMark's reply. While the term holds there is nothing
 // to do, whatever it says: without the mark the waiter behind us only
 // reads once more. If the term is over, a mark that was (or may have been)
 // made before our node went is deleted: the delete at the term's end may
 // have reached the server before it.
-func (m *Machine) announced(in Announced) {
+func (m *Machine) announced(in announced) {
 	r, _ := m.take(in.Cmd)
 	if r == nil {
 		return
 	}
-	node := r.cmd.(Announce).Node
+	node := r.cmd.(announceMark).Node
 	if t := m.term; t != nil && t.node == node {
 		return
 	}
@@ -791,7 +791,7 @@ func (m *Machine) announced(in Announced) {
 // deletion, and a delete of the mark sent with it could reach the server
 // first and take a log write of its own before it.
 func (m *Machine) deleteTermNode(t *term, release bool, releasers []uint64, stopTerm uint64) {
-	r := &request{cmd: DeleteNode{Cmd: m.nextCmd(), Path: t.node, Release: release}, releasers: releasers, stopTerm: stopTerm}
+	r := &request{cmd: deleteNode{Cmd: m.nextCmd(), Path: t.node, Release: release}, releasers: releasers, stopTerm: stopTerm}
 	if t.announced {
 		r.then = HoldMark(t.node)
 	}
@@ -850,7 +850,7 @@ func (m *Machine) endTerm(t *term, cause error) {
 	// stalled create was never sent, so nothing was created.
 	for id, r := range m.inflight {
 		if r.term == t && m.isStalled(id) {
-			if _, hunt := r.cmd.(ListDir); !hunt {
+			if _, hunt := r.cmd.(listDir); !hunt {
 				m.unstall(id)
 			}
 		}
@@ -882,7 +882,7 @@ func (m *Machine) vanished(t *term) error {
 // ReleaseMark). releasers are answered when it is done; stopTerm, if set,
 // completes that term's STOP.
 func (m *Machine) deleteNode(path string, release bool, releasers []uint64, stopTerm uint64) {
-	m.send(&request{cmd: DeleteNode{Cmd: m.nextCmd(), Path: path, Release: release}, releasers: releasers, stopTerm: stopTerm})
+	m.send(&request{cmd: deleteNode{Cmd: m.nextCmd(), Path: path, Release: release}, releasers: releasers, stopTerm: stopTerm})
 }
 
 // deleting reports whether path is a node of ours whose delete is under
@@ -890,7 +890,7 @@ func (m *Machine) deleteNode(path string, release bool, releasers []uint64, stop
 // delete and our create may reach the server in either order.
 func (m *Machine) deleting(path string) bool {
 	for _, r := range m.inflight {
-		if d, ok := r.cmd.(DeleteNode); ok && d.Path == path {
+		if d, ok := r.cmd.(deleteNode); ok && d.Path == path {
 			return true
 		}
 	}
@@ -902,7 +902,7 @@ func (m *Machine) finishDelete(r *request, err error) {
 		m.reply(Reply{Req: req, Err: err})
 	}
 	if r.stopTerm != 0 {
-		m.out.Events = append(m.out.Events, Event{Type: events.StopComplete, State: m.State(), Term: r.stopTerm, Node: r.cmd.(DeleteNode).Path, Err: err})
+		m.out.Events = append(m.out.Events, Event{Type: events.StopComplete, State: m.State(), Term: r.stopTerm, Node: r.cmd.(deleteNode).Path, Err: err})
 	}
 }
 
@@ -931,7 +931,7 @@ func (m *Machine) send(r *request) {
 // dispatch hands r's command out. A create records the session it goes out
 // on: the node must be owned by it.
 func (m *Machine) dispatch(r *request) {
-	if _, ok := r.cmd.(CreateNode); ok && r.term != nil {
+	if _, ok := r.cmd.(createNode); ok && r.term != nil {
 		r.term.session = m.session
 	}
 	m.out.Commands = append(m.out.Commands, r.cmd)

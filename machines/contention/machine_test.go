@@ -113,15 +113,15 @@ func own(czxid int64) zk.Stat { return zk.Stat{Czxid: czxid, EphemeralOwner: ses
 func TestTranscriptUncontendedReentrant(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
-	out := tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007", "other"}, Own: own(0x42), OwnExists: true})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
+	out := tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007", "other"}, Own: own(0x42), OwnExists: true})
 	if len(out.Replies) != 1 || !out.Replies[0].Granted || out.Replies[0].Grant.Token != 0x42 {
 		t.Fatalf("want a grant with token 0x42, got %v", out.Replies)
 	}
 	tr.step(Acquire{Req: 2})
 	tr.step(Release{Req: 3})
 	tr.step(Release{Req: 4})
-	tr.step(Deleted{Cmd: 3})
+	tr.step(deleted{Cmd: 3})
 	tr.step(Release{Req: 5})
 	tr.check("uncontended_reentrant")
 }
@@ -129,15 +129,15 @@ func TestTranscriptUncontendedReentrant(t *testing.T) {
 func TestTranscriptZeroReadHandoff(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
-	tr.step(DirRead{Cmd: 2, Children: []string{
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
+	tr.step(dirRead{Cmd: 2, Children: []string{
 		"_c_uuid1-lock-0000000003", "_c_a-lock-0000000001", "_c_b-lock-0000000002", "_c_c-lock-0000000000",
 	}, Own: own(0x50), OwnExists: true})
-	tr.step(Watching{Cmd: 3, Exists: true})
+	tr.step(watching{Cmd: 3, Exists: true})
 	// The holder before us released with the mark (the marker node created,
 	// then its node deleted, in one multi): we hold on the mark's event,
 	// with no read.
-	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
+	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
 	if len(out.Commands) != 0 || len(out.Replies) != 1 || !out.Replies[0].Granted {
 		t.Fatalf("want a grant with no command, got %+v", out)
 	}
@@ -147,35 +147,35 @@ func TestTranscriptZeroReadHandoff(t *testing.T) {
 func TestTranscriptWaiterBeforeUsGaveUp(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
-	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_a-lock-0000000001", "_c_b-lock-0000000002"}, Own: own(0x50), OwnExists: true})
-	tr.step(Watching{Cmd: 3, Exists: true})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_a-lock-0000000001", "_c_b-lock-0000000002"}, Own: own(0x50), OwnExists: true})
+	tr.step(watching{Cmd: 3, Exists: true})
 	// A plain delete: b may have been a waiter that gave up; look at a.
-	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
+	tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
 	// A late event for a watch already handled: ignored.
-	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
-	tr.step(NodesChecked{Cmd: 4, Exists: []bool{true}})
-	tr.step(Watching{Cmd: 5, Exists: true})
-	tr.step(WatchFired{Cmd: 5, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_a-lock-0000000001"}})
+	tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
+	tr.step(nodesChecked{Cmd: 4, Exists: []bool{true}})
+	tr.step(watching{Cmd: 5, Exists: true})
+	tr.step(watchFired{Cmd: 5, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_a-lock-0000000001"}})
 	tr.check("waiter_gave_up")
 }
 
 func TestTranscriptDataChangeAloneIsNoRelease(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
-	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_a-lock-0000000001", "_c_b-lock-0000000002"}, Own: own(0x50), OwnExists: true})
-	tr.step(Watching{Cmd: 3, Exists: true})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_a-lock-0000000001", "_c_b-lock-0000000002"}, Own: own(0x50), OwnExists: true})
+	tr.step(watching{Cmd: 3, Exists: true})
 	// Curator's Revoker writes to the node we wait for: not a release (the
 	// child watch does not even fire for it; if a data watch did, the
 	// event means nothing).
-	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: "/app/lock/_c_b-lock-0000000002"}})
+	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: "/app/lock/_c_b-lock-0000000002"}})
 	if len(out.Replies) != 0 || len(out.Commands) != 0 {
 		t.Fatalf("a data change did something: %+v", out)
 	}
 	// Its holder then releases plainly, as Curator does: check what is left.
-	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
-	tr.step(NodesChecked{Cmd: 4, Exists: []bool{false}})
+	tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
+	tr.step(nodesChecked{Cmd: 4, Exists: []bool{false}})
 	tr.check("data_change_alone")
 }
 
@@ -183,8 +183,8 @@ func TestTranscriptDataChangeAloneIsNoRelease(t *testing.T) {
 // with _c_a-latch-0000000001 below it: commands 1-3 are used.
 func (tr *transcript) waitBehind(dir string) {
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: dir + "/_c_uuid1-latch-0000000003"})
-	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000003", "_c_a-latch-0000000001", "_c_b-latch-0000000002"}, Own: own(0x50), OwnExists: true})
+	tr.step(created{Cmd: 1, Path: dir + "/_c_uuid1-latch-0000000003"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000003", "_c_a-latch-0000000001", "_c_b-latch-0000000002"}, Own: own(0x50), OwnExists: true})
 }
 
 // With hold marks, the node we wait for announces its grant (its hold
@@ -194,25 +194,25 @@ func (tr *transcript) waitBehind(dir string) {
 func TestTranscriptHoldMarkHandoff(t *testing.T) {
 	tr := newHoldTranscript(t)
 	tr.waitBehind("/app/election")
-	tr.step(Watching{Cmd: 3, Exists: true})
-	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: HoldMark("/app/election/_c_b-latch-0000000002")}})
+	tr.step(watching{Cmd: 3, Exists: true})
+	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: HoldMark("/app/election/_c_b-latch-0000000002")}})
 	if len(out.Replies) != 0 || len(out.Commands) != 0 || len(out.Events) != 0 {
 		t.Fatalf("a hold mark's creation did something: %+v", out)
 	}
-	out = tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/election/_c_b-latch-0000000002"}})
+	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/election/_c_b-latch-0000000002"}})
 	if len(out.Replies) != 1 || !out.Replies[0].Granted {
 		t.Fatalf("want a grant, got %+v", out)
 	}
 	if len(out.Commands) != 1 {
 		t.Fatalf("want only the announce, got %v", out.Commands)
 	}
-	if a, ok := out.Commands[0].(Announce); !ok || a.Path != "/app/election.held/_c_uuid1-latch-0000000003" {
+	if a, ok := out.Commands[0].(announceMark); !ok || a.Path != "/app/election.held/_c_uuid1-latch-0000000003" {
 		t.Fatalf("want an Announce of our hold mark, got %v", out.Commands[0])
 	}
-	tr.step(Announced{Cmd: 4})
+	tr.step(announced{Cmd: 4})
 	tr.step(Release{Req: 2})
-	tr.step(Deleted{Cmd: 5})
-	tr.step(Deleted{Cmd: 6})
+	tr.step(deleted{Cmd: 5})
+	tr.step(deleted{Cmd: 6})
 	tr.check("hold_mark_handoff")
 }
 
@@ -221,7 +221,7 @@ func TestTranscriptHoldMarkHandoff(t *testing.T) {
 func TestTranscriptHoldMarkSeenByTheWatchRequest(t *testing.T) {
 	tr := newHoldTranscript(t)
 	tr.waitBehind("/app/election")
-	out := tr.step(Watching{Cmd: 3, Exists: false, Held: true})
+	out := tr.step(watching{Cmd: 3, Exists: false, Held: true})
 	if len(out.Replies) != 1 || !out.Replies[0].Granted {
 		t.Fatalf("want a grant, got %+v", out)
 	}
@@ -233,15 +233,15 @@ func TestTranscriptHoldMarkSeenByTheWatchRequest(t *testing.T) {
 func TestTranscriptHoldMarkMissing(t *testing.T) {
 	tr := newHoldTranscript(t)
 	tr.waitBehind("/app/election")
-	tr.step(Watching{Cmd: 3, Exists: true})
-	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/election/_c_b-latch-0000000002"}})
+	tr.step(watching{Cmd: 3, Exists: true})
+	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/election/_c_b-latch-0000000002"}})
 	if len(out.Commands) != 1 {
 		t.Fatalf("want a check of the lower nodes, got %v", out.Commands)
 	}
-	if _, ok := out.Commands[0].(CheckNodes); !ok {
+	if _, ok := out.Commands[0].(checkNodes); !ok {
 		t.Fatalf("want a check of the lower nodes, got %v", out.Commands[0])
 	}
-	tr.step(NodesChecked{Cmd: 4, Exists: []bool{false}})
+	tr.step(nodesChecked{Cmd: 4, Exists: []bool{false}})
 	tr.check("hold_mark_missing")
 }
 
@@ -253,16 +253,16 @@ func TestTranscriptHoldMarkMissing(t *testing.T) {
 func TestTranscriptHoldMarkLateAnnounce(t *testing.T) {
 	tr := newHoldTranscript(t)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: "/app/election/_c_uuid1-latch-0000000000"})
-	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000000"}, Own: own(0x50), OwnExists: true})
+	tr.step(created{Cmd: 1, Path: "/app/election/_c_uuid1-latch-0000000000"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000000"}, Own: own(0x50), OwnExists: true})
 	// SUSPENDED ends the term (SuspendIsLost): our node is deleted once
 	// connected again, and after it our hold mark.
 	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
 	tr.step(Session{State: zk.StateReconnected, SessionID: sess})
-	tr.step(Announced{Cmd: 3, Err: zk.ErrConnectionLoss})
-	tr.step(Deleted{Cmd: 4})
-	tr.step(Deleted{Cmd: 5, Err: zk.ErrNoNode})
-	tr.step(Deleted{Cmd: 6})
+	tr.step(announced{Cmd: 3, Err: zk.ErrConnectionLoss})
+	tr.step(deleted{Cmd: 4})
+	tr.step(deleted{Cmd: 5, Err: zk.ErrNoNode})
+	tr.step(deleted{Cmd: 6})
 	tr.check("hold_mark_late_announce")
 }
 
@@ -270,45 +270,45 @@ func TestTranscriptGhostAdopted(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
 	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
-	tr.step(Created{Cmd: 1, Err: zk.ErrConnectionLoss})
+	tr.step(created{Cmd: 1, Err: zk.ErrConnectionLoss})
 	tr.step(Session{State: zk.StateReconnected, SessionID: sess})
-	tr.step(DirListed{Cmd: 2, Children: []string{"_c_zz-lock-0000000000", "_c_uuid1-lock-0000000001"}})
-	tr.step(DirRead{Cmd: 3, Children: []string{"_c_zz-lock-0000000000", "_c_uuid1-lock-0000000001"}, Own: own(0x60), OwnExists: true})
+	tr.step(dirListed{Cmd: 2, Children: []string{"_c_zz-lock-0000000000", "_c_uuid1-lock-0000000001"}})
+	tr.step(dirRead{Cmd: 3, Children: []string{"_c_zz-lock-0000000000", "_c_uuid1-lock-0000000001"}, Own: own(0x60), OwnExists: true})
 	tr.check("ghost_adopted")
 }
 
 func TestTranscriptGhostNotFoundCreatesAgain(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Err: zk.ErrConnectionLoss})
-	tr.step(DirListed{Cmd: 2, Children: []string{"_c_zz-lock-0000000000"}})
+	tr.step(created{Cmd: 1, Err: zk.ErrConnectionLoss})
+	tr.step(dirListed{Cmd: 2, Children: []string{"_c_zz-lock-0000000000"}})
 	tr.check("ghost_not_found")
 }
 
 func TestTranscriptCreateOnNewSessionIsNotOurs(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
 	stranger := zk.Stat{Czxid: 0x70, EphemeralOwner: sess + 1}
-	out := tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: stranger, OwnExists: true})
+	out := tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: stranger, OwnExists: true})
 	if len(out.Replies) != 1 || !errors.Is(out.Replies[0].Err, testErrors.SessionLost) {
 		t.Fatalf("want ErrSessionLost, got %v", out.Replies)
 	}
-	tr.step(Deleted{Cmd: 3})
+	tr.step(deleted{Cmd: 3})
 	tr.check("not_our_session")
 }
 
 func TestTranscriptExpiryWhileWaiting(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000001"})
-	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000001", "_c_a-lock-0000000000"}, Own: own(0x50), OwnExists: true})
-	tr.step(Watching{Cmd: 3, Exists: true})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000001"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000001", "_c_a-lock-0000000000"}, Own: own(0x50), OwnExists: true})
+	tr.step(watching{Cmd: 3, Exists: true})
 	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
 	tr.step(Session{State: zk.StateLost, SessionID: sess})
-	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNotWatching, Err: zk.ErrSessionExpired}})
+	tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNotWatching, Err: zk.ErrSessionExpired}})
 	tr.step(Session{State: zk.StateConnected, SessionID: sess + 1})
-	tr.step(Deleted{Cmd: 4, Err: zk.ErrNoNode})
+	tr.step(deleted{Cmd: 4, Err: zk.ErrNoNode})
 	tr.check("expiry_while_waiting")
 }
 
@@ -317,8 +317,8 @@ func TestTranscriptSuspendedWhileHolding(t *testing.T) {
 		t.Run(fmt.Sprintf("loseOnSuspend=%t", lose), func(t *testing.T) {
 			tr := newTranscript(t, lose)
 			tr.step(Acquire{Req: 1})
-			tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
-			tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: own(0x50), OwnExists: true})
+			tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
+			tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: own(0x50), OwnExists: true})
 			out := tr.step(Session{State: zk.StateSuspended, SessionID: sess})
 			if ended := len(out.TermEnded) == 1; ended != lose {
 				t.Fatalf("term ended on SUSPENDED: %t, want %t", ended, lose)
@@ -332,19 +332,19 @@ func TestTranscriptSuspendedWhileHolding(t *testing.T) {
 func TestTranscriptCancelDuringCreate(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(Cancel{Req: 1})
+	tr.step(cancelReq{Req: 1})
 	// The create was applied after the caller gave up: it is deleted.
-	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
-	tr.step(Deleted{Cmd: 2})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
+	tr.step(deleted{Cmd: 2})
 	tr.check("cancel_during_create")
 }
 
 func TestTranscriptCancelRacesGrant(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
-	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: own(0x50), OwnExists: true})
-	out := tr.step(Cancel{Req: 1})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: own(0x50), OwnExists: true})
+	out := tr.step(cancelReq{Req: 1})
 	if len(out.Commands) != 1 {
 		t.Fatalf("want the node deleted, got %v", out.Commands)
 	}
@@ -354,23 +354,23 @@ func TestTranscriptCancelRacesGrant(t *testing.T) {
 func TestTranscriptTryAcquireBehindHolder(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1, Try: true})
-	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000001"})
-	out := tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000001", "lock-0000000000"}, Own: own(0x50), OwnExists: true})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000001"})
+	out := tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000001", "lock-0000000000"}, Own: own(0x50), OwnExists: true})
 	if len(out.Replies) != 1 || out.Replies[0].Granted || out.Replies[0].Err != nil {
 		t.Fatalf("want not granted, got %v", out.Replies)
 	}
-	tr.step(Deleted{Cmd: 3})
+	tr.step(deleted{Cmd: 3})
 	tr.check("try_behind_holder")
 }
 
 func TestTranscriptShutdownWhileHolding(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
-	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: own(0x50), OwnExists: true})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: own(0x50), OwnExists: true})
 	tr.step(Acquire{Req: 2})
-	tr.step(Shutdown{Req: 3})
-	out := tr.step(Deleted{Cmd: 3})
+	tr.step(shutdown{Req: 3})
+	out := tr.step(deleted{Cmd: 3})
 	if !out.Done {
 		t.Fatal("want Done after the node is deleted")
 	}
@@ -380,8 +380,8 @@ func TestTranscriptShutdownWhileHolding(t *testing.T) {
 func TestTranscriptMissingDirectory(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Err: zk.ErrNoNode})
-	tr.step(DirEnsured{Cmd: 2})
+	tr.step(created{Cmd: 1, Err: zk.ErrNoNode})
+	tr.step(dirEnsured{Cmd: 2})
 	tr.check("missing_directory")
 }
 
@@ -441,16 +441,16 @@ func TestEveryStateReachable(t *testing.T) {
 func TestTranscriptOwnReadLost(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
-	out := tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007"}, Err: errors.Join(nil, zk.ErrConnectionLoss)})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
+	out := tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007"}, Err: errors.Join(nil, zk.ErrConnectionLoss)})
 	if len(out.Replies) != 0 || len(out.Commands) != 1 {
 		t.Fatalf("a lost own-node read: want the read sent again and no answer, got %+v", out)
 	}
-	again, ok := out.Commands[0].(ReadDir)
+	again, ok := out.Commands[0].(readDir)
 	if !ok {
 		t.Fatalf("want ReadDir again, got %T", out.Commands[0])
 	}
-	out = tr.step(DirRead{Cmd: again.Cmd, Children: []string{"_c_uuid1-lock-0000000007"}, Own: own(0x42), OwnExists: true})
+	out = tr.step(dirRead{Cmd: again.Cmd, Children: []string{"_c_uuid1-lock-0000000007"}, Own: own(0x42), OwnExists: true})
 	if len(out.Replies) != 1 || !out.Replies[0].Granted {
 		t.Fatalf("want a grant after the read succeeded, got %+v", out)
 	}
@@ -462,7 +462,7 @@ func TestTranscriptOwnReadLost(t *testing.T) {
 func TestTranscriptCreateRefused(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	out := tr.step(Created{Cmd: 1, Err: zk.ErrNoAuth})
+	out := tr.step(created{Cmd: 1, Err: zk.ErrNoAuth})
 	var failed *Event
 	for i := range out.Events {
 		if out.Events[i].Type == events.Failed {
@@ -477,16 +477,16 @@ func TestTranscriptCreateRefused(t *testing.T) {
 
 // Closed while the connection is down (the suspension already ended the
 // hold): the delete of our node waits for the connection, so the close
-// gives up (Handover), answers with the node still to delete, and the
+// gives up (handover), answers with the node still to delete, and the
 // machine is done.
 func TestTranscriptHandoverWhileDisconnected(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
-	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007"}, Own: own(0x42), OwnExists: true})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007"}, Own: own(0x42), OwnExists: true})
 	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
-	tr.step(Shutdown{Req: 2})
-	out := tr.step(Handover{Req: 3})
+	tr.step(shutdown{Req: 2})
+	out := tr.step(handover{Req: 3})
 	var l runtime.Leftovers
 	for _, r := range out.Replies {
 		if r.Req == 3 {
@@ -506,10 +506,10 @@ func TestTranscriptHandoverWhileDisconnected(t *testing.T) {
 func TestTranscriptOwnNodeDeletedWhileHeld(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
-	tr.step(DirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007"}, Own: own(0x42), OwnExists: true})
-	tr.step(OwnNodeGone{Cmd: 1, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_uuid1-lock-0000000007"}})
-	out := tr.step(OwnNodeGone{Cmd: 2, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_uuid1-lock-0000000007"}})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007"}, Own: own(0x42), OwnExists: true})
+	tr.step(ownNodeGone{Cmd: 1, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_uuid1-lock-0000000007"}})
+	out := tr.step(ownNodeGone{Cmd: 2, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_uuid1-lock-0000000007"}})
 	if len(out.TermEnded) != 1 || !errors.Is(out.TermEnded[0].Cause, testErrors.NodeDeleted) {
 		t.Fatalf("want the term ended by NodeDeleted, got %+v", out)
 	}

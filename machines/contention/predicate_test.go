@@ -25,8 +25,8 @@ func grantedAtOnce(out Output, req uint64) bool {
 func TestTranscriptReaderBehindReaders(t *testing.T) {
 	tr := newRWTranscript(t)
 	tr.step(Acquire{Req: 1, Marker: rd})
-	tr.step(Created{Cmd: 1, Path: "/app/rw/_c_uuid1-__READ__0000000003"})
-	out := tr.step(DirRead{Cmd: 2, Children: []string{"_c_a-__READ__0000000001", "_c_b-__READ__0000000002", "_c_uuid1-__READ__0000000003"}, Own: own(0x50), OwnExists: true})
+	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__READ__0000000003"})
+	out := tr.step(dirRead{Cmd: 2, Children: []string{"_c_a-__READ__0000000001", "_c_b-__READ__0000000002", "_c_uuid1-__READ__0000000003"}, Own: own(0x50), OwnExists: true})
 	if !grantedAtOnce(out, 1) {
 		t.Fatalf("a reader behind readers: want a grant at once, got %+v", out)
 	}
@@ -40,16 +40,16 @@ func TestTranscriptReaderBehindReaders(t *testing.T) {
 func TestTranscriptReaderWaitsOnLastWriterBelow(t *testing.T) {
 	tr := newRWTranscript(t)
 	tr.step(Acquire{Req: 1, Marker: rd})
-	tr.step(Created{Cmd: 1, Path: "/app/rw/_c_uuid1-__READ__0000000004"})
-	out := tr.step(DirRead{Cmd: 2, Children: []string{
+	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__READ__0000000004"})
+	out := tr.step(dirRead{Cmd: 2, Children: []string{
 		"_c_w0-__WRIT__0000000000", "_c_r1-__READ__0000000001", "_c_w2-__WRIT__0000000002",
 		"_c_r3-__READ__0000000003", "_c_uuid1-__READ__0000000004", "_c_w5-__WRIT__0000000005", "_c_r6-__READ__0000000006",
 	}, Own: own(0x50), OwnExists: true})
-	if len(out.Commands) != 1 || out.Commands[0].(WatchNode).Path != "/app/rw/_c_w2-__WRIT__0000000002" {
+	if len(out.Commands) != 1 || out.Commands[0].(watchNode).Path != "/app/rw/_c_w2-__WRIT__0000000002" {
 		t.Fatalf("want a watch on the last writer below (w2), got %+v", out.Commands)
 	}
-	tr.step(Watching{Cmd: 3, Exists: true})
-	out = tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: ReleaseMark("/app/rw/_c_w2-__WRIT__0000000002")}})
+	tr.step(watching{Cmd: 3, Exists: true})
+	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: ReleaseMark("/app/rw/_c_w2-__WRIT__0000000002")}})
 	if !grantedAtOnce(out, 1) {
 		t.Fatalf("want a grant with no read, got %+v", out)
 	}
@@ -63,19 +63,19 @@ func TestTranscriptReaderWaitsOnLastWriterBelow(t *testing.T) {
 func TestTranscriptWriterBehindReaders(t *testing.T) {
 	tr := newRWTranscript(t)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: "/app/rw/_c_uuid1-__WRIT__0000000003"})
-	out := tr.step(DirRead{Cmd: 2, Children: []string{"_c_r1-__READ__0000000001", "_c_r2-__READ__0000000002", "_c_uuid1-__WRIT__0000000003"}, Own: own(0x50), OwnExists: true})
-	if len(out.Commands) != 1 || out.Commands[0].(WatchNode).Path != "/app/rw/_c_r2-__READ__0000000002" {
+	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__WRIT__0000000003"})
+	out := tr.step(dirRead{Cmd: 2, Children: []string{"_c_r1-__READ__0000000001", "_c_r2-__READ__0000000002", "_c_uuid1-__WRIT__0000000003"}, Own: own(0x50), OwnExists: true})
+	if len(out.Commands) != 1 || out.Commands[0].(watchNode).Path != "/app/rw/_c_r2-__READ__0000000002" {
 		t.Fatalf("want a watch on the immediate predecessor (r2), got %+v", out.Commands)
 	}
-	tr.step(Watching{Cmd: 3, Exists: true})
-	out = tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: ReleaseMark("/app/rw/_c_r2-__READ__0000000002")}})
+	tr.step(watching{Cmd: 3, Exists: true})
+	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: ReleaseMark("/app/rw/_c_r2-__READ__0000000002")}})
 	if len(out.Replies) != 0 {
 		t.Fatalf("a writer held behind a reader with other readers below: %+v", out)
 	}
-	tr.step(NodesChecked{Cmd: 4, Exists: []bool{true}})
-	tr.step(Watching{Cmd: 5, Exists: true})
-	tr.step(WatchFired{Cmd: 5, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_r1-__READ__0000000001"}})
+	tr.step(nodesChecked{Cmd: 4, Exists: []bool{true}})
+	tr.step(watching{Cmd: 5, Exists: true})
+	tr.step(watchFired{Cmd: 5, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_r1-__READ__0000000001"}})
 	tr.check("rw_writer_behind_readers")
 }
 
@@ -85,18 +85,18 @@ func TestTranscriptWriterBehindReaders(t *testing.T) {
 func TestTranscriptWriterBehindWriterRereads(t *testing.T) {
 	tr := newRWTranscript(t)
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: "/app/rw/_c_uuid1-__WRIT__0000000002"})
-	tr.step(DirRead{Cmd: 2, Children: []string{"_c_w1-__WRIT__0000000001", "_c_uuid1-__WRIT__0000000002"}, Own: own(0x50), OwnExists: true})
-	tr.step(Watching{Cmd: 3, Exists: true})
-	out := tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: ReleaseMark("/app/rw/_c_w1-__WRIT__0000000001")}})
+	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__WRIT__0000000002"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_w1-__WRIT__0000000001", "_c_uuid1-__WRIT__0000000002"}, Own: own(0x50), OwnExists: true})
+	tr.step(watching{Cmd: 3, Exists: true})
+	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: ReleaseMark("/app/rw/_c_w1-__WRIT__0000000001")}})
 	if len(out.Commands) != 1 {
 		t.Fatalf("want one read, got %+v", out)
 	}
-	if _, ok := out.Commands[0].(ReadDir); !ok {
+	if _, ok := out.Commands[0].(readDir); !ok {
 		t.Fatalf("want the directory read again, got %T", out.Commands[0])
 	}
-	out = tr.step(DirRead{Cmd: 4, Children: []string{"_c_w1-__READ__0000000000", "_c_uuid1-__WRIT__0000000002"}, Own: own(0x50), OwnExists: true})
-	if len(out.Replies) != 0 || len(out.Commands) != 1 || out.Commands[0].(WatchNode).Path != "/app/rw/_c_w1-__READ__0000000000" {
+	out = tr.step(dirRead{Cmd: 4, Children: []string{"_c_w1-__READ__0000000000", "_c_uuid1-__WRIT__0000000002"}, Own: own(0x50), OwnExists: true})
+	if len(out.Replies) != 0 || len(out.Commands) != 1 || out.Commands[0].(watchNode).Path != "/app/rw/_c_w1-__READ__0000000000" {
 		t.Fatalf("want a watch on the downgraded reader, got %+v", out)
 	}
 	tr.check("rw_writer_behind_writer_rereads")
@@ -107,14 +107,14 @@ func TestTranscriptWriterBehindWriterRereads(t *testing.T) {
 func TestTranscriptLeases(t *testing.T) {
 	tr := newTranscriptWith(t, Config{Dir: "/app/sem", Markers: []string{"lock-"}, Predicate: Leases(2)})
 	tr.step(Acquire{Req: 1})
-	tr.step(Created{Cmd: 1, Path: "/app/sem/_c_uuid1-lock-0000000002"})
-	out := tr.step(DirRead{Cmd: 2, Children: []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001", "_c_uuid1-lock-0000000002"}, Own: own(0x50), OwnExists: true})
-	if w, ok := out.Commands[0].(WatchNode); len(out.Commands) != 1 || !ok || !w.Dir {
+	tr.step(created{Cmd: 1, Path: "/app/sem/_c_uuid1-lock-0000000002"})
+	out := tr.step(dirRead{Cmd: 2, Children: []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001", "_c_uuid1-lock-0000000002"}, Own: own(0x50), OwnExists: true})
+	if w, ok := out.Commands[0].(watchNode); len(out.Commands) != 1 || !ok || !w.Dir {
 		t.Fatalf("want a watch on the directory, got %+v", out.Commands)
 	}
-	tr.step(Watching{Cmd: 3, Exists: true})
-	tr.step(WatchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeChildrenChanged, Path: "/app/sem"}})
-	out = tr.step(DirRead{Cmd: 4, Children: []string{"_c_b-lock-0000000001", "_c_uuid1-lock-0000000002"}, Own: own(0x50), OwnExists: true})
+	tr.step(watching{Cmd: 3, Exists: true})
+	tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeChildrenChanged, Path: "/app/sem"}})
+	out = tr.step(dirRead{Cmd: 4, Children: []string{"_c_b-lock-0000000001", "_c_uuid1-lock-0000000002"}, Own: own(0x50), OwnExists: true})
 	if !grantedAtOnce(out, 1) {
 		t.Fatalf("want a grant with one node below, got %+v", out)
 	}
