@@ -511,6 +511,10 @@ func (e Errors) errorType(err error) string {
 	return "_OTHER"
 }
 
+// ErrorType names err for a span's error.type, knowing this instance's
+// recipe errors.
+func (in *Instance) ErrorType(err error) string { return in.errs.errorType(err) }
+
 // SpanError marks span as failed with err, if err is not nil: the Error
 // status and error.type, named knowing this instance's recipe errors.
 func (in *Instance) SpanError(span trace.Span, err error) { in.errs.spanError(span, err) }

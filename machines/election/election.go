@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -63,11 +64,13 @@ type Election struct {
 	inst   *contention.Instance
 	tracer trace.Tracer
 
-	mu        sync.Mutex // guards obs against a concurrent Close
-	obs       *observer  // made by the first Observe
-	closed    chan struct{}
-	closeOnce sync.Once
-	closeErr  error // Close's result
+	mu         sync.Mutex                             // guards follower against a concurrent Close
+	follower   *runtime.Shell[followInput, followCmd] // follows the leader for Observe; made by the first
+	nextStream atomic.Uint64
+	streams    sync.WaitGroup // Observe's streams
+	closed     chan struct{}
+	closeOnce  sync.Once
+	closeErr   error // Close's result
 }
 
 // Option configures an Election.
@@ -293,12 +296,13 @@ func (e *Election) Close() error {
 	e.closeOnce.Do(func() {
 		e.mu.Lock()
 		close(e.closed)
-		obs := e.obs
+		f := e.follower
 		e.mu.Unlock()
 		e.closeErr = e.inst.Close()
-		if obs != nil {
-			obs.stop()
+		if f != nil {
+			f.Stop()
 		}
+		e.streams.Wait()
 	})
 	return e.closeErr
 }

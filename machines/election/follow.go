@@ -1,0 +1,245 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// Observe streams leader changes to this caller: first the current leader
+// (or a vacant Leader), then every change, in order, once each — including
+// a leader lost to a crash. The stream is the caller's own: a slow reader
+// misses nothing and delays no one. The channel closes when ctx ends or the
+// election is closed (then Err returns ErrClosed); after Close it is
+// closed already.
+//
+// The leader is followed by an actor of its own (a runtime.Shell running
+// the follower machine below), started by the first Observe and stopped
+// by Close; each stream is a goroutine that asks it for the next change.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	out := make(chan Leader)
+	e.mu.Lock()
+	select {
+	case <-e.closed:
+		e.mu.Unlock()
+		close(out)
+		return out
+	default:
+	}
+	if e.follower == nil {
+		e.follower = e.startFollower()
+	}
+	f, stream := e.follower, e.nextStream.Add(1)
+	e.streams.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.streams.Done()
+		defer close(out)
+		pos := -1 // the newest change
+		for {
+			a, err := f.Do(ctx, func(req uint64) followInput { return nextChange{req: req, stream: stream, pos: pos} })
+			if err != nil {
+				return // ctx ended (the stream is withdrawn) or the election closed
+			}
+			c := a.Value.(change)
+			select {
+			case out <- c.leader:
+				pos = c.pos + 1
+			case <-ctx.Done():
+				f.Post(streamGone{stream: stream}, false)
+				return
+			case <-e.closed:
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// startFollower starts the follower's actor. Called with e.mu held.
+func (e *Election) startFollower() *runtime.Shell[followInput, followCmd] {
+	return runtime.Run[followInput, followCmd](e.conn, &follower{waiting: map[uint64]waiter{}, cursors: map[uint64]int{}}, runtime.Spec[followInput, followCmd]{
+		Recipe: "election", Path: e.path, Instance: e.cfg.ID, Tracer: e.tracer,
+		Exec:    e.execFollow,
+		Answers: func(in followInput) uint64 { return in.answers() },
+		Session: func(zk.SessionEvent) followInput { return nothing{} },
+		Withdraw: func(call followInput, _ uint64) (followInput, bool) {
+			n, ok := call.(nextChange)
+			return streamGone{stream: n.stream}, ok
+		},
+		ErrorType: e.inst.ErrorType,
+		Closed:    ErrClosed,
+	})
+}
+
+// execFollow makes the follower's commands: a read of the leader, whose
+// answer is posted at once and whose watch is then waited for; or a pause
+// before the next read.
+func (e *Election) execFollow(sh *runtime.Shell[followInput, followCmd], cmd followCmd, op runtime.Op) {
+	sh.Go(func(ctx context.Context) (followInput, bool) {
+		if cmd.pause > 0 {
+			select {
+			case <-time.After(cmd.pause):
+				return readAgain{cmd: cmd.id}, true
+			case <-ctx.Done():
+				return nil, false
+			}
+		}
+		var l Leader
+		var ch <-chan zk.WatchEvent
+		var err error
+		op(ctx, "children", func(ctx context.Context) error {
+			l, ch, err = e.readLeader(ctx, true)
+			return err
+		})
+		if err != nil {
+			return leaderRead{cmd: cmd.id, err: err}, true
+		}
+		sh.Post(leaderRead{cmd: cmd.id, leader: l}, true)
+		select {
+		case <-ch:
+			return readAgain{cmd: cmd.id}, true
+		case <-ctx.Done():
+			return nil, false
+		}
+	})
+}
+
+// The follower's inputs.
+type followInput interface{ answers() uint64 }
+
+type nextChange struct { // a stream asks for the change at pos (-1: the newest)
+	req, stream uint64
+	pos         int
+}
+type streamGone struct{ stream uint64 } // a stream ended
+type leaderRead struct {                // the reply to a read
+	cmd    uint64
+	leader Leader
+	err    error
+}
+type readAgain struct{ cmd uint64 } // the read's watch fired, or its pause is over
+type nothing struct{}               // a session change: reads wait for the connection by themselves
+
+func (nextChange) answers() uint64   { return 0 }
+func (streamGone) answers() uint64   { return 0 }
+func (i leaderRead) answers() uint64 { return i.cmd }
+func (i readAgain) answers() uint64  { return i.cmd }
+func (nothing) answers() uint64      { return 0 }
+
+// followCmd reads the leader with a watch, or, with pause, waits that long
+// before the next read.
+type followCmd struct {
+	id    uint64
+	pause time.Duration
+}
+
+func (c followCmd) ID() uint64 { return c.id }
+
+// change is the answer to nextChange: the leader at pos.
+type change struct {
+	pos    int
+	leader Leader
+}
+
+type waiter struct {
+	stream uint64
+	pos    int
+}
+
+// follower is the pure machine that follows the leader: it reads it with a
+// watch, reads again when the watch fires, and keeps a log of the changes
+// from which each stream takes the next one at its own pace. The log keeps
+// what some stream has not read yet, and the newest change (where a new
+// stream starts).
+type follower struct {
+	reading bool
+	lastCmd uint64
+	backoff time.Duration
+	stopped bool // the connection is closed: nothing more to read
+
+	log     []Leader
+	base    int               // the position of log[0]
+	waiting map[uint64]waiter // calls waiting for a change not made yet
+	cursors map[uint64]int    // per stream: the next position it reads
+}
+
+func (f *follower) State() events.State { return events.StateReady }
+
+func (f *follower) Start() runtime.Output[followCmd] { return runtime.Output[followCmd]{} }
+
+func (f *follower) Step(in followInput) runtime.Output[followCmd] {
+	var out runtime.Output[followCmd]
+	switch in := in.(type) {
+	case nextChange:
+		pos := in.pos
+		if pos < 0 {
+			pos = f.base + max(len(f.log)-1, 0)
+		}
+		f.cursors[in.stream] = pos
+		f.waiting[in.req] = waiter{stream: in.stream, pos: pos}
+		f.trim()
+		if !f.reading && !f.stopped { // the first stream starts the reads
+			f.read(&out, 0)
+		}
+	case streamGone:
+		delete(f.cursors, in.stream)
+		for req, w := range f.waiting {
+			if w.stream == in.stream {
+				delete(f.waiting, req)
+			}
+		}
+		f.trim()
+	case leaderRead:
+		f.reading = false
+		switch {
+		case errors.Is(in.err, zk.ErrClosed):
+			f.stopped = true
+		case errors.Is(in.err, zk.ErrConnectionLoss), errors.Is(in.err, zk.ErrSessionExpired):
+			f.read(&out, 0) // the read waits for the connection
+		case in.err != nil:
+			f.backoff = min(max(2*f.backoff, 10*time.Millisecond), time.Second)
+			f.read(&out, f.backoff)
+		default:
+			f.backoff = 0
+			if len(f.log) == 0 || f.log[len(f.log)-1] != in.leader {
+				f.log = append(f.log, in.leader)
+			}
+			f.reading = true // its watch is armed: readAgain follows
+		}
+	case readAgain:
+		f.reading = false
+		f.read(&out, 0)
+	}
+	// Answer every waiting call whose change is there.
+	for req, w := range f.waiting {
+		if i := w.pos - f.base; i >= 0 && i < len(f.log) {
+			out.Replies = append(out.Replies, runtime.Reply{Req: req, Value: change{pos: w.pos, leader: f.log[i]}})
+			delete(f.waiting, req)
+		}
+	}
+	return out
+}
+
+// read asks for a read of the leader, after pause.
+func (f *follower) read(out *runtime.Output[followCmd], pause time.Duration) {
+	f.reading = true
+	f.lastCmd++
+	out.Commands = append(out.Commands, followCmd{id: f.lastCmd, pause: pause})
+}
+
+// trim drops the changes every stream has read, keeping the newest.
+func (f *follower) trim() {
+	low := f.base + len(f.log) - 1
+	for _, p := range f.cursors {
+		low = min(low, p)
+	}
+	if n := low - f.base; n > 0 {
+		f.log = append(f.log[:0], f.log[n:]...)
+		f.base = low
+	}
+}

@@ -1,0 +1,68 @@
+package election
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+)
+
+// The follower machine, driven by hand: the first stream starts the reads;
+// each change is appended once, in order; a stream asking past the newest
+// waits; a slow stream keeps the log from being trimmed past it; a stream
+// that leaves lets it go.
+func TestFollowerMachine(t *testing.T) {
+	f := &follower{waiting: map[uint64]waiter{}, cursors: map[uint64]int{}}
+	a, b := Leader{ID: "a", Node: "/e/a"}, Leader{ID: "b", Node: "/e/b"}
+	replies := func(in followInput) map[uint64]change {
+		out := f.Step(in)
+		got := map[uint64]change{}
+		for _, r := range out.Replies {
+			got[r.Req] = r.Value.(change)
+		}
+		return got
+	}
+
+	out := f.Step(nextChange{req: 1, stream: 1, pos: -1})
+	if len(out.Commands) != 1 || len(out.Replies) != 0 {
+		t.Fatalf("the first stream: want one read and no answer yet, got %+v", out)
+	}
+	if got := replies(leaderRead{cmd: 1, leader: a}); got[1] != (change{pos: 0, leader: a}) {
+		t.Fatalf("after the first read: %v", got)
+	}
+	replies(nextChange{req: 2, stream: 1, pos: 1}) // stream 1 waits for the next change
+	replies(nextChange{req: 3, stream: 2, pos: -1})
+	// The watch fires; the same leader again is no change.
+	if out := f.Step(readAgain{cmd: 1}); len(out.Commands) != 1 {
+		t.Fatalf("want a read after the watch, got %+v", out)
+	}
+	if got := replies(leaderRead{cmd: 2, leader: a}); len(got) != 0 {
+		t.Fatalf("the same leader delivered again: %v", got)
+	}
+	f.Step(readAgain{cmd: 2})
+	if got := replies(leaderRead{cmd: 3, leader: b}); got[2] != (change{pos: 1, leader: b}) {
+		t.Fatalf("the change to b: %v", got)
+	}
+	// Stream 2 started at a (pos 0) and was answered then; it has not read
+	// b yet, so the log keeps both.
+	if len(f.log) != 2 {
+		t.Fatalf("log %v: a slow stream's entries were trimmed", f.log)
+	}
+	replies(streamGone{stream: 2})
+	replies(nextChange{req: 4, stream: 1, pos: 2})
+	if len(f.log) != 1 || f.log[0] != b {
+		t.Fatalf("log %v: want only the newest once every stream read the rest", f.log)
+	}
+	// A closed connection ends the reads.
+	f.Step(readAgain{cmd: 3})
+	if out := f.Step(leaderRead{cmd: 4, err: zk.ErrClosed}); len(out.Commands) != 0 || !f.stopped {
+		t.Fatalf("after ErrClosed: %+v", out)
+	}
+	// Another error is read again after a pause.
+	f.stopped = false
+	f.reading = true
+	out = f.Step(leaderRead{cmd: 4, err: errors.New("boom")})
+	if len(out.Commands) != 1 || out.Commands[0].pause <= 0 {
+		t.Fatalf("after an error: want a read after a pause, got %+v", out)
+	}
+}
