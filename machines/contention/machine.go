@@ -108,7 +108,7 @@ func (cfg Config) validate() error {
 	case cfg.NewID == nil:
 		return errors.New("contention: no NewID")
 	}
-	return cfg.Predicate.validate()
+	return cfg.Predicate.validate(cfg.Markers)
 }
 
 // Machine is the contention engine: the pure state machine behind the
@@ -633,8 +633,12 @@ func (m *Machine) nodesChecked(in nodesChecked) {
 	default:
 		var left []string
 		for i, p := range r.cmd.(checkNodes).Paths {
-			if in.Exists[i] {
+			switch {
+			case in.Exists[i]:
 				left = append(left, p)
+			case m.cfg.Predicate.mustRelist(t.node, p):
+				m.reread(t) // it may have left a reader below ours
+				return
 			}
 		}
 		t.below = m.cfg.Predicate.blockers(left, t.node)
@@ -1029,16 +1033,23 @@ func (m *Machine) reply(r Reply) { m.out.Replies = append(m.out.Replies, r) }
 // ---- names and order
 
 // parseSeq returns the sequence number of a contender node name: one of
-// markers followed by ZooKeeper's 10-character suffix (%010d of an int32).
+// markers followed by ZooKeeper's suffix, %010d of an int32. That is ten
+// characters, or eleven for a sign and ten digits: from −2^31 to −10^9,
+// the sequences right after the wrap.
 func parseSeq(name string, markers []string) (int32, bool) {
-	if len(name) < 10 || !slices.ContainsFunc(markers, func(m string) bool { return strings.HasSuffix(name[:len(name)-10], m) }) {
-		return 0, false
+	for _, n := range []int{11, 10} {
+		if len(name) < n || (n == 11 && (name[len(name)-11] != '-' || name[len(name)-10] == '0')) {
+			continue
+		}
+		prefix := name[:len(name)-n]
+		if !slices.ContainsFunc(markers, func(m string) bool { return strings.HasSuffix(prefix, m) }) {
+			continue
+		}
+		if s, err := strconv.ParseInt(name[len(name)-n:], 10, 32); err == nil {
+			return int32(s), true
+		}
 	}
-	n, err := strconv.ParseInt(name[len(name)-10:], 10, 32)
-	if err != nil {
-		return 0, false
-	}
-	return int32(n), true
+	return 0, false
 }
 
 // seqBefore reports whether sequence a comes before b, as 32-bit serial

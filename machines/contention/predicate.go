@@ -2,9 +2,8 @@ package contention
 
 import (
 	"fmt"
+	"slices"
 	"strings"
-
-	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
 
 // Predicate says what a contender waits for and when it holds (Apache
@@ -12,41 +11,57 @@ import (
 // read/write (a reader waits only for writers), or leases (a semaphore).
 // The zero value is exclusive.
 type Predicate struct {
-	reader string // ReadWrite: the readers' marker
-	leases int    // Leases: how many may hold at once
+	kind   predicateKind
+	reader string // readWrite: the readers' marker
+	leases int    // leases: how many may hold at once
 }
+
+type predicateKind uint8
+
+const (
+	exclusive predicateKind = iota
+	readWrite
+	leases
+)
 
 // Exclusive: one holder; a contender waits for every node below its own,
 // and watches the one right below.
 func Exclusive() Predicate { return Predicate{} }
 
 // ReadWrite is Curator's InterProcessReadWriteLock: nodes named with
-// readMarker are readers, any other marker a writer. A reader waits only
-// for the writers below it, watching the last of them (never a writer
-// above it); a writer waits for every node below it, watching the one
-// right below.
-func ReadWrite(readMarker string) Predicate { return Predicate{reader: readMarker} }
+// readMarker are readers, nodes with any other of Config.Markers writers.
+// A reader waits only for the writers below it, watching the last of them
+// (never a writer above it); a writer waits for every node below it,
+// watching the one right below.
+func ReadWrite(readMarker string) Predicate { return Predicate{kind: readWrite, reader: readMarker} }
 
 // Leases lets n contenders hold at once: a contender holds while fewer
 // than n nodes are below its own. A waiter watches the directory's
 // children and reads again on every change, as Curator's
-// InterProcessSemaphoreV2 does: any holder's release may be the one it
-// waits for.
-func Leases(n int) Predicate { return Predicate{leases: n} }
+// InterProcessSemaphoreV2 does: releases come in any order, and any of
+// the n below may be the one it waits for (watching one of them would
+// leave it waiting while another's lease is free).
+func Leases(n int) Predicate { return Predicate{kind: leases, leases: n} }
 
 func (p Predicate) String() string {
-	switch {
-	case p.leases > 0:
+	switch p.kind {
+	case leases:
 		return fmt.Sprintf("leases(%d)", p.leases)
-	case p.reader != "":
+	case readWrite:
 		return "read/write(" + p.reader + ")"
 	}
 	return "exclusive"
 }
 
-func (p Predicate) validate() error {
-	if p.leases < 0 || (p.leases > 0 && p.reader != "") {
-		return fmt.Errorf("contention: predicate %s: leases must be positive, and not beside read/write", p)
+// validate checks p against the directory's markers: leases must be at
+// least one; the readers' marker must be one of markers, beside at least
+// one writers' marker.
+func (p Predicate) validate(markers []string) error {
+	switch {
+	case p.kind == leases && p.leases < 1:
+		return fmt.Errorf("contention: predicate %s: leases must be at least 1", p)
+	case p.kind == readWrite && (!slices.Contains(markers, p.reader) || len(markers) < 2):
+		return fmt.Errorf("contention: predicate %s: the readers' marker must be one of the markers %q, beside a writers' one", p, markers)
 	}
 	return nil
 }
@@ -55,7 +70,7 @@ func (p Predicate) validate() error {
 // ones that keep ours from holding: it holds when none are left.
 func (p Predicate) blockers(below []string, ours string) []string {
 	switch {
-	case p.leases > 0:
+	case p.kind == leases:
 		if len(below) < p.leases {
 			return nil
 		}
@@ -74,27 +89,43 @@ func (p Predicate) blockers(below []string, ours string) []string {
 
 // watchesDir reports whether a waiter watches the directory's children
 // rather than one node (leases: any release may free one).
-func (p Predicate) watchesDir() bool { return p.leases > 0 }
+func (p Predicate) watchesDir() bool { return p.kind == leases }
 
-// afterGone says what a waiter does when the node it watched (the last of
-// its blockers) is gone; held tells that it held (its mark was seen).
-// hold: it holds now, with no read (exclusive; a reader behind a writer
-// that held: no writer below is left, and only readers can appear below).
-// relist: it lists the directory again (a writer behind a writer: a
-// downgrading writer makes a reader below it). Otherwise it checks the
-// other nodes it saw below.
+// afterGone says what a waiter does when gone, the node it watched (the
+// last of its blockers), is gone; held tells that gone held (its mark was
+// seen).
+//
+// hold: it holds now, with no read. A node that held had nothing below it
+// that excludes it, and nodes appear below ours only by a downgrade: a
+// writer that re-creates itself as a reader at its own sequence. So an
+// exclusive waiter holds, and so does a reader behind a writer that held
+// (a reader made below it does not exclude it).
+//
+// relist: it lists the directory again. A writer behind a writer must:
+// the writer may have downgraded, leaving a reader below ours (see
+// mustRelist). Otherwise it checks the other nodes it saw below.
 func (p Predicate) afterGone(ours, gone string, held bool) (hold, relist bool) {
 	switch {
-	case p.reader == "":
-		return held, false
-	case p.isReader(ours):
-		return held, false
-	case !p.isReader(gone):
+	case p.mustRelist(ours, gone):
 		return false, true
+	case p.kind == exclusive, p.isReader(ours):
+		return held, false
 	}
+	// A writer behind a reader that held: readers hold together, so the
+	// readers below it may still hold.
 	return false, false
 }
 
+// mustRelist reports whether a waiter that finds gone, a node it saw
+// below its own, gone (watched or checked) must list the directory again
+// before it trusts what it saw: under read/write, a writer behind a
+// writer, which may have downgraded to a reader below ours.
+func (p Predicate) mustRelist(ours, gone string) bool {
+	return p.kind == readWrite && !p.isReader(ours) && !p.isReader(gone)
+}
+
+// isReader reports whether node (a name or path) is a reader's: its name
+// ends with the readers' marker and a 10-character sequence.
 func (p Predicate) isReader(node string) bool {
-	return p.reader != "" && strings.Contains(zk.Base(node), "-"+p.reader)
+	return p.kind == readWrite && len(node) >= 10 && strings.HasSuffix(node[:len(node)-10], p.reader)
 }

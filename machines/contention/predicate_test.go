@@ -21,6 +21,16 @@ func grantedAtOnce(out Output, req uint64) bool {
 	return len(out.Commands) == 0 && slices.ContainsFunc(out.Replies, func(r Reply) bool { return r.Req == req && r.Granted })
 }
 
+// only returns out's one command, if it is the only one and a C.
+func only[C Command](out Output) (C, bool) {
+	var c C
+	if len(out.Commands) != 1 {
+		return c, false
+	}
+	c, ok := out.Commands[0].(C)
+	return c, ok
+}
+
 // A reader behind readers holds at once: readers do not exclude readers.
 func TestTranscriptReaderBehindReaders(t *testing.T) {
 	tr := newRWTranscript(t)
@@ -102,6 +112,31 @@ func TestTranscriptWriterBehindWriterRereads(t *testing.T) {
 	tr.check("rw_writer_behind_writer_rereads")
 }
 
+// A writer behind a reader checks the nodes it saw below when the reader
+// goes; a writer among them found gone may have downgraded to a reader
+// at its own sequence, below ours, which no check of what we saw can
+// find: the writer lists the directory again, and waits for that reader.
+func TestTranscriptWriterRereadsWhenACheckedWriterIsGone(t *testing.T) {
+	tr := newRWTranscript(t)
+	tr.step(Acquire{Req: 1})
+	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__WRIT__0000000003"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_w1-__WRIT__0000000001", "_c_r2-__READ__0000000002", "_c_uuid1-__WRIT__0000000003"}, Own: own(0x50), OwnExists: true})
+	tr.step(watching{Cmd: 3, Exists: true})
+	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: ReleaseMark("/app/rw/_c_r2-__READ__0000000002")}})
+	if c, ok := only[checkNodes](out); !ok || !slices.Equal(c.Paths, []string{"/app/rw/_c_w1-__WRIT__0000000001"}) {
+		t.Fatalf("want a check of the writer below, got %+v", out.Commands)
+	}
+	out = tr.step(nodesChecked{Cmd: 4, Exists: []bool{false}})
+	if _, ok := only[readDir](out); !ok || len(out.Replies) != 0 {
+		t.Fatalf("a checked writer gone: want the directory read again and no grant, got %+v", out)
+	}
+	out = tr.step(dirRead{Cmd: 5, Children: []string{"_c_w1-__READ__0000000001", "_c_uuid1-__WRIT__0000000003"}, Own: own(0x50), OwnExists: true})
+	if w, ok := only[watchNode](out); !ok || w.Path != "/app/rw/_c_w1-__READ__0000000001" {
+		t.Fatalf("want a watch on the downgraded reader, got %+v", out)
+	}
+	tr.check("rw_writer_rereads_when_a_checked_writer_is_gone")
+}
+
 // Leases(2): a third contender waits, watching the directory; when a
 // holder goes it reads again and holds, with one node below.
 func TestTranscriptLeases(t *testing.T) {
@@ -121,38 +156,136 @@ func TestTranscriptLeases(t *testing.T) {
 	tr.check("leases_2")
 }
 
-func TestPredicateBlockers(t *testing.T) {
-	dir := "/d"
-	n := func(name string) string { return zk.Join(dir, name) }
-	w0, r1, w2, r3 := n("_c_w0-__WRIT__0000000000"), n("_c_r1-__READ__0000000001"), n("_c_w2-__WRIT__0000000002"), n("_c_r3-__READ__0000000003")
+// waitFor is what DETERMINE decides from a listing, as the machine does
+// it: the nodes below ours (serial order), the predicate's blockers of
+// them, and what it watches: nothing when it holds, else the directory
+// (leases) or the last blocker.
+func waitFor(p Predicate, markers, children []string, ours string) (holds bool, watch string) {
+	seq, _ := parseSeq(ours, markers)
+	blockers := p.blockers(lower(children, markers, ours, seq, "/d"), "/d/"+ours)
+	switch {
+	case len(blockers) == 0:
+		return true, ""
+	case p.watchesDir():
+		return false, "/d"
+	}
+	return false, blockers[len(blockers)-1]
+}
+
+func TestPredicateWaitFor(t *testing.T) {
+	rwm := []string{wr, rd}
+	lm := []string{"lock-"}
+	// The kazoo shape: two writers and four readers interleaved.
+	kazoo := []string{"_c_w2-__WRIT__0000000002", "_c_r0-__READ__0000000000", "_c_r3-__READ__0000000003",
+		"_c_w4-__WRIT__0000000004", "_c_r1-__READ__0000000001", "_c_r5-__READ__0000000005"}
+	// Across the wrap: 2147483646 and 2147483647 come before -2147483648.
+	wrapped := []string{"_c_r9-__READ__-2147483647", "_c_w8-__WRIT__-2147483648", "_c_r7-__READ__2147483647", "_c_w6-__WRIT__2147483646"}
 	for _, tc := range []struct {
-		name  string
-		p     Predicate
-		below []string
-		ours  string
-		want  []string
+		name     string
+		p        Predicate
+		markers  []string
+		children []string
+		ours     string
+		holds    bool
+		watch    string
 	}{
-		{"exclusive waits for all", Exclusive(), []string{w0, r1}, n("_c_x-lock-0000000002"), []string{w0, r1}},
-		{"reader waits for writers only", ReadWrite(rd), []string{w0, r1, w2, r3}, n("_c_x-__READ__0000000004"), []string{w0, w2}},
-		{"reader behind readers holds", ReadWrite(rd), []string{r1, r3}, n("_c_x-__READ__0000000004"), nil},
-		{"writer waits for all", ReadWrite(rd), []string{r1, r3}, n("_c_x-__WRIT__0000000004"), []string{r1, r3}},
-		{"leases(2) with one below holds", Leases(2), []string{w0}, n("_c_x-lock-0000000001"), nil},
-		{"leases(2) with two below waits", Leases(2), []string{w0, r1}, n("_c_x-lock-0000000002"), []string{w0, r1}},
+		{"exclusive first holds", Exclusive(), lm, []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001"}, "_c_a-lock-0000000000", true, ""},
+		{"exclusive watches the one right below", Exclusive(), lm, []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001", "_c_c-lock-0000000002"}, "_c_c-lock-0000000002", false, "/d/_c_b-lock-0000000001"},
+		{"exclusive across the wrap", Exclusive(), lm, []string{"_c_c-lock--2147483648", "_c_a-lock-2147483646", "_c_b-lock-2147483647"}, "_c_c-lock--2147483648", false, "/d/_c_b-lock-2147483647"},
+		{"exclusive first across the wrap", Exclusive(), lm, []string{"_c_c-lock--2147483648", "_c_b-lock-2147483647"}, "_c_b-lock-2147483647", true, ""},
+		{"reader behind readers holds", ReadWrite(rd), rwm, kazoo, "_c_r1-__READ__0000000001", true, ""},
+		{"reader behind a writer waits on it", ReadWrite(rd), rwm, kazoo, "_c_r3-__READ__0000000003", false, "/d/_c_w2-__WRIT__0000000002"},
+		{"reader waits on the last writer below, not the one above", ReadWrite(rd), rwm, kazoo, "_c_r5-__READ__0000000005", false, "/d/_c_w4-__WRIT__0000000004"},
+		{"writer behind readers waits on its immediate predecessor", ReadWrite(rd), rwm, kazoo, "_c_w2-__WRIT__0000000002", false, "/d/_c_r1-__READ__0000000001"},
+		{"writer behind a reader behind a writer", ReadWrite(rd), rwm, kazoo, "_c_w4-__WRIT__0000000004", false, "/d/_c_r3-__READ__0000000003"},
+		{"first writer holds", ReadWrite(rd), rwm, []string{"_c_w0-__WRIT__0000000000", "_c_r1-__READ__0000000001"}, "_c_w0-__WRIT__0000000000", true, ""},
+		{"reader across the wrap waits on the last writer below", ReadWrite(rd), rwm, wrapped, "_c_r9-__READ__-2147483647", false, "/d/_c_w8-__WRIT__-2147483648"},
+		{"writer across the wrap waits on its predecessor", ReadWrite(rd), rwm, wrapped, "_c_w8-__WRIT__-2147483648", false, "/d/_c_r7-__READ__2147483647"},
+		{"reader before the wrap behind a writer", ReadWrite(rd), rwm, wrapped, "_c_r7-__READ__2147483647", false, "/d/_c_w6-__WRIT__2147483646"},
+		{"leases(2) second holds", Leases(2), lm, []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001", "_c_c-lock-0000000002"}, "_c_b-lock-0000000001", true, ""},
+		{"leases(2) third watches the directory", Leases(2), lm, []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001", "_c_c-lock-0000000002"}, "_c_c-lock-0000000002", false, "/d"},
+		{"leases(2) second across the wrap holds", Leases(2), lm, []string{"_c_b-lock--2147483648", "_c_a-lock-2147483647"}, "_c_b-lock--2147483648", true, ""},
+		{"leases(2) third across the wrap waits", Leases(2), lm, []string{"_c_c-lock--2147483647", "_c_b-lock--2147483648", "_c_a-lock-2147483647"}, "_c_c-lock--2147483647", false, "/d"},
+		{"leases(1) is exclusive's count", Leases(1), lm, []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001"}, "_c_b-lock-0000000001", false, "/d"},
 	} {
-		if got := tc.p.blockers(tc.below, tc.ours); !slices.Equal(got, tc.want) {
-			t.Errorf("%s: blockers = %v, want %v", tc.name, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			holds, watch := waitFor(tc.p, tc.markers, tc.children, tc.ours)
+			if holds != tc.holds || watch != tc.watch {
+				t.Errorf("%s: holds=%v watch=%q, want holds=%v watch=%q", tc.p, holds, watch, tc.holds, tc.watch)
+			}
+		})
 	}
 }
 
-// Sequence numbers wrap at 2^31: a node made just before the wrap is
-// below ours made just after it.
-func TestLowerAcrossTheWrap(t *testing.T) {
-	markers := []string{"lock-"}
-	children := []string{"_c_a-lock-2147483646", "_c_b-lock-2147483647", "_c_ours-lock--2147483648", "_c_c-lock--2147483647"}
-	got := lower(children, markers, "_c_ours-lock--2147483648", -2147483648, "/d")
-	if want := []string{"/d/_c_a-lock-2147483646", "/d/_c_b-lock-2147483647"}; !slices.Equal(got, want) {
-		t.Fatalf("lower across the wrap = %v, want %v", got, want)
+// afterGone and mustRelist: what a waiter does when a node below it goes.
+func TestPredicateAfterGone(t *testing.T) {
+	r, w, l := "/d/_c_r-__READ__0000000005", "/d/_c_w-__WRIT__0000000005", "/d/_c_x-lock-0000000005"
+	pr, pw, pl := "/d/_c_p-__READ__0000000004", "/d/_c_p-__WRIT__0000000004", "/d/_c_p-lock-0000000004"
+	for _, tc := range []struct {
+		name             string
+		p                Predicate
+		ours, gone       string
+		held             bool
+		hold, relist     bool
+		relistWhenCheckd bool
+	}{
+		{"exclusive: a holder gone, hold with no read", Exclusive(), l, pl, true, true, false, false},
+		{"exclusive: a waiter gone, check the rest", Exclusive(), l, pl, false, false, false, false},
+		{"reader behind a writer that held holds", ReadWrite(rd), r, pw, true, true, false, false},
+		{"reader behind a writer that gave up checks", ReadWrite(rd), r, pw, false, false, false, false},
+		{"writer behind a writer that held lists again", ReadWrite(rd), w, pw, true, false, true, true},
+		{"writer behind a writer that gave up lists again", ReadWrite(rd), w, pw, false, false, true, true},
+		{"writer behind a reader that held checks the rest", ReadWrite(rd), w, pr, true, false, false, false},
+		{"writer behind a reader that gave up checks the rest", ReadWrite(rd), w, pr, false, false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hold, relist := tc.p.afterGone(tc.ours, tc.gone, tc.held)
+			if hold != tc.hold || relist != tc.relist {
+				t.Errorf("afterGone = hold %v relist %v, want hold %v relist %v", hold, relist, tc.hold, tc.relist)
+			}
+			if got := tc.p.mustRelist(tc.ours, tc.gone); got != tc.relistWhenCheckd {
+				t.Errorf("mustRelist = %v, want %v", got, tc.relistWhenCheckd)
+			}
+		})
+	}
+}
+
+// Sequence numbers wrap at 2^31, and the names right after the wrap have
+// an eleven-character suffix: contenders sort in serial order across it.
+func TestContendersAcrossTheWrap(t *testing.T) {
+	children := []string{"_c_c-lock--2147483647", "_c_ours-lock--2147483648", "junk", "_c_b-lock-2147483647", "_c_a-lock-2147483646"}
+	want := []string{"_c_a-lock-2147483646", "_c_b-lock-2147483647", "_c_ours-lock--2147483648", "_c_c-lock--2147483647"}
+	if got := Contenders(children, []string{"lock-"}); !slices.Equal(got, want) {
+		t.Fatalf("Contenders across the wrap = %v, want %v", got, want)
+	}
+}
+
+// ZooKeeper names a sequential node with %010d of its int32 counter: ten
+// characters, eleven from -2^31 to -10^9 (right after the wrap).
+func TestParseSeqAcrossTheWrap(t *testing.T) {
+	markers := []string{"lock-", rd, wr}
+	for _, tc := range []struct {
+		name string
+		seq  int32
+		ok   bool
+	}{
+		{"_c_a-lock-0000000005", 5, true},
+		{"_c_a-lock-2147483647", 2147483647, true},
+		{"_c_a-lock--2147483648", -2147483648, true},
+		{"_c_a-lock--1000000000", -1000000000, true},
+		{"_c_a-lock--999999999", -999999999, true},
+		{"_c_a-lock--000000001", -1, true},
+		{"_c_a-__READ__-2147483647", -2147483647, true},
+		{"_c_a-__WRIT__0000000003", 3, true},
+		{"_c_a-latch-0000000005", 0, false},
+		{"_c_a-lock-000000005", 0, false},
+		{"_c_a-lock-2147483648", 0, false},
+		{"_c_a-lock-0000000005.released", 0, false},
+		{"lock-", 0, false},
+	} {
+		if seq, ok := parseSeq(tc.name, markers); seq != tc.seq || ok != tc.ok {
+			t.Errorf("parseSeq(%q) = %d, %v; want %d, %v", tc.name, seq, ok, tc.seq, tc.ok)
+		}
 	}
 }
 
@@ -168,6 +301,10 @@ func TestNewMachineValidatesItsConfig(t *testing.T) {
 		{"empty marker", func(c *Config) { c.Markers = []string{""} }},
 		{"no NewID", func(c *Config) { c.NewID = nil }},
 		{"negative leases", func(c *Config) { c.Predicate = Leases(-1) }},
+		{"no leases", func(c *Config) { c.Predicate = Leases(0) }},
+		{"no readers' marker", func(c *Config) { c.Markers = []string{wr, rd}; c.Predicate = ReadWrite("") }},
+		{"readers' marker not among the markers", func(c *Config) { c.Markers = []string{wr}; c.Predicate = ReadWrite(rd) }},
+		{"readers' marker alone", func(c *Config) { c.Markers = []string{rd}; c.Predicate = ReadWrite(rd) }},
 	} {
 		cfg := ok
 		tc.edit(&cfg)
@@ -175,7 +312,16 @@ func TestNewMachineValidatesItsConfig(t *testing.T) {
 			t.Errorf("%s: NewMachine accepted it", tc.name)
 		}
 	}
-	if _, err := NewMachine(ok); err != nil {
-		t.Fatalf("a valid config: %v", err)
+	for _, p := range []Predicate{Exclusive(), Leases(1), Leases(3)} {
+		cfg := ok
+		cfg.Predicate = p
+		if _, err := NewMachine(cfg); err != nil {
+			t.Errorf("a valid config with %s: %v", p, err)
+		}
+	}
+	rw := ok
+	rw.Markers, rw.Predicate = []string{wr, rd}, ReadWrite(rd)
+	if _, err := NewMachine(rw); err != nil {
+		t.Errorf("a valid read/write config: %v", err)
 	}
 }
