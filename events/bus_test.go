@@ -104,3 +104,12 @@ func TestTypeNames(t *testing.T) {
 		}
 	}
 }
+
+func TestPhaseNames(t *testing.T) {
+	want := map[Phase]string{PhaseNone: "none", PhaseBegin: "begin", PhaseGranted: "granted", PhaseFailed: "failed", PhaseEnded: "ended", PhaseEnded + 1: "Phase(5)"}
+	for p, name := range want {
+		if got := p.String(); got != name {
+			t.Errorf("Phase(%d) = %q, want %q", uint8(p), got, name)
+		}
+	}
+}

@@ -94,6 +94,21 @@ const (
 	PhaseEnded
 )
 
+var phaseNames = [...]string{
+	PhaseNone:    "none",
+	PhaseBegin:   "begin",
+	PhaseGranted: "granted",
+	PhaseFailed:  "failed",
+	PhaseEnded:   "ended",
+}
+
+func (p Phase) String() string {
+	if int(p) < len(phaseNames) {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("Phase(%d)", int(p))
+}
+
 // Event is one lifecycle event of one recipe instance.
 type Event struct {
 	Time      time.Time

@@ -16,8 +16,9 @@ import (
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
 
-// A lock logged at info level: one line when an attempt starts, when the
-// lock is granted and when the attempt ends. (Node names, holding a random
+// A lock logged at info level: a line when an attempt starts, when the
+// lock is granted, and when the attempt ends (the release begins, and
+// completes). (Node names, holding a random
 // uuid, are left out here to keep the output stable.)
 func ExampleLog() {
 	ctx := context.Background()
@@ -40,9 +41,10 @@ func ExampleLog() {
 	l.Close()
 	<-logs.Done() // every event handled
 	// Output:
-	// INF OFFER_START event=OFFER_START instance=worker-1 path=/app/locks/orders recipe=lock session=0x100000000000001 state=OFFER term=1
-	// INF ELECTED_COMPLETE event=ELECTED_COMPLETE instance=worker-1 path=/app/locks/orders recipe=lock session=0x100000000000001 state=LEADER term=1 token=0x8
-	// INF STOP_COMPLETE event=STOP_COMPLETE instance=worker-1 path=/app/locks/orders recipe=lock session=0x100000000000001 state=STOP term=1
+	// INF OFFER_START event=OFFER_START instance=worker-1 path=/app/locks/orders phase=begin recipe=lock session=0x100000000000001 state=OFFER term=1
+	// INF ELECTED_COMPLETE event=ELECTED_COMPLETE instance=worker-1 path=/app/locks/orders phase=granted recipe=lock session=0x100000000000001 state=LEADER term=1 token=0x8
+	// INF STOP_START event=STOP_START instance=worker-1 path=/app/locks/orders phase=ended recipe=lock session=0x100000000000001 state=STOP term=1 token=0x8
+	// INF STOP_COMPLETE event=STOP_COMPLETE instance=worker-1 path=/app/locks/orders phase=ended recipe=lock session=0x100000000000001 state=STOP term=1
 }
 
 // A timeline written while two workers take turns, read back.

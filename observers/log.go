@@ -8,19 +8,24 @@ import (
 	"github.com/zkrecipes/zkrecipes/events"
 )
 
-// Log writes one zerolog line per event to logger, at the event's level:
+// Log writes one zerolog line per event to logger, at a level taken from
+// what the event says (its phase, see events.Phase), whatever machine
+// made it:
 //
 //	error  LOST (the session is gone, and with it every grant)
-//	warn   FAILED (a term ended on an error), SUSPENDED, OVERFLOW
-//	info   OFFER_START, ELECTED_COMPLETE, STOP_COMPLETE, RECONNECTED
-//	debug  every other type
+//	warn   a term that failed (FAILED, or any event of PhaseFailed), SUSPENDED, OVERFLOW
+//	info   a term that begins, is granted or ends (PhaseBegin,
+//	       PhaseGranted, PhaseEnded: for the lock and the election
+//	       OFFER_START, ELECTED_COMPLETE, STOP_START, STOP_COMPLETE),
+//	       RECONNECTED
+//	debug  every other event
 //
-// so a logger at info level shows one line when an attempt starts, when it
+// so a logger at info level shows a line when an attempt starts, when it
 // is granted and when it ends, and every trouble. The message is the event
 // type; the fields are recipe, path, instance, event (the type again, for
-// queries), state, and when set: term, node, token and session (hex, like
-// "0x1c"), err, trace_id and span_id (the span of the term), missed (on
-// OVERFLOW). The time of the line is whatever logger adds: Log adds none.
+// queries), state, and when set: phase, term, node, token and session
+// (hex, like "0x1c"), err, trace_id and span_id (the span of the term),
+// missed (on OVERFLOW). The time of the line is whatever logger adds: Log adds none.
 // It never changes zerolog's globals; its lines obey the global level like
 // any other.
 func Log(src Source, logger zerolog.Logger) *Observer {
@@ -30,13 +35,13 @@ func Log(src Source, logger zerolog.Logger) *Observer {
 	})
 }
 
-func logLevel(t events.Type) zerolog.Level {
-	switch t {
-	case events.Lost:
+func logLevel(ev events.Event) zerolog.Level {
+	switch {
+	case ev.Type == events.Lost:
 		return zerolog.ErrorLevel
-	case events.Failed, events.Suspended, events.Overflow:
+	case ev.Phase == events.PhaseFailed, ev.Type == events.Failed, ev.Type == events.Suspended, ev.Type == events.Overflow:
 		return zerolog.WarnLevel
-	case events.OfferStart, events.ElectedComplete, events.StopComplete, events.Reconnected:
+	case ev.Phase != events.PhaseNone, ev.Type == events.Reconnected:
 		return zerolog.InfoLevel
 	default:
 		return zerolog.DebugLevel
@@ -44,12 +49,15 @@ func logLevel(t events.Type) zerolog.Level {
 }
 
 func logEvent(logger zerolog.Logger, ev events.Event) {
-	e := logger.WithLevel(logLevel(ev.Type))
+	e := logger.WithLevel(logLevel(ev))
 	if e == nil {
 		return
 	}
 	e = e.Str("recipe", ev.Recipe).Str("path", ev.Path).Str("instance", ev.Instance).
 		Str("event", ev.Type.String()).Str("state", string(ev.State))
+	if ev.Phase != events.PhaseNone {
+		e = e.Str("phase", ev.Phase.String())
+	}
 	if ev.Term != 0 {
 		e = e.Uint64("term", ev.Term)
 	}

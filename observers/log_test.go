@@ -45,18 +45,20 @@ func parseLines(t *testing.T, b []byte) []map[string]any {
 
 func plain(b *bytes.Buffer) zerolog.Logger { return zerolog.New(b) }
 
-func TestLogLevelByType(t *testing.T) {
+// The lock's events, with the phases its machine gives them, log at these
+// levels.
+func TestLogLevelOfTheLocksEvents(t *testing.T) {
 	want := map[events.Type]string{
 		events.Start: "debug", events.OfferStart: "info", events.OfferComplete: "debug",
 		events.DetermineStart: "debug", events.DetermineComplete: "debug",
 		events.ReadyStart: "debug", events.ReadyComplete: "debug",
 		events.ElectedStart: "debug", events.ElectedComplete: "info",
-		events.Failed: "warn", events.StopStart: "debug", events.StopComplete: "info",
+		events.Failed: "warn", events.StopStart: "info", events.StopComplete: "info",
 		events.Suspended: "warn", events.Reconnected: "info", events.Lost: "error", events.Overflow: "warn",
 	}
 	for typ, level := range want {
 		t.Run(typ.String(), func(t *testing.T) {
-			lines := logLines(t, plain, events.Event{Recipe: "lock", Path: "/x", Instance: "a", Type: typ})
+			lines := logLines(t, plain, events.Event{Recipe: "lock", Path: "/x", Instance: "a", Type: typ, Phase: lockPhases[typ]})
 			if len(lines) != 1 {
 				t.Fatalf("%d lines, want 1", len(lines))
 			}
@@ -65,6 +67,36 @@ func TestLogLevelByType(t *testing.T) {
 			}
 			if got := lines[0]["message"]; got != typ.String() {
 				t.Errorf("message %v, want %s", got, typ)
+			}
+			if ph := lockPhases[typ]; ph != events.PhaseNone && lines[0]["phase"] != ph.String() {
+				t.Errorf("phase %v, want %s", lines[0]["phase"], ph)
+			}
+		})
+	}
+}
+
+// The level comes from what the event says, not from the lock's types:
+// another machine's events (a queue's take, say) whose phases differ log
+// by their phases.
+func TestLogLevelFollowsThePhase(t *testing.T) {
+	for _, tc := range []struct {
+		typ   events.Type
+		phase events.Phase
+		level string
+	}{
+		{events.DetermineStart, events.PhaseBegin, "info"},
+		{events.ReadyComplete, events.PhaseGranted, "info"},
+		{events.ElectedStart, events.PhaseFailed, "warn"},
+		{events.OfferComplete, events.PhaseEnded, "info"},
+		{events.OfferStart, events.PhaseNone, "debug"},
+	} {
+		t.Run(tc.typ.String()+"/"+tc.phase.String(), func(t *testing.T) {
+			lines := logLines(t, plain, events.Event{Recipe: "queue", Path: "/q", Instance: "c", Type: tc.typ, Phase: tc.phase})
+			if len(lines) != 1 {
+				t.Fatalf("%d lines, want 1", len(lines))
+			}
+			if got := lines[0]["level"]; got != tc.level {
+				t.Errorf("level %v, want %s", got, tc.level)
 			}
 		})
 	}
@@ -85,10 +117,10 @@ func TestLogFields(t *testing.T) {
 		want map[string]any
 	}{{
 		name: "everything set",
-		ev: events.Event{Time: t0, Recipe: "lock", Path: "/app/l", Instance: "w1", Type: events.Failed, State: events.StateFailed,
+		ev: events.Event{Time: t0, Recipe: "lock", Path: "/app/l", Instance: "w1", Type: events.Failed, Phase: events.PhaseFailed, State: events.StateFailed,
 			Term: 3, Node: "/app/l/_c_u-lock-0000000007", SessionID: 0x0100000000000001, Token: 0x1c,
 			Err: errors.New("lock: session lost"), TraceID: tid, SpanID: sid},
-		want: with(map[string]any{"level": "warn", "message": "FAILED", "event": "FAILED", "state": "FAILED", "term": 3.0,
+		want: with(map[string]any{"level": "warn", "message": "FAILED", "event": "FAILED", "phase": "failed", "state": "FAILED", "term": 3.0,
 			"node": "/app/l/_c_u-lock-0000000007", "token": "0x1c", "session": "0x100000000000001",
 			"err": "lock: session lost", "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7"}),
 	}, {
@@ -116,8 +148,8 @@ func TestLogFields(t *testing.T) {
 func TestLogObeysTheLoggersLevel(t *testing.T) {
 	info := func(b *bytes.Buffer) zerolog.Logger { return zerolog.New(b).Level(zerolog.InfoLevel) }
 	lines := logLines(t, info,
-		events.Event{Type: events.Start}, events.Event{Type: events.OfferStart, Term: 1},
-		events.Event{Type: events.DetermineStart, Term: 1}, events.Event{Type: events.ElectedComplete, Term: 1},
+		events.Event{Type: events.Start}, events.Event{Type: events.OfferStart, Phase: events.PhaseBegin, Term: 1},
+		events.Event{Type: events.DetermineStart, Term: 1}, events.Event{Type: events.ElectedComplete, Phase: events.PhaseGranted, Term: 1},
 		events.Event{Type: events.Lost, Term: 1})
 	var got []any
 	for _, l := range lines {

@@ -28,9 +28,9 @@ const (
 
 // Outcomes, the values of AttrOutcome.
 const (
-	OutcomeGranted = "granted" // the wait ended with ELECTED_COMPLETE
-	OutcomeFailed  = "failed"  // the wait or hold ended with FAILED
-	OutcomeStopped = "stopped" // the wait or hold ended with STOP (released, resigned, cancelled, closed, a try that did not get it)
+	OutcomeGranted = "granted" // the wait ended with a grant (PhaseGranted: the lock's ELECTED_COMPLETE)
+	OutcomeFailed  = "failed"  // the wait or hold ended with a failure (PhaseFailed: FAILED)
+	OutcomeStopped = "stopped" // the wait or hold ended otherwise (PhaseEnded: STOP; released, resigned, cancelled, closed, a try that did not get it)
 )
 
 // MetricsOption configures Metrics.
@@ -67,15 +67,18 @@ var durationBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 //	zkrecipes.session.events    counter {event}  SUSPENDED, RECONNECTED, LOST, by recipe, path, event (each recipe
 //	                                             instance on a connection reports the connection's changes)
 //	zkrecipes.events.missed     counter {event}  events this observer missed (the sum of OVERFLOW counts), by recipe, path
-//	zkrecipes.acquire.duration  histogram s      per term, OFFER_START → ELECTED_COMPLETE (outcome granted),
-//	                                             FAILED (failed) or STOP_START (stopped), by recipe, path, outcome
-//	zkrecipes.hold.duration     histogram s      per term, ELECTED_COMPLETE → FAILED (failed) or STOP_START (stopped),
+//	zkrecipes.acquire.duration  histogram s      per term, begin → granted (outcome granted), failed (failed)
+//	                                             or ended (stopped), by recipe, path, outcome
+//	zkrecipes.hold.duration     histogram s      per term, granted → failed (failed) or ended (stopped),
 //	                                             by recipe, path, outcome
 //
-// Durations are measured between the events' own times, so they do not
-// depend on how late the observer runs. A term whose start was missed
-// (an OVERFLOW, or a subscription made late) records no duration; a
-// missed STOP_START is stood in for by its STOP_COMPLETE.
+// Terms are timed from what their events say (events.Phase), whatever
+// machine made them: for the lock and the election, begin is OFFER_START,
+// granted ELECTED_COMPLETE, failed FAILED, and ended STOP_START (or its
+// STOP_COMPLETE, when the STOP_START was missed). Durations are measured
+// between the events' own times, so they do not depend on how late the
+// observer runs. A term whose beginning was missed (an OVERFLOW, or a
+// subscription made late) records no duration.
 //
 // It fails only when an instrument cannot be created; then nothing is
 // subscribed.
@@ -127,10 +130,10 @@ func newMeters(cfg metricsConfig) (*meters, error) {
 	m.missed, errs[2] = meter.Int64Counter("zkrecipes.events.missed", metric.WithUnit("{event}"),
 		metric.WithDescription("Events an observer missed because it fell behind its bounded queue."))
 	m.acquire, errs[3] = meter.Float64Histogram("zkrecipes.acquire.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time from offering (OFFER_START) to the end of the wait: granted, failed or stopped."),
+		metric.WithDescription("Time from the start of an attempt (the lock's OFFER_START) to the end of its wait: granted, failed or stopped."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	m.hold, errs[4] = meter.Float64Histogram("zkrecipes.hold.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time from a grant (ELECTED_COMPLETE) to its end (STOP_START or FAILED)."),
+		metric.WithDescription("Time from a grant (the lock's ELECTED_COMPLETE) to its end (STOP_START or FAILED)."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
