@@ -18,10 +18,10 @@ import (
 // Lines), in the order the recipe published them, for loading into other
 // tools or reading back with ReadTimeline. A line looks like
 //
-//	{"time":"2026-11-22T19:21:50.123456789Z","recipe":"lock","path":"/app/locks/orders","instance":"worker-1","type":"ELECTED_COMPLETE","state":"LEADER","term":1,"node":"/app/locks/orders/_c_…-lock-0000000000","token":"0x1c","session":"0x100000000000001","trace_id":"…","span_id":"…"}
+//	{"time":"2026-11-22T19:21:50.123456789Z","recipe":"lock","path":"/app/locks/orders","instance":"worker-1","type":"ELECTED_COMPLETE","state":"LEADER","phase":"granted","term":1,"node":"/app/locks/orders/_c_…-lock-0000000000","token":"0x1c","session":"0x100000000000001","trace_id":"…","span_id":"…"}
 //
-// with the fields of Record; fields that are not set (term, node, token,
-// session, err, trace_id, span_id, missed) are left out. Each line is one
+// with the fields of Record; fields that are not set (phase, term, node,
+// token, session, err, trace_id, span_id, missed) are left out. Each line is one
 // Write. The first failed Write stops the observer; Err and Close return
 // that error.
 func Timeline(src Source, w io.Writer) *Observer {
@@ -59,7 +59,8 @@ func ReadTimeline(r io.Reader) ([]Record, error) {
 // Record is one event of a timeline. Its JSON form is Timeline's line:
 // time in RFC 3339 with nanoseconds, in UTC; type and state by name; token
 // and session in hex ("0x1c"), since session ids do not fit the integers
-// of many JSON readers; trace_id and span_id in lowercase hex.
+// of many JSON readers; phase by name ("begin"), left out when none;
+// trace_id and span_id in lowercase hex.
 type Record struct {
 	Time     time.Time
 	Recipe   string
@@ -67,6 +68,7 @@ type Record struct {
 	Instance string
 	Type     events.Type
 	State    events.State
+	Phase    events.Phase // what the event meant for its term
 	Term     uint64
 	Node     string
 	Token    int64
@@ -80,7 +82,7 @@ type Record struct {
 func recordOf(ev events.Event) Record {
 	r := Record{
 		Time: ev.Time, Recipe: ev.Recipe, Path: ev.Path, Instance: ev.Instance, Type: ev.Type, State: ev.State,
-		Term: ev.Term, Node: ev.Node, Token: ev.Token, Session: ev.SessionID,
+		Phase: ev.Phase, Term: ev.Term, Node: ev.Node, Token: ev.Token, Session: ev.SessionID,
 		TraceID: ev.TraceID, SpanID: ev.SpanID, Missed: ev.Missed,
 	}
 	if ev.Err != nil {
@@ -97,6 +99,7 @@ type line struct {
 	Instance string `json:"instance"`
 	Type     string `json:"type"`
 	State    string `json:"state"`
+	Phase    string `json:"phase,omitempty"`
 	Term     uint64 `json:"term,omitempty"`
 	Node     string `json:"node,omitempty"`
 	Token    string `json:"token,omitempty"`
@@ -113,6 +116,9 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		Time: r.Time.UTC().Format(time.RFC3339Nano), Recipe: r.Recipe, Path: r.Path, Instance: r.Instance,
 		Type: r.Type.String(), State: string(r.State), Term: r.Term, Node: r.Node, Err: r.Err, Missed: r.Missed,
 	}
+	if r.Phase != events.PhaseNone {
+		l.Phase = r.Phase.String()
+	}
 	if r.Token != 0 {
 		l.Token = hex(r.Token)
 	}
@@ -128,7 +134,8 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	return json.Marshal(l)
 }
 
-// UnmarshalJSON reads one timeline line. An unknown type name is an error.
+// UnmarshalJSON reads one timeline line. An unknown type or phase name is
+// an error.
 func (r *Record) UnmarshalJSON(b []byte) error {
 	var l line
 	if err := json.Unmarshal(b, &l); err != nil {
@@ -145,6 +152,13 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		errs = append(errs, fmt.Errorf("unknown event type %q", l.Type))
 	}
 	out.Type = t
+	if l.Phase != "" {
+		ph, ok := phaseByName[l.Phase]
+		if !ok {
+			errs = append(errs, fmt.Errorf("unknown phase %q", l.Phase))
+		}
+		out.Phase = ph
+	}
 	out.Token, err = parseHex("token", l.Token)
 	errs = append(errs, err)
 	out.Session, err = parseHex("session", l.Session)
@@ -177,6 +191,15 @@ func parseHex(field, s string) (int64, error) {
 	}
 	return int64(v), nil
 }
+
+// phaseByName maps every phase's name back to it.
+var phaseByName = func() map[string]events.Phase {
+	m := make(map[string]events.Phase)
+	for p := events.PhaseNone; !strings.HasPrefix(p.String(), "Phase("); p++ {
+		m[p.String()] = p
+	}
+	return m
+}()
 
 // typeByName maps every event type's name back to it.
 var typeByName = func() map[string]events.Type {

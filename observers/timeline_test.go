@@ -19,11 +19,11 @@ func TestTimelineRoundTrip(t *testing.T) {
 	sid := trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}
 	var evs []events.Event
 	for typ := events.Start; typ <= events.Overflow; typ++ { // every type's name goes and comes back
-		evs = append(evs, events.Event{Time: t0, Recipe: "election", Path: "/e", Instance: "n1", Type: typ, State: events.StateReady, Term: 2})
+		evs = append(evs, events.Event{Time: t0, Recipe: "election", Path: "/e", Instance: "n1", Type: typ, State: events.StateReady, Phase: lockPhases[typ], Term: 2})
 	}
 	evs = append(evs, events.Event{
 		Time: t0, Recipe: "lock", Path: "/app/l", Instance: "w1", Type: events.Failed, State: events.StateFailed,
-		Term: 3, Node: "/app/l/_c_u-lock-0000000007", SessionID: -0x7f00000000000001, Token: 0x1c,
+		Phase: events.PhaseFailed, Term: 3, Node: "/app/l/_c_u-lock-0000000007", SessionID: -0x7f00000000000001, Token: 0x1c,
 		Err: errors.New("lock: session lost"), TraceID: tid, SpanID: sid,
 	}, events.Event{Time: t0, Recipe: "lock", Path: "/app/l", Instance: "w1", Type: events.Overflow, Missed: 9})
 
@@ -44,7 +44,7 @@ func TestTimelineRoundTrip(t *testing.T) {
 		t.Fatalf("%d lines, want %d", len(lines), len(evs))
 	}
 	wantLine := `{"time":"2026-11-22T19:21:50.123456789Z","recipe":"lock","path":"/app/l","instance":"w1","type":"FAILED","state":"FAILED",` +
-		`"term":3,"node":"/app/l/_c_u-lock-0000000007","token":"0x1c","session":"0x80ffffffffffffff","err":"lock: session lost",` +
+		`"phase":"failed","term":3,"node":"/app/l/_c_u-lock-0000000007","token":"0x1c","session":"0x80ffffffffffffff","err":"lock: session lost",` +
 		`"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7"}`
 	if got := lines[len(lines)-2]; got != wantLine {
 		t.Errorf("line\n%s\nwant\n%s", got, wantLine)
@@ -63,7 +63,7 @@ func TestTimelineRoundTrip(t *testing.T) {
 	for i, ev := range evs {
 		want := observers.Record{
 			Time: ev.Time, Recipe: ev.Recipe, Path: ev.Path, Instance: ev.Instance, Type: ev.Type, State: ev.State,
-			Term: ev.Term, Node: ev.Node, Token: ev.Token, Session: ev.SessionID, TraceID: ev.TraceID, SpanID: ev.SpanID, Missed: ev.Missed,
+			Phase: ev.Phase, Term: ev.Term, Node: ev.Node, Token: ev.Token, Session: ev.SessionID, TraceID: ev.TraceID, SpanID: ev.SpanID, Missed: ev.Missed,
 		}
 		if ev.Err != nil {
 			want.Err = ev.Err.Error()
@@ -91,6 +91,7 @@ func TestReadTimelineRejectsBadRecords(t *testing.T) {
 	}{
 		{"cut short", good + `{"time":"2026-11-22T19:21:50Z","rec`, "record 2"},
 		{"unknown type", good + strings.Replace(good, "START\",\"state", "BOGUS\",\"state", 1), `unknown event type "BOGUS"`},
+		{"unknown phase", good + strings.Replace(good, `"state":"START"`, `"state":"START","phase":"over"`, 1), `unknown phase "over"`},
 		{"bad token", good + strings.Replace(good, `"state":"START"`, `"state":"START","token":"28"`, 1), `token "28"`},
 		{"bad session", good + strings.Replace(good, `"state":"START"`, `"state":"START","session":"0xzz"`, 1), `session "0xzz"`},
 		{"bad time", good + strings.Replace(good, "2026-11-22T19:21:50Z", "yesterday", 1), "yesterday"},
