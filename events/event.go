@@ -7,11 +7,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// State is a recipe machine's state. The contention engine's states are
-// those of ZooKeeper's LeaderElectionSupport, with LEADER for "holds it".
+// State is a recipe machine's state. Each machine declares its own (see
+// runtime.NewFSM); the constants below are the contention engine's (the
+// lock's, the election's), those of ZooKeeper's LeaderElectionSupport,
+// with LEADER for "holds it".
 type State string
 
-// The states of every recipe machine.
+// The contention engine's states.
 const (
 	StateStart     State = "START"
 	StateOffer     State = "OFFER"
@@ -22,7 +24,7 @@ const (
 	StateStop      State = "STOP"
 )
 
-// States lists every State, in lifecycle order.
+// States lists the contention engine's states, in lifecycle order.
 var States = []State{StateStart, StateOffer, StateDetermine, StateReady, StateLeader, StateFailed, StateStop}
 
 // Type is the kind of a lifecycle event.
