@@ -358,6 +358,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 	case watchNode:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var markW, deleteW <-chan zk.WatchEvent
+			var children []string
 			var markErr, childErr error
 			var held bool
 			var wg sync.WaitGroup
@@ -376,11 +377,14 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 				}()
 			}
 			op(ctx, "children", func(ctx context.Context) error {
-				_, _, deleteW, childErr = conn.ChildrenW(ctx, c.Path)
+				children, _, deleteW, childErr = conn.ChildrenW(ctx, c.Path)
 				return childErr
 			})
 			wg.Wait()
 			r := watching{Cmd: c.Cmd, Exists: childErr == nil, Held: c.Hold && held, Err: markErr}
+			if c.Dir && childErr == nil {
+				r.Children = children
+			}
 			if childErr != nil && !errors.Is(childErr, zk.ErrNoNode) {
 				r.Err = errors.Join(childErr, markErr) // a lost reply to either is retried
 			}

@@ -88,7 +88,11 @@ type watching struct {
 	Cmd    uint64
 	Exists bool
 	Held   bool
-	Err    error
+	// Children: a directory's watch (watchNode.Dir) lists the children
+	// it was set with; a release after the listing that made us wait
+	// shows here, not as an event.
+	Children []string
+	Err      error
 }
 
 // nodesChecked is the reply to checkNodes: whether each path exists.
@@ -177,7 +181,11 @@ func (i watching) String() string {
 	if i.Held {
 		held = " held"
 	}
-	return fmt.Sprintf("Watching cmd=%d exists=%t%s%s", i.Cmd, i.Exists, held, errText(i.Err))
+	children := ""
+	if i.Children != nil {
+		children = fmt.Sprintf(" children=%v", i.Children)
+	}
+	return fmt.Sprintf("Watching cmd=%d exists=%t%s%s%s", i.Cmd, i.Exists, held, children, errText(i.Err))
 }
 func (i nodesChecked) String() string {
 	return fmt.Sprintf("NodesChecked cmd=%d exists=%v%s", i.Cmd, i.Exists, errText(i.Err))

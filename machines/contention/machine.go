@@ -558,11 +558,30 @@ func (m *Machine) watching(in watching) {
 		m.send(r)
 	case in.Err != nil:
 		m.fail(t, in.Err)
+	case m.cfg.Predicate.watchesDir():
+		m.dirWatched(t, in)
 	default:
 		t.predHeld = in.Held
 		if !in.Exists {
 			m.predecessorGone(t) // gone already: a watch left by the race is stale
 		}
+	}
+}
+
+// dirWatched takes the reply to a directory's watch (Leases). The watch
+// came after the listing that made us wait: a holder may have gone in
+// between, which no event will tell, so the children it was set with say
+// again whether we hold. If our node is not among them (the directory or
+// our node was deleted), read again, which finds it gone.
+func (m *Machine) dirWatched(t *term, in watching) {
+	if !in.Exists || !slices.Contains(in.Children, zk.Base(t.node)) {
+		m.reread(t)
+		return
+	}
+	below := slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.deleting)
+	if t.below = m.cfg.Predicate.blockers(below, t.node); len(t.below) == 0 {
+		t.watch = 0
+		m.elect(t)
 	}
 }
 

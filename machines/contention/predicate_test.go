@@ -147,7 +147,7 @@ func TestTranscriptLeases(t *testing.T) {
 	if w, ok := out.Commands[0].(watchNode); len(out.Commands) != 1 || !ok || !w.Dir {
 		t.Fatalf("want a watch on the directory, got %+v", out.Commands)
 	}
-	tr.step(watching{Cmd: 3, Exists: true})
+	tr.step(watching{Cmd: 3, Exists: true, Children: []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001", "_c_uuid1-lock-0000000002"}})
 	tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeChildrenChanged, Path: "/app/sem"}})
 	out = tr.step(dirRead{Cmd: 4, Children: []string{"_c_b-lock-0000000001", "_c_uuid1-lock-0000000002"}, Own: own(0x50), OwnExists: true})
 	if !grantedAtOnce(out, 1) {
