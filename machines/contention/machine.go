@@ -112,7 +112,9 @@ func (cfg Config) validate() error {
 }
 
 // Machine is the contention engine: the pure state machine behind the
-// exclusive lock and leader election. Step takes one Input and returns what
+// exclusive lock and leader election, and behind any recipe whose
+// contenders queue in one directory (Config.Predicate says what one waits
+// for and when it holds). Step takes one Input and returns what
 // to do; it has no goroutines, no I/O and no clock, so a transcript of its
 // inputs replays exactly. Not safe for concurrent use.
 //
@@ -120,7 +122,8 @@ func (cfg Config) validate() error {
 // sequential node; after a lost create reply, find it by uuid) → DETERMINE
 // (list the directory and read our node together; our node must belong to
 // the term's session; its czxid is the fencing token) → READY (watch only
-// the next lower node) → LEADER → STOP (released) or FAILED.
+// the node the predicate waits for: exclusive, the next lower node) →
+// LEADER → STOP (released) or FAILED.
 type Machine struct {
 	cfg       Config
 	fsm       *runtime.FSM
