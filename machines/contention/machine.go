@@ -72,7 +72,7 @@ type Errors struct {
 	// CleanupPending: Close could not delete our nodes within its timeout;
 	// the connection's janitor deletes them when the session is back.
 	CleanupPending error
-	InvalidOption  error // an option's value is refused at New
+	InvalidOption  error // an option's value is refused at New; NewMachine's errors match it too
 }
 
 // Config describes one contender.
@@ -216,6 +216,9 @@ var transitions = []runtime.Transition{
 // comes from Start.
 func NewMachine(cfg Config) (*Machine, error) {
 	if err := cfg.validate(); err != nil {
+		if cfg.Errors.InvalidOption != nil {
+			err = fmt.Errorf("%w: %w", cfg.Errors.InvalidOption, err)
+		}
 		return nil, err
 	}
 	f, err := runtime.NewFSM(events.States, events.StateStart, transitions)

@@ -1,6 +1,7 @@
 package contention
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -290,7 +291,8 @@ func TestParseSeqAcrossTheWrap(t *testing.T) {
 }
 
 func TestNewMachineValidatesItsConfig(t *testing.T) {
-	ok := Config{Dir: "/d", Markers: []string{"lock-"}, NewID: func() string { return "u" }}
+	invalid := errors.New("test: invalid option")
+	ok := Config{Dir: "/d", Markers: []string{"lock-"}, NewID: func() string { return "u" }, Errors: Errors{InvalidOption: invalid}}
 	for _, tc := range []struct {
 		name string
 		edit func(*Config)
@@ -308,8 +310,8 @@ func TestNewMachineValidatesItsConfig(t *testing.T) {
 	} {
 		cfg := ok
 		tc.edit(&cfg)
-		if _, err := NewMachine(cfg); err == nil {
-			t.Errorf("%s: NewMachine accepted it", tc.name)
+		if _, err := NewMachine(cfg); !errors.Is(err, invalid) {
+			t.Errorf("%s: NewMachine = %v, want an error matching the recipe's InvalidOption", tc.name, err)
 		}
 	}
 	for _, p := range []Predicate{Exclusive(), Leases(1), Leases(3)} {
