@@ -466,10 +466,8 @@ func (m *Machine) created(in created) {
 	case t == nil:
 	case errors.Is(in.Err, zk.ErrNoNode):
 		m.send(&request{cmd: ensureDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir}, term: t})
-	case errors.Is(in.Err, zk.ErrSessionExpired):
-		m.fail(t, m.cfg.Errors.SessionLost)
 	default:
-		m.fail(t, in.Err)
+		m.failOn(t, in.Err)
 	}
 }
 
@@ -482,7 +480,7 @@ func (m *Machine) dirEnsured(in dirEnsured) {
 	case errors.Is(in.Err, zk.ErrConnectionLoss):
 		m.send(r)
 	default:
-		m.fail(t, in.Err)
+		m.failOn(t, in.Err)
 	}
 }
 
@@ -515,7 +513,7 @@ func (m *Machine) dirListed(in dirListed) {
 	case in.Err == nil || errors.Is(in.Err, zk.ErrNoNode):
 		m.createNode(t)
 	default:
-		m.fail(t, in.Err)
+		m.failOn(t, in.Err)
 	}
 }
 
@@ -528,7 +526,7 @@ func (m *Machine) dirRead(in dirRead) {
 		m.send(r)
 		return
 	case in.Err != nil && !errors.Is(in.Err, zk.ErrNoNode):
-		m.fail(t, in.Err)
+		m.failOn(t, in.Err)
 		return
 	case in.Err != nil || !in.OwnExists:
 		t.node = ""
@@ -557,7 +555,7 @@ func (m *Machine) watching(in watching) {
 	case errors.Is(in.Err, zk.ErrConnectionLoss):
 		m.send(r)
 	case in.Err != nil:
-		m.fail(t, in.Err)
+		m.failOn(t, in.Err)
 	default:
 		t.predHeld = in.Held
 		if !in.Exists {
@@ -629,7 +627,7 @@ func (m *Machine) nodesChecked(in nodesChecked) {
 	case errors.Is(in.Err, zk.ErrConnectionLoss):
 		m.send(r)
 	case in.Err != nil:
-		m.fail(t, in.Err)
+		m.failOn(t, in.Err)
 	default:
 		var left []string
 		for i, p := range r.cmd.(checkNodes).Paths {
@@ -838,6 +836,16 @@ func (m *Machine) fail(t *term, err error) {
 	if t.node != "" {
 		m.deleteTermNode(t, false, nil, 0)
 	}
+}
+
+// failOn fails t on the error a reply brought. A request whose session
+// expired while it was in flight (its answer came ahead of LOST) is the
+// session's loss, as LOST would have said.
+func (m *Machine) failOn(t *term, err error) {
+	if errors.Is(err, zk.ErrSessionExpired) {
+		err = m.cfg.Errors.SessionLost
+	}
+	m.fail(t, err)
 }
 
 // endTerm ends term t; cause is why, for its grant's Lost.

@@ -576,3 +576,57 @@ func TestTranscriptOwnResignIsNotAForeignDelete(t *testing.T) {
 	tr.step(deleted{Cmd: 5})
 	tr.check("own_resign_not_foreign")
 }
+
+// A reply that fails with zk.ErrSessionExpired (a request in flight when
+// the session expired, its answer ahead of LOST) ends the term with
+// SessionLost, whichever request it answers: the caller and the grant's
+// Loss are told the session is gone, not a bare ZooKeeper error.
+func TestReplyOfAnExpiredSessionIsSessionLost(t *testing.T) {
+	const ours, p1, p2 = "_c_uuid1-lock-0000000002", "_c_a-lock-0000000000", "_c_b-lock-0000000001"
+	node := "/app/lock/" + ours
+	expired := zk.ErrSessionExpired
+	for _, tc := range []struct {
+		name string
+		run  func(tr *transcript) Output // the steps up to the expired reply
+	}{
+		{"create", func(tr *transcript) Output {
+			return tr.step(created{Cmd: 1, Err: expired})
+		}},
+		{"directory create", func(tr *transcript) Output {
+			tr.step(created{Cmd: 1, Err: zk.ErrNoNode})
+			return tr.step(dirEnsured{Cmd: 2, Err: expired})
+		}},
+		{"ghost listing", func(tr *transcript) Output {
+			tr.step(created{Cmd: 1, Err: zk.ErrConnectionLoss})
+			return tr.step(dirListed{Cmd: 2, Err: expired})
+		}},
+		{"own-node read", func(tr *transcript) Output {
+			tr.step(created{Cmd: 1, Path: node})
+			return tr.step(dirRead{Cmd: 2, Children: []string{ours}, Err: errors.Join(nil, expired)})
+		}},
+		{"predecessor watch", func(tr *transcript) Output {
+			tr.step(created{Cmd: 1, Path: node})
+			tr.step(dirRead{Cmd: 2, Children: []string{p1, ours}, Own: own(0x50), OwnExists: true})
+			return tr.step(watching{Cmd: 3, Err: errors.Join(expired, nil)})
+		}},
+		{"recheck", func(tr *transcript) Output {
+			tr.step(created{Cmd: 1, Path: node})
+			tr.step(dirRead{Cmd: 2, Children: []string{p1, p2, ours}, Own: own(0x50), OwnExists: true})
+			tr.step(watching{Cmd: 3, Exists: true})
+			tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/" + p2}})
+			return tr.step(nodesChecked{Cmd: 4, Exists: []bool{false}, Err: errors.Join(expired)})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTranscript(t, true)
+			tr.step(Acquire{Req: 1})
+			out := tc.run(tr)
+			if len(out.Replies) != 1 || !errors.Is(out.Replies[0].Err, testErrors.SessionLost) {
+				t.Errorf("Acquire's answer = %+v, want SessionLost\n%s", out.Replies, tr.b.String())
+			}
+			if len(out.TermEnded) != 1 || !errors.Is(out.TermEnded[0].Cause, testErrors.SessionLost) {
+				t.Errorf("term ended = %+v, want SessionLost\n%s", out.TermEnded, tr.b.String())
+			}
+		})
+	}
+}
