@@ -243,3 +243,47 @@ func awaitEvent(t *testing.T, sub *events.Subscription, typ events.Type) {
 		}
 	}
 }
+
+// A waiter whose node another client deletes fails at once with
+// ErrNodeDeleted (the watch of its own-node read tells), not when the
+// leader before it goes.
+func TestWaiterWhoseNodeIsDeletedFails(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		other := tg.Connect(t)
+		leader := newElection(t, tg.Connect(t), "/cause/waiter", "a")
+		if _, err := leader.Campaign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w := newElection(t, tg.Connect(t), "/cause/waiter", "b")
+		sub := w.Subscribe()
+		defer sub.Close()
+		campaigned := make(chan error, 1)
+		go func() {
+			_, err := w.Campaign(ctx)
+			campaigned <- err
+		}()
+		node := ""
+		for node == "" {
+			select {
+			case ev := <-sub.C:
+				if ev.Type == events.ReadyStart {
+					node = ev.Node
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the waiter did not reach READY within 10s")
+			}
+		}
+		if err := other.Delete(ctx, node, zk.AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-campaigned:
+			if !errors.Is(err, election.ErrNodeDeleted) {
+				t.Fatalf("Campaign = %v, want ErrNodeDeleted", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Campaign did not fail within 10s of its node's deletion")
+		}
+	})
+}
