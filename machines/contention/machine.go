@@ -824,7 +824,7 @@ func (m *Machine) abandon(t *term, cause error) {
 		m.deleteNode(t.node, false, nil, t.n)
 		return
 	}
-	m.out.Events = append(m.out.Events, Event{Type: events.StopComplete, State: m.State(), Term: t.n, Err: cause})
+	m.out.Events = append(m.out.Events, Event{Type: events.StopComplete, State: m.State(), Term: t.n, Node: t.prefix, Err: cause})
 }
 
 // fail ends a term on an error: FAILED, waiters get err, our node is deleted.
@@ -1023,8 +1023,8 @@ func (m *Machine) emit(typ events.Type, err error) {
 	e := Event{Type: typ, State: m.State(), Err: err}
 	if t := m.term; t != nil {
 		e.Term, e.Node, e.Token = t.n, t.node, t.token
-		if e.Node == "" && typ == events.Failed {
-			// A create that failed before its node was known: the
+		if e.Node == "" && (typ == events.Failed || typ == events.StopStart) {
+			// A term that ends before its create answered: the
 			// protected prefix names the node (its uuid finds a ghost).
 			e.Node = t.prefix
 		}

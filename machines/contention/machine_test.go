@@ -332,7 +332,12 @@ func TestTranscriptSuspendedWhileHolding(t *testing.T) {
 func TestTranscriptCancelDuringCreate(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(cancelReq{Req: 1})
+	out := tr.step(cancelReq{Req: 1})
+	// The term ends before its create answered: its STOP events name the
+	// protected prefix, which finds the node the create may still make.
+	if len(out.Events) != 2 || out.Events[0].Node != "/app/lock/_c_uuid1-lock-" || out.Events[1].Node != "/app/lock/_c_uuid1-lock-" {
+		t.Fatalf("want STOP_START and STOP_COMPLETE naming the create's prefix, got %+v", out.Events)
+	}
 	// The create was applied after the caller gave up: it is deleted.
 	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
 	tr.step(deleted{Cmd: 2})
