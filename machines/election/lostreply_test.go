@@ -30,6 +30,7 @@ func TestLostReplyInEachState(t *testing.T) {
 		{"DETERMINE either read", testkit.OpChildren, dir},
 		{"LEADER hold-mark announce", testkit.OpMulti, dir + "/_c_"},
 		{"STOP resign delete", testkit.OpDelete, dir + "/_c_"},
+		{"STOP hold-mark delete", testkit.OpDelete, contention.HoldMarkDir(dir) + "/_c_"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
@@ -63,8 +64,11 @@ func TestLostReplyInEachState(t *testing.T) {
 				if _, err := b.Campaign(ctx); err != nil {
 					t.Fatalf("b's Campaign after the fault: %v", err)
 				}
-				a.Close()
-				b.Close()
+				for _, e := range []*election.Election{a, b} {
+					if err := e.Close(); err != nil {
+						t.Fatalf("Close after the fault: %v", err)
+					}
+				}
 				awaitNoneUnder(t, cb, dir, contention.HoldMarkDir(dir))
 			})
 		})
@@ -135,10 +139,13 @@ func TestLostReplyWhileWaiting(t *testing.T) {
 				if _, err := b.Campaign(ctx); err != nil {
 					t.Fatalf("b's Campaign after the fault: %v", err)
 				}
-				a.Close()
-				b.Close()
-				if w != nil {
-					w.Close()
+				for _, e := range []*election.Election{a, b, w} {
+					if e == nil {
+						continue
+					}
+					if err := e.Close(); err != nil {
+						t.Fatalf("Close after the fault: %v", err)
+					}
 				}
 				awaitNoneUnder(t, cb, dir, contention.HoldMarkDir(dir))
 			})

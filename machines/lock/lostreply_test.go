@@ -174,8 +174,11 @@ func TestLostReplyInEachState(t *testing.T) {
 				if err := s.b.Release(s.ctx); err != nil {
 					t.Fatal(err)
 				}
-				s.a.Close()
-				s.b.Close()
+				for _, l := range []*lock.Lock{s.a, s.b} {
+					if err := l.Close(); err != nil {
+						t.Fatalf("Close after the fault: %v", err)
+					}
+				}
 				eventually(t, s.cb, s.dir, "no node left once both are closed", func(kids []string) bool { return len(kids) == 0 })
 			})
 		})
