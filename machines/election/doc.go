@@ -34,7 +34,9 @@
 // node (seen through the watch that the read of our own node leaves, at
 // its one notification, with no extra request), ErrResigned on Resign,
 // ErrClosed on Close. A waiter whose own session expires, or whose node is
-// deleted, fails at once, not when its predecessor goes. As with any lease,
+// deleted, fails at once, not when its predecessor goes. A request whose
+// reply is lost to a connection loss is sent again once the same session
+// is back, and is never taken for our node's deletion. As with any lease,
 // a paused leader can act after its term ended: use Term.Token (the czxid
 // of our node, growing with every term) as a fencing token, or put
 // Term.Guard in the multi of a write to ZooKeeper itself.
@@ -59,6 +61,10 @@
 // per term, between the two: so every ELECTED_COMPLETE is followed by a STOP
 // or FAILED of the same term, and no STOP comes for a term that did not
 // start.
+// Each event of a term names our node (Event.Node) once its create has
+// answered; a term that ends before then names, on FAILED or STOP, the
+// protected prefix the create used, whose uuid finds the node if the
+// create was applied.
 //
 // # Observing
 //

@@ -38,7 +38,10 @@
 // # Failures
 //
 // A create whose reply is lost is found again by its uuid and adopted only
-// if it belongs to the current session. Everything a Lock created and no
+// if it belongs to the current session. Any other request whose reply is
+// lost to a connection loss is sent again once the same session is back:
+// a failed read says nothing about our node, and is never taken for its
+// deletion. Everything a Lock created and no
 // longer wants — after a cancelled Acquire, a failure, a late reply — is
 // deleted in the background until the delete succeeds or the session ends,
 // and that outlives Close: what Close could not delete within its timeout
