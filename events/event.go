@@ -120,7 +120,7 @@ type Event struct {
 	Type      Type
 	Phase     Phase  // what the event means for its term
 	State     State  // the machine's state after the event
-	Node      string // our node's full path, once known; on a FAILED before then, the protected prefix its create used
+	Node      string // our node's full path, once known; on a FAILED, STOP_START or STOP_COMPLETE before then, the protected prefix its create used
 	SessionID int64  // the session the event happened on
 	Token     int64  // the fencing token (czxid of our node) once determined
 	Term      uint64 // which acquisition/campaign of this instance (1, 2, ...)

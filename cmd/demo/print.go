@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,8 +38,8 @@ func (p *printer) event(who string, ev events.Event) {
 	if ev.Term != 0 {
 		s += fmt.Sprintf(" term=%d", ev.Term)
 	}
-	if n := len(ev.Node); n >= 10 {
-		s += " seq=" + ev.Node[n-10:] // the node's sequence number
+	if n := len(ev.Node); n >= 10 && strings.Trim(ev.Node[n-10:], "0123456789") == "" {
+		s += " seq=" + ev.Node[n-10:] // the node's sequence number (none yet on a create's prefix)
 	}
 	if ev.Token != 0 {
 		s += fmt.Sprintf(" token=%#x", ev.Token)

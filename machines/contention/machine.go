@@ -472,10 +472,8 @@ func (m *Machine) created(in created) {
 	case t == nil:
 	case errors.Is(in.Err, zk.ErrNoNode):
 		m.send(&request{cmd: ensureDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir}, term: t})
-	case errors.Is(in.Err, zk.ErrSessionExpired):
-		m.fail(t, m.cfg.Errors.SessionLost)
 	default:
-		m.fail(t, in.Err)
+		m.failOn(t, in.Err)
 	}
 }
 
@@ -488,7 +486,7 @@ func (m *Machine) dirEnsured(in dirEnsured) {
 	case errors.Is(in.Err, zk.ErrConnectionLoss):
 		m.send(r)
 	default:
-		m.fail(t, in.Err)
+		m.failOn(t, in.Err)
 	}
 }
 
@@ -521,7 +519,7 @@ func (m *Machine) dirListed(in dirListed) {
 	case in.Err == nil || errors.Is(in.Err, zk.ErrNoNode):
 		m.createNode(t)
 	default:
-		m.fail(t, in.Err)
+		m.failOn(t, in.Err)
 	}
 }
 
@@ -534,7 +532,7 @@ func (m *Machine) dirRead(in dirRead) {
 		m.send(r)
 		return
 	case in.Err != nil && !errors.Is(in.Err, zk.ErrNoNode):
-		m.fail(t, in.Err)
+		m.failOn(t, in.Err)
 		return
 	case in.Err != nil || !in.OwnExists:
 		t.node = ""
@@ -563,7 +561,7 @@ func (m *Machine) watching(in watching) {
 	case errors.Is(in.Err, zk.ErrConnectionLoss):
 		m.send(r)
 	case in.Err != nil:
-		m.fail(t, in.Err)
+		m.failOn(t, in.Err)
 	case m.cfg.Predicate.watchesDir():
 		m.dirWatched(t, in)
 	default:
@@ -654,7 +652,7 @@ func (m *Machine) nodesChecked(in nodesChecked) {
 	case errors.Is(in.Err, zk.ErrConnectionLoss):
 		m.send(r)
 	case in.Err != nil:
-		m.fail(t, in.Err)
+		m.failOn(t, in.Err)
 	default:
 		var left []string
 		for i, p := range r.cmd.(checkNodes).Paths {
@@ -855,7 +853,7 @@ func (m *Machine) abandon(t *term, cause error) {
 		m.deleteNode(t.node, false, nil, t.n)
 		return
 	}
-	m.out.Events = append(m.out.Events, Event{Type: events.StopComplete, State: m.State(), Term: t.n, Err: cause})
+	m.out.Events = append(m.out.Events, Event{Type: events.StopComplete, State: m.State(), Term: t.n, Node: t.prefix, Err: cause})
 }
 
 // fail ends a term on an error: FAILED, waiters get err, our node is deleted.
@@ -867,6 +865,16 @@ func (m *Machine) fail(t *term, err error) {
 	if t.node != "" {
 		m.deleteTermNode(t, false, nil, 0)
 	}
+}
+
+// failOn fails t on the error a reply brought. A request whose session
+// expired while it was in flight (its answer came ahead of LOST) is the
+// session's loss, as LOST would have said.
+func (m *Machine) failOn(t *term, err error) {
+	if errors.Is(err, zk.ErrSessionExpired) {
+		err = m.cfg.Errors.SessionLost
+	}
+	m.fail(t, err)
 }
 
 // endTerm ends term t; cause is why, for its grant's Lost.
@@ -1044,8 +1052,8 @@ func (m *Machine) emit(typ events.Type, err error) {
 	e := Event{Type: typ, State: m.State(), Err: err}
 	if t := m.term; t != nil {
 		e.Term, e.Node, e.Token = t.n, t.node, t.token
-		if e.Node == "" && typ == events.Failed {
-			// A create that failed before its node was known: the
+		if e.Node == "" && (typ == events.Failed || typ == events.StopStart) {
+			// A term that ends before its create answered: the
 			// protected prefix names the node (its uuid finds a ghost).
 			e.Node = t.prefix
 		}

@@ -332,7 +332,12 @@ func TestTranscriptSuspendedWhileHolding(t *testing.T) {
 func TestTranscriptCancelDuringCreate(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(cancelReq{Req: 1})
+	out := tr.step(cancelReq{Req: 1})
+	// The term ends before its create answered: its STOP events name the
+	// protected prefix, which finds the node the create may still make.
+	if len(out.Events) != 2 || out.Events[0].Node != "/app/lock/_c_uuid1-lock-" || out.Events[1].Node != "/app/lock/_c_uuid1-lock-" {
+		t.Fatalf("want STOP_START and STOP_COMPLETE naming the create's prefix, got %+v", out.Events)
+	}
 	// The create was applied after the caller gave up: it is deleted.
 	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
 	tr.step(deleted{Cmd: 2})
@@ -514,4 +519,119 @@ func TestTranscriptOwnNodeDeletedWhileHeld(t *testing.T) {
 		t.Fatalf("want the term ended by NodeDeleted, got %+v", out)
 	}
 	tr.check("own_node_deleted_while_held")
+}
+
+// Our own Release deletes our node too, and the watch the own-node read
+// left fires for it: that event is no foreign deletion. It may reach the
+// actor while the delete is under way (the term has ended) or after a
+// new term already holds (it is the old read's watch): neither ends a
+// term, and the new grant is not lost.
+func TestTranscriptOwnReleaseIsNotAForeignDelete(t *testing.T) {
+	const first, second = "/app/lock/_c_uuid1-lock-0000000007", "/app/lock/_c_uuid2-lock-0000000008"
+	gone := func(cmd uint64, path string) ownNodeGone {
+		return ownNodeGone{Cmd: cmd, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: path}}
+	}
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(created{Cmd: 1, Path: first})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007"}, Own: own(0x42), OwnExists: true})
+	out := tr.step(Release{Req: 2})
+	if len(out.TermEnded) != 1 || !errors.Is(out.TermEnded[0].Cause, testErrors.Released) {
+		t.Fatalf("want the term ended by Released, got %+v", out)
+	}
+	// The server sends the watch's event before the delete's reply.
+	if out := tr.step(gone(2, first)); len(out.Events)+len(out.Replies)+len(out.Commands)+len(out.TermEnded) != 0 {
+		t.Fatalf("our own delete's event during the delete did something: %+v", out)
+	}
+	tr.step(deleted{Cmd: 3})
+	tr.step(Acquire{Req: 3})
+	tr.step(created{Cmd: 4, Path: second})
+	if out := tr.step(dirRead{Cmd: 5, Children: []string{"_c_uuid2-lock-0000000008"}, Own: own(0x43), OwnExists: true}); len(out.Replies) != 1 || !out.Replies[0].Granted {
+		t.Fatalf("want the second term granted, got %+v", out)
+	}
+	// The same event, posted late, after the next term holds.
+	if out := tr.step(gone(2, first)); len(out.Events)+len(out.Replies)+len(out.Commands)+len(out.TermEnded) != 0 {
+		t.Fatalf("the first term's watch event ended the second term: %+v", out)
+	}
+	if s := tr.m.State(); s != events.StateLeader {
+		t.Fatalf("state after a stale own-node event = %s, want LEADER", s)
+	}
+	out = tr.step(Release{Req: 4})
+	if len(out.TermEnded) != 1 || out.TermEnded[0].Term != 2 || !errors.Is(out.TermEnded[0].Cause, testErrors.Released) {
+		t.Fatalf("want the second term ended by Released, got %+v", out)
+	}
+	tr.check("own_release_not_foreign")
+}
+
+// An election's resign is a plain delete (hold marks): its event is ours
+// too, and the hold mark's delete follows the node's as usual.
+func TestTranscriptOwnResignIsNotAForeignDelete(t *testing.T) {
+	const node = "/app/election/_c_uuid1-latch-0000000003"
+	tr := newHoldTranscript(t)
+	tr.step(Acquire{Req: 1, Marker: "latch-"})
+	tr.step(created{Cmd: 1, Path: node})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000003"}, Own: own(0x50), OwnExists: true})
+	tr.step(announced{Cmd: 3})
+	tr.step(Release{Req: 2, All: true})
+	out := tr.step(ownNodeGone{Cmd: 2, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: node}})
+	if len(out.Events)+len(out.Replies)+len(out.Commands)+len(out.TermEnded) != 0 {
+		t.Fatalf("our own resign's event did something: %+v", out)
+	}
+	tr.step(deleted{Cmd: 4})
+	tr.step(deleted{Cmd: 5})
+	tr.check("own_resign_not_foreign")
+}
+
+// A reply that fails with zk.ErrSessionExpired (a request in flight when
+// the session expired, its answer ahead of LOST) ends the term with
+// SessionLost, whichever request it answers: the caller and the grant's
+// Loss are told the session is gone, not a bare ZooKeeper error.
+func TestReplyOfAnExpiredSessionIsSessionLost(t *testing.T) {
+	const ours, p1, p2 = "_c_uuid1-lock-0000000002", "_c_a-lock-0000000000", "_c_b-lock-0000000001"
+	node := "/app/lock/" + ours
+	expired := zk.ErrSessionExpired
+	for _, tc := range []struct {
+		name string
+		run  func(tr *transcript) Output // the steps up to the expired reply
+	}{
+		{"create", func(tr *transcript) Output {
+			return tr.step(created{Cmd: 1, Err: expired})
+		}},
+		{"directory create", func(tr *transcript) Output {
+			tr.step(created{Cmd: 1, Err: zk.ErrNoNode})
+			return tr.step(dirEnsured{Cmd: 2, Err: expired})
+		}},
+		{"ghost listing", func(tr *transcript) Output {
+			tr.step(created{Cmd: 1, Err: zk.ErrConnectionLoss})
+			return tr.step(dirListed{Cmd: 2, Err: expired})
+		}},
+		{"own-node read", func(tr *transcript) Output {
+			tr.step(created{Cmd: 1, Path: node})
+			return tr.step(dirRead{Cmd: 2, Children: []string{ours}, Err: errors.Join(nil, expired)})
+		}},
+		{"predecessor watch", func(tr *transcript) Output {
+			tr.step(created{Cmd: 1, Path: node})
+			tr.step(dirRead{Cmd: 2, Children: []string{p1, ours}, Own: own(0x50), OwnExists: true})
+			return tr.step(watching{Cmd: 3, Err: errors.Join(expired, nil)})
+		}},
+		{"recheck", func(tr *transcript) Output {
+			tr.step(created{Cmd: 1, Path: node})
+			tr.step(dirRead{Cmd: 2, Children: []string{p1, p2, ours}, Own: own(0x50), OwnExists: true})
+			tr.step(watching{Cmd: 3, Exists: true})
+			tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/" + p2}})
+			return tr.step(nodesChecked{Cmd: 4, Exists: []bool{false}, Err: errors.Join(expired)})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTranscript(t, true)
+			tr.step(Acquire{Req: 1})
+			out := tc.run(tr)
+			if len(out.Replies) != 1 || !errors.Is(out.Replies[0].Err, testErrors.SessionLost) {
+				t.Errorf("Acquire's answer = %+v, want SessionLost\n%s", out.Replies, tr.b.String())
+			}
+			if len(out.TermEnded) != 1 || !errors.Is(out.TermEnded[0].Cause, testErrors.SessionLost) {
+				t.Errorf("term ended = %+v, want SessionLost\n%s", out.TermEnded, tr.b.String())
+			}
+		})
+	}
 }

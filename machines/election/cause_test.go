@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/election"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
@@ -35,6 +36,11 @@ func TestRunSeesWhyItsTermEnded(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, election.ErrNodeDeleted, nil},
+		{"resign", nil, func(t *testing.T, _ testkit.Target, _, _ zk.Conn, e *election.Election, _ *election.Term) {
+			if err := e.Resign(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+		}, election.ErrResigned, nil},
 		{"close", nil, func(t *testing.T, _ testkit.Target, _, _ zk.Conn, e *election.Election, _ *election.Term) {
 			go e.Close() // Close waits for Run's resign; Run waits for fn
 		}, election.ErrClosed, nil},
@@ -130,6 +136,154 @@ func TestResignCause(t *testing.T) {
 		}
 		if election.TermFrom(ctx) != nil {
 			t.Fatal("TermFrom of a ctx Run did not make is not nil")
+		}
+	})
+}
+
+// A function that returns an error of its own after its term was lost
+// makes Run return that error; its ctx's cause still says why.
+func TestRunReturnsFnsOwnError(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		c, other := tg.Connect(t), tg.Connect(t)
+		e := newElection(t, c, "/cause/own", "a")
+		mine := errors.New("fn's own error")
+		leading := make(chan *election.Term, 1)
+		cause := make(chan error, 1)
+		ran := make(chan error, 1)
+		go func() {
+			ran <- e.Run(ctxT(t), func(ctx context.Context) error {
+				leading <- election.TermFrom(ctx)
+				<-ctx.Done()
+				cause <- context.Cause(ctx)
+				return mine
+			})
+		}()
+		term := <-leading
+		if err := other.Delete(ctxT(t), term.Node(), zk.AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-cause; !errors.Is(err, election.ErrNodeDeleted) {
+			t.Errorf("context.Cause = %v, want ErrNodeDeleted", err)
+		}
+		if err := <-ran; !errors.Is(err, mine) || errors.Is(err, election.ErrNodeDeleted) {
+			t.Errorf("Run = %v, want fn's own error", err)
+		}
+	})
+}
+
+// With WithSuspendedIsLost(false), a connection loss that ends with the
+// same session does not end the term: Lost stays open, Run's function
+// goes on, and the watch on our node still works after the reconnect (a
+// deletion then ends the term with ErrNodeDeleted).
+func TestTermSurvivesSuspensionWhenAllowed(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		c, other := tg.Connect(t), tg.Connect(t)
+		e := newElection(t, c, "/cause/keep", "a", election.WithSuspendedIsLost(false))
+		sub := e.Subscribe()
+		defer sub.Close()
+		leading := make(chan *election.Term, 1)
+		cause := make(chan error, 1)
+		ran := make(chan error, 1)
+		go func() {
+			ran <- e.Run(ctxT(t), func(ctx context.Context) error {
+				leading <- election.TermFrom(ctx)
+				<-ctx.Done()
+				cause <- context.Cause(ctx)
+				return nil
+			})
+		}()
+		term := <-leading
+		tg.Disconnect(t, c)
+		tg.Reconnect(t, c)
+		// The election has seen the suspension once it reports the
+		// reconnect: its inputs are handled in order.
+		awaitEvent(t, sub, events.Reconnected)
+		select {
+		case <-term.Lost():
+			t.Fatalf("Lost closed by a suspension the policy allows (Err %v)", term.Err())
+		case err := <-cause:
+			t.Fatalf("Run's ctx cancelled by a suspension the policy allows (cause %v)", err)
+		default:
+		}
+		if err := term.Err(); err != nil {
+			t.Fatalf("Term.Err = %v, want nil", err)
+		}
+		if err := other.Delete(ctxT(t), term.Node(), zk.AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-cause:
+			if !errors.Is(err, election.ErrNodeDeleted) {
+				t.Errorf("context.Cause = %v, want ErrNodeDeleted", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("our node's deletion after a reconnect did not end the term within 10s")
+		}
+		if err := <-ran; !errors.Is(err, election.ErrNodeDeleted) {
+			t.Errorf("Run = %v, want ErrNodeDeleted", err)
+		}
+	})
+}
+
+// awaitEvent waits for an event of type typ on sub.
+func awaitEvent(t *testing.T, sub *events.Subscription, typ events.Type) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-sub.C:
+			if !ok {
+				t.Fatalf("subscription closed before %s", typ)
+			}
+			if ev.Type == typ {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %s event within 10s", typ)
+		}
+	}
+}
+
+// A waiter whose node another client deletes fails at once with
+// ErrNodeDeleted (the watch of its own-node read tells), not when the
+// leader before it goes.
+func TestWaiterWhoseNodeIsDeletedFails(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		other := tg.Connect(t)
+		leader := newElection(t, tg.Connect(t), "/cause/waiter", "a")
+		if _, err := leader.Campaign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w := newElection(t, tg.Connect(t), "/cause/waiter", "b")
+		sub := w.Subscribe()
+		defer sub.Close()
+		campaigned := make(chan error, 1)
+		go func() {
+			_, err := w.Campaign(ctx)
+			campaigned <- err
+		}()
+		node := ""
+		for node == "" {
+			select {
+			case ev := <-sub.C:
+				if ev.Type == events.ReadyStart {
+					node = ev.Node
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the waiter did not reach READY within 10s")
+			}
+		}
+		if err := other.Delete(ctx, node, zk.AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-campaigned:
+			if !errors.Is(err, election.ErrNodeDeleted) {
+				t.Fatalf("Campaign = %v, want ErrNodeDeleted", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Campaign did not fail within 10s of its node's deletion")
 		}
 	})
 }

@@ -28,11 +28,25 @@
 //
 // We claim leadership only after checking that our node is the lowest and
 // belongs to our current session. Term.Lost closes as soon as leadership can
-// no longer be trusted: on SUSPENDED (by default; WithSuspendedIsLost(false)
-// waits for LOST), on LOST, and on Resign. A waiter whose own session
-// expires fails at once, not when its predecessor goes. As with any lease, a
-// paused leader can act after its term ended: use Term.Token (the czxid of
-// our node, growing with every term) as a fencing token.
+// no longer be trusted, and Term.Err then says why: ErrSuspended on
+// SUSPENDED (by default; WithSuspendedIsLost(false) waits for LOST),
+// ErrSessionLost on LOST, ErrNodeDeleted when another client deletes our
+// node (seen through the watch that the read of our own node leaves, at
+// its one notification, with no extra request), ErrResigned on Resign,
+// ErrClosed on Close. A waiter whose own session expires, or whose node is
+// deleted, fails at once, not when its predecessor goes. A request whose
+// reply is lost to a connection loss is sent again once the same session
+// is back, and is never taken for our node's deletion. As with any lease,
+// a paused leader can act after its term ended: use Term.Token (the czxid
+// of our node, growing with every term) as a fencing token, or put
+// Term.Guard in the multi of a write to ZooKeeper itself.
+//
+// Run's function finds its term in its context (TermFrom), to fence its
+// writes. When the term ends, that context is cancelled and
+// context.Cause of it is the term's Err. Run then returns the term's Err,
+// not the nil (or context.Canceled) that a function stopping on its
+// context returns, so a lost session never looks like a normal finish; an
+// error of the function's own is returned as it is.
 //
 // Close deletes our node, waiting at most the close timeout. When the
 // connection is down then, the connection itself deletes the node once the
@@ -47,6 +61,10 @@
 // per term, between the two: so every ELECTED_COMPLETE is followed by a STOP
 // or FAILED of the same term, and no STOP comes for a term that did not
 // start.
+// Each event of a term names our node (Event.Node) once its create has
+// answered; a term that ends before then names, on FAILED or STOP, the
+// protected prefix the create used, whose uuid finds the node if the
+// create was applied.
 //
 // # Observing
 //

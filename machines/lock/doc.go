@@ -19,9 +19,14 @@
 // as that session lives and no one deletes the node. A process cannot know
 // that instantly: while the connection is down (SUSPENDED) the session may
 // already have expired on the server, and another process may hold the
-// lock. Grant.Lost closes as soon as the hold can no longer be trusted: on
-// SUSPENDED (the default; WithSuspendedIsLost(false) waits for LOST), on
-// LOST, and on Release.
+// lock. Grant.Lost closes as soon as the hold can no longer be trusted,
+// and Grant.Err then says why: ErrSuspended on SUSPENDED (the default;
+// WithSuspendedIsLost(false) waits for LOST), ErrSessionLost on LOST,
+// ErrNodeDeleted when another client (an operator, a script) deletes our
+// node, ErrReleased on Release, ErrClosed on Close. A deletion is seen with
+// no extra request: the read of our own node that every Acquire makes
+// leaves a watch on it, and Lost closes at its one notification. Our own
+// Release's delete is never taken for another client's.
 //
 // Even so, a holder paused (GC, swap) between checking Lost and writing
 // somewhere can write after its grant ended. Use the fencing token
@@ -33,7 +38,10 @@
 // # Failures
 //
 // A create whose reply is lost is found again by its uuid and adopted only
-// if it belongs to the current session. Everything a Lock created and no
+// if it belongs to the current session. Any other request whose reply is
+// lost to a connection loss is sent again once the same session is back:
+// a failed read says nothing about our node, and is never taken for its
+// deletion. Everything a Lock created and no
 // longer wants — after a cancelled Acquire, a failure, a late reply — is
 // deleted in the background until the delete succeeds or the session ends,
 // and that outlives Close: what Close could not delete within its timeout

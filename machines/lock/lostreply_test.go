@@ -93,6 +93,31 @@ func TestLostReplyInEachState(t *testing.T) {
 			acquireA(s, res)
 			return f
 		}},
+		{"READY recheck of the nodes below", func(s *scene) *testkit.ReplyFault {
+			// a waits behind w, which waits behind b. w gives up: its
+			// node goes with no release mark, and a asks whether b is
+			// still there (an exists of b's node) before it watches b.
+			bNode := holdB(s)
+			w := newLock(s.t, s.tg.Connect(s.t), s.dir)
+			wsub := w.Subscribe()
+			wctx, wcancel := context.WithCancel(s.ctx)
+			defer wcancel()
+			wres := acquireAsync(wctx, w)
+			testkit.WaitEvent(s.t, wsub, events.ReadyStart)
+			wsub.Close()
+			res := waitA(s)
+			f := s.arm(testkit.OpExists, bNode)
+			wcancel()
+			if r := <-wres; !errors.Is(r.err, context.Canceled) {
+				s.t.Fatalf("w's Acquire = %v, want context.Canceled", r.err)
+			}
+			<-f.Fired()
+			if err := s.b.Release(s.ctx); err != nil {
+				s.t.Fatal(err)
+			}
+			acquireA(s, res)
+			return f
+		}},
 		{"LEADER release multi", func(s *scene) *testkit.ReplyFault {
 			acquireA(s, acquireAsync(s.ctx, s.a))
 			f := s.arm(testkit.OpMulti, s.dir+"/_c_")
@@ -149,8 +174,11 @@ func TestLostReplyInEachState(t *testing.T) {
 				if err := s.b.Release(s.ctx); err != nil {
 					t.Fatal(err)
 				}
-				s.a.Close()
-				s.b.Close()
+				for _, l := range []*lock.Lock{s.a, s.b} {
+					if err := l.Close(); err != nil {
+						t.Fatalf("Close after the fault: %v", err)
+					}
+				}
 				eventually(t, s.cb, s.dir, "no node left once both are closed", func(kids []string) bool { return len(kids) == 0 })
 			})
 		})
