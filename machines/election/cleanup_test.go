@@ -5,14 +5,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/machines/contention"
 	"github.com/zkrecipes/zkrecipes/machines/election"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
 
+// goneWithin bounds how long after the reconnect the closed leader's node
+// may take to go: one round trip of the connection's janitor, with room
+// for a loaded machine. Without the janitor the node stays as long as its
+// session lives, which is for the rest of the test.
+const goneWithin = 2 * time.Second
+
 // TestCloseDuringDisconnect closes the leader while its connection is
 // down: Close returns ErrCleanupPending within its timeout, and once the
-// same session is back the connection deletes the node by itself, so the
-// next participant is elected instead of waiting for the session's end.
+// same session is back the connection deletes the node and its hold mark
+// by itself, so the next participant is elected within goneWithin instead
+// of waiting for the session's end.
 func TestCloseDuringDisconnect(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := ctxT(t)
@@ -21,9 +29,11 @@ func TestCloseDuringDisconnect(t *testing.T) {
 		const timeout = 200 * time.Millisecond
 		a := newElection(t, c, dir, "a", election.WithCloseTimeout(timeout))
 		b := newElection(t, other, dir, "b")
-		if _, err := a.Campaign(ctx); err != nil {
+		term, err := a.Campaign(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
+		testkit.AwaitNode(t, other, contention.HoldMark(term.Node())) // a announces its term once elected
 		won := campaignAsync(ctx, b)
 		tg.Disconnect(t, c)
 		start := time.Now()
@@ -33,15 +43,53 @@ func TestCloseDuringDisconnect(t *testing.T) {
 		if took := time.Since(start); took > timeout+time.Second {
 			t.Errorf("Close took %v with a %v close timeout", took, timeout)
 		}
+		select {
+		case r := <-won:
+			t.Fatalf("b's Campaign ended while a's session held its node: %v", r.err)
+		default:
+		}
 		tg.Reconnect(t, c)
+		back := time.Now()
 		select {
 		case r := <-won:
 			if r.err != nil {
 				t.Fatal(r.err)
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("b not elected within 5s of the closed leader's reconnect")
+		case <-time.After(goneWithin):
+			t.Fatalf("b not elected within %v of the closed leader's reconnect", goneWithin)
 		}
+		t.Logf("b elected %v after the reconnect", time.Since(back))
+		testkit.AwaitNoNode(t, other, term.Node())
+		testkit.AwaitNoNode(t, other, contention.HoldMark(term.Node()))
+	})
+}
+
+// TestCloseDuringDisconnectThenConnClosed: closing the connection ends the
+// deletes it still owed with the session (the server deletes the node and
+// the hold mark), and the connection's janitor with them (TestMain's
+// goleak check).
+func TestCloseDuringDisconnectThenConnClosed(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const dir = "/cleanup/connclosed"
+		c, other := tg.Connect(t), tg.Connect(t)
+		a := newElection(t, c, dir, "a", election.WithCloseTimeout(100*time.Millisecond))
+		term, err := a.Campaign(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg.Disconnect(t, c)
+		if err := a.Close(); !errors.Is(err, election.ErrCleanupPending) {
+			t.Fatalf("Close = %v, want ErrCleanupPending", err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		b := newElection(t, other, dir, "b")
+		if _, err := b.Campaign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		testkit.AwaitNoNode(t, other, contention.HoldMark(term.Node()))
 	})
 }
 
@@ -49,7 +97,9 @@ func TestCloseTimeoutMustBePositive(t *testing.T) {
 	sim := testkit.NewSim()
 	c := sim.Connect()
 	defer c.Close()
-	if _, err := election.New(c, "/x", election.WithCloseTimeout(0)); !errors.Is(err, election.ErrInvalidOption) {
-		t.Errorf("WithCloseTimeout(0): New = %v, want ErrInvalidOption", err)
+	for _, d := range []time.Duration{0, -time.Second} {
+		if _, err := election.New(c, "/x", election.WithCloseTimeout(d)); !errors.Is(err, election.ErrInvalidOption) {
+			t.Errorf("WithCloseTimeout(%v): New = %v, want ErrInvalidOption", d, err)
+		}
 	}
 }
