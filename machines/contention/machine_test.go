@@ -519,21 +519,34 @@ func handedOver(t *testing.T, out Output, req uint64) runtime.Leftovers {
 // A leader closed while its connection is down (the suspension ended its
 // term; the delete of its node, and after it of its hold mark, wait for
 // the connection): the handover gives the janitor both, so that the mark
-// goes too.
+// goes too; once, also when the announce of the mark was still in flight
+// (it may have made the mark).
 func TestTranscriptHandoverHoldMark(t *testing.T) {
-	tr := newHoldTranscript(t)
-	tr.step(Acquire{Req: 1, Marker: "latch-"})
-	tr.step(created{Cmd: 1, Path: "/app/election/_c_uuid1-latch-0000000000"})
-	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000000"}, Own: own(0x50), OwnExists: true})
-	tr.step(announced{Cmd: 3})
-	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
-	tr.step(shutdown{Req: 2})
-	l := handedOver(t, tr.step(handover{Req: 3}), 3)
-	want := []string{"/app/election.held/_c_uuid1-latch-0000000000", "/app/election/_c_uuid1-latch-0000000000"}
-	if l.Session != sess || !slices.Equal(l.Nodes, want) || len(l.Prefixes) != 0 {
-		t.Fatalf("want %v handed over on session %#x, got %+v", want, sess, l)
+	for _, tc := range []struct {
+		name      string
+		announced bool // the announce's reply came before the suspension
+	}{
+		{"handover_hold_mark", true},
+		{"handover_hold_mark_announce_in_flight", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newHoldTranscript(t)
+			tr.step(Acquire{Req: 1, Marker: "latch-"})
+			tr.step(created{Cmd: 1, Path: "/app/election/_c_uuid1-latch-0000000000"})
+			tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000000"}, Own: own(0x50), OwnExists: true})
+			if tc.announced {
+				tr.step(announced{Cmd: 3})
+			}
+			tr.step(Session{State: zk.StateSuspended, SessionID: sess})
+			tr.step(shutdown{Req: 2})
+			l := handedOver(t, tr.step(handover{Req: 3}), 3)
+			want := []string{"/app/election.held/_c_uuid1-latch-0000000000", "/app/election/_c_uuid1-latch-0000000000"}
+			if l.Session != sess || !slices.Equal(l.Nodes, want) || len(l.Prefixes) != 0 {
+				t.Fatalf("want %v handed over on session %#x, got %+v", want, sess, l)
+			}
+			tr.check(tc.name)
+		})
 	}
-	tr.check("handover_hold_mark")
 }
 
 // Closed while the connection is down and its create's reply has not come
