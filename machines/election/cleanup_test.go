@@ -1,10 +1,13 @@
 package election_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/contention"
 	"github.com/zkrecipes/zkrecipes/machines/election"
 	"github.com/zkrecipes/zkrecipes/testkit"
@@ -101,5 +104,93 @@ func TestCloseTimeoutMustBePositive(t *testing.T) {
 		if _, err := election.New(c, "/x", election.WithCloseTimeout(d)); !errors.Is(err, election.ErrInvalidOption) {
 			t.Errorf("WithCloseTimeout(%v): New = %v, want ErrInvalidOption", d, err)
 		}
+	}
+}
+
+// TestCloseWaiterDuringDisconnect closes a participant that is not the
+// leader while its connection is down: waiting behind the leader, or with
+// its create's reply not yet come (the server made the node). Close
+// returns ErrCleanupPending within its timeout and a's Campaign fails with
+// ErrClosed; the node stays while the connection is down (its session
+// lives), goes within goneWithin of the reconnect, and then the leader can
+// resign and be elected again at once, where a's node would have put it
+// behind a for the rest of a's session.
+func TestCloseWaiterDuringDisconnect(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// campaign starts a's Campaign and returns once a's node is on
+		// the server, with its path when a knows it ("" if it does not).
+		campaign func(t *testing.T, tg testkit.Target, a *election.Election, ca zk.Conn, dir string) (<-chan campaigned, string)
+	}{
+		{"waiting", func(t *testing.T, _ testkit.Target, a *election.Election, _ zk.Conn, _ string) (<-chan campaigned, string) {
+			sub := a.Subscribe()
+			defer sub.Close()
+			res := campaignAsync(ctxT(t), a)
+			return res, testkit.WaitEvent(t, sub, events.ReadyStart).Node
+		}},
+		{"create in flight", func(t *testing.T, tg testkit.Target, a *election.Election, ca zk.Conn, dir string) (<-chan campaigned, string) {
+			f := tg.HoldNextReply(t, ca, testkit.OpCreate, dir+"/_c_")
+			res := campaignAsync(ctxT(t), a)
+			<-f.Fired()
+			return res, ""
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+				ctx := ctxT(t)
+				const dir, timeout = "/cleanup/waiter", 200 * time.Millisecond
+				ca, other := tg.Connect(t), tg.Connect(t)
+				a := newElection(t, ca, dir, "a", election.WithCloseTimeout(timeout))
+				b := newElection(t, other, dir, "b")
+				lead, err := b.Campaign(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, node := tc.campaign(t, tg, a, ca, dir)
+				tg.Disconnect(t, ca)
+				if node == "" {
+					kids, _, err := other.Children(ctx, dir)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, k := range kids {
+						if p := zk.Join(dir, k); p != lead.Node() {
+							node = p
+						}
+					}
+				}
+				if _, ok, err := other.Exists(ctx, node); err != nil || !ok || node == "" {
+					t.Fatalf("a's node %q before Close: exists %t, %v", node, ok, err)
+				}
+				start := time.Now()
+				err = a.Close()
+				if took := time.Since(start); took > timeout+time.Second {
+					t.Errorf("Close took %v with a %v close timeout", took, timeout)
+				}
+				if !errors.Is(err, election.ErrCleanupPending) {
+					t.Fatalf("Close during a disconnect = %v, want ErrCleanupPending", err)
+				}
+				if r := within(t, res, "a's Campaign after Close"); !errors.Is(r.err, election.ErrClosed) {
+					t.Fatalf("a's Campaign = %v, want ErrClosed", r.err)
+				}
+				if _, ok, err := other.Exists(ctx, node); err != nil || !ok {
+					t.Fatalf("while disconnected a's node stays (its session lives): exists %t, %v", ok, err)
+				}
+				tg.Reconnect(t, ca)
+				back := time.Now()
+				testkit.AwaitNoNode(t, other, node)
+				if took := time.Since(back); took > goneWithin {
+					t.Errorf("a's node went %v after the reconnect, want within %v", took, goneWithin)
+				}
+				if err := b.Resign(ctx); err != nil {
+					t.Fatal(err)
+				}
+				again, cancel := context.WithTimeout(ctx, goneWithin)
+				defer cancel()
+				if _, err := b.Campaign(again); err != nil {
+					t.Fatalf("b's Campaign after a's node went: %v", err)
+				}
+			})
+		})
 	}
 }
