@@ -165,7 +165,10 @@ func (j *janitor) sessionOver(id int64) bool {
 
 // attempt deletes what it can of l and returns what is left: what a
 // connection loss stopped, for the next reconnect. Any other answer is
-// final: gone already (NoNode), or nothing a retry would change.
+// final: gone already (NoNode), or nothing a retry would change. The
+// deletes go out together, so that all of them (a node and its hold mark)
+// are done within one round trip; only a lost create's prefix takes one
+// more, to list its directory first.
 func (j *janitor) attempt(ctx context.Context, l Leftovers) Leftovers {
 	var left Leftovers
 	left.Session = l.Session
@@ -184,8 +187,16 @@ func (j *janitor) attempt(ctx context.Context, l Leftovers) Leftovers {
 			}
 		}
 	}
-	for _, n := range l.Nodes {
-		if err := j.conn.Delete(ctx, n, zk.AnyVersion); errors.Is(err, zk.ErrConnectionLoss) {
+	lost := make([]bool, len(l.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range l.Nodes {
+		wg.Go(func() {
+			lost[i] = errors.Is(j.conn.Delete(ctx, n, zk.AnyVersion), zk.ErrConnectionLoss)
+		})
+	}
+	wg.Wait()
+	for i, n := range l.Nodes {
+		if lost[i] {
 			left.Nodes = append(left.Nodes, n)
 		}
 	}

@@ -109,6 +109,23 @@ func TestJanitorRetriesAfterALossMidRequest(t *testing.T) {
 	})
 }
 
+// The deletes go out together: while the reply to /a's delete is held,
+// /b's delete has reached the server too (one after the other, /b's would
+// wait for /a's reply), so a node and its hold mark go in one round trip.
+func TestJanitorDeletesTogether(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		c, look := tg.Connect(t), tg.Connect(t)
+		mkNodes(t, c, "/a", "/b")
+		f := tg.HoldNextReply(t, c, testkit.OpDelete, "/a")
+		done := HandOver(c, Leftovers{Session: c.SessionID(), Nodes: []string{"/a", "/b"}})
+		within(t, f.Fired(), "the janitor's delete of /a reaching the server")
+		testkit.AwaitNoNode(t, look, "/b")
+		notYet(t, done, "the janitor while a reply is held")
+		f.Release()
+		within(t, done, "the janitor once the reply came")
+	})
+}
+
 // When the session ends (expiry: the connection goes on with a new
 // session), the server has deleted the nodes: the janitor lets them go.
 // The same when the connection is closed.
