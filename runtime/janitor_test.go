@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,6 +124,36 @@ func TestJanitorDeletesTogether(t *testing.T) {
 		notYet(t, done, "the janitor while a reply is held")
 		f.Release()
 		within(t, done, "the janitor once the reply came")
+	})
+}
+
+// timingOut is a connection whose next delete of path fails as a
+// server's operation timeout does: a connection loss (the outcome is
+// unknown) while the session stays connected.
+type timingOut struct {
+	zk.Conn
+	path  string
+	fired atomic.Bool
+}
+
+func (c *timingOut) Delete(ctx context.Context, path string, version int32) error {
+	if path == c.path && c.fired.CompareAndSwap(false, true) {
+		return zk.ErrConnectionLoss
+	}
+	return c.Conn.Delete(ctx, path, version)
+}
+
+// A connection loss with no session change after it (a server's timeout)
+// is tried again at once: waiting for a reconnect would wait for ever.
+func TestJanitorRetriesALossWithoutASessionChange(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		raw, look := tg.Connect(t), tg.Connect(t)
+		mkNodes(t, raw, "/a")
+		c := &timingOut{Conn: raw, path: "/a"}
+		within(t, HandOver(c, Leftovers{Session: c.SessionID(), Nodes: []string{"/a"}}), "the janitor's second try")
+		if !c.fired.Load() || exists(t, look, "/a") {
+			t.Fatalf("the first delete failed: %t; /a is left: %t", c.fired.Load(), exists(t, look, "/a"))
+		}
 	})
 }
 
