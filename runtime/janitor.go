@@ -24,8 +24,9 @@ type Leftovers struct {
 func (l Leftovers) empty() bool { return len(l.Nodes) == 0 && len(l.Prefixes) == 0 }
 
 // HandOver gives l to conn's janitor, which deletes the nodes for as long
-// as their session lives: at once, and again each time the same session
-// reconnects after a connection loss, until every delete succeeded. When
+// as their session lives: at once, and again after a connection loss —
+// when the same session reconnects, or at once if the session still looks
+// connected (a server's timeout) — until every delete succeeded. When
 // the session ends (expiry, a new session, the connection closed), the
 // server has deleted them itself (recipes' nodes are ephemeral), and the
 // janitor lets them go. The channel is closed once either has happened.
@@ -99,13 +100,15 @@ func (j *janitor) sessionChanged(ev zk.SessionEvent) {
 	j.poke()
 }
 
-// run tries every job whenever it is woken (a new job, a session change)
-// while the connection is up, and ends when no job is left.
+// run tries every job whenever it is woken (a new job, a session change,
+// a loss the session's state did not show) while the connection is up, and
+// ends when no job is left.
 func (j *janitor) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for range j.wake {
-		if j.connected() {
+		tried := j.connected()
+		if tried {
 			j.settle(func(l Leftovers) Leftovers { return j.attempt(ctx, l) })
 		} else {
 			j.settle(nil) // drop the jobs whose session ended; wait for a connection
@@ -121,6 +124,15 @@ func (j *janitor) run() {
 			return
 		}
 		janitorsMu.Unlock()
+		if tried && j.connected() {
+			// A connection loss while the session still looks connected
+			// is tried again now: after a server's operation or request
+			// timeout (the outcome is unknown) no session change follows.
+			// After a real loss not shown yet, the retry waits in the
+			// client for the connection, or fails once SUSPENDED shows
+			// and then waits here for the reconnect.
+			j.poke()
+		}
 	}
 }
 
@@ -165,7 +177,10 @@ func (j *janitor) sessionOver(id int64) bool {
 
 // attempt deletes what it can of l and returns what is left: what a
 // connection loss stopped, for the next reconnect. Any other answer is
-// final: gone already (NoNode), or nothing a retry would change.
+// final: gone already (NoNode), or nothing a retry would change. The
+// deletes go out together, so that all of them (a node and its hold mark)
+// are done within one round trip; only a lost create's prefix takes one
+// more, to list its directory first.
 func (j *janitor) attempt(ctx context.Context, l Leftovers) Leftovers {
 	var left Leftovers
 	left.Session = l.Session
@@ -184,8 +199,16 @@ func (j *janitor) attempt(ctx context.Context, l Leftovers) Leftovers {
 			}
 		}
 	}
-	for _, n := range l.Nodes {
-		if err := j.conn.Delete(ctx, n, zk.AnyVersion); errors.Is(err, zk.ErrConnectionLoss) {
+	lost := make([]bool, len(l.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range l.Nodes {
+		wg.Go(func() {
+			lost[i] = errors.Is(j.conn.Delete(ctx, n, zk.AnyVersion), zk.ErrConnectionLoss)
+		})
+	}
+	wg.Wait()
+	for i, n := range l.Nodes {
+		if lost[i] {
 			left.Nodes = append(left.Nodes, n)
 		}
 	}

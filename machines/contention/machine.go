@@ -401,6 +401,7 @@ func (m *Machine) handover(req uint64) {
 		}
 	}
 	slices.Sort(l.Nodes)
+	l.Nodes = slices.Compact(l.Nodes) // a hold mark both announced and deleted
 	slices.Sort(l.Prefixes)
 	clear(m.inflight)
 	m.stalled = nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -502,6 +503,92 @@ func TestTranscriptHandoverWhileDisconnected(t *testing.T) {
 		t.Fatalf("want Done and the node handed over on session %#x, got %+v", sess, out)
 	}
 	tr.check("handover_while_disconnected")
+}
+
+// handedOver returns the Leftovers of handover req's reply in out, and
+// fails unless the machine is Done.
+func handedOver(t *testing.T, out Output, req uint64) runtime.Leftovers {
+	t.Helper()
+	if !out.Done {
+		t.Fatalf("want the machine Done after the handover, got %+v", out)
+	}
+	for _, r := range out.Replies {
+		if r.Req == req {
+			return r.Leftovers
+		}
+	}
+	t.Fatalf("no reply to the handover: %+v", out)
+	return runtime.Leftovers{}
+}
+
+// A leader closed while its connection is down (the suspension ended its
+// term; the delete of its node, and after it of its hold mark, wait for
+// the connection): the handover gives the janitor both, so that the mark
+// goes too; once, also when the announce of the mark was still in flight
+// (it may have made the mark).
+func TestTranscriptHandoverHoldMark(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		announced bool // the announce's reply came before the suspension
+	}{
+		{"handover_hold_mark", true},
+		{"handover_hold_mark_announce_in_flight", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newHoldTranscript(t)
+			tr.step(Acquire{Req: 1, Marker: "latch-"})
+			tr.step(created{Cmd: 1, Path: "/app/election/_c_uuid1-latch-0000000000"})
+			tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000000"}, Own: own(0x50), OwnExists: true})
+			if tc.announced {
+				tr.step(announced{Cmd: 3})
+			}
+			tr.step(Session{State: zk.StateSuspended, SessionID: sess})
+			tr.step(shutdown{Req: 2})
+			l := handedOver(t, tr.step(handover{Req: 3}), 3)
+			want := []string{"/app/election.held/_c_uuid1-latch-0000000000", "/app/election/_c_uuid1-latch-0000000000"}
+			if l.Session != sess || !slices.Equal(l.Nodes, want) || len(l.Prefixes) != 0 {
+				t.Fatalf("want %v handed over on session %#x, got %+v", want, sess, l)
+			}
+			tr.check(tc.name)
+		})
+	}
+}
+
+// Closed while the connection is down and its create's reply has not come
+// (sent, so it may have made a node), or came back a connection loss (the
+// search for the node by its uuid waits for the connection): the handover
+// gives the janitor the create's protected prefix, whose nodes it deletes.
+// A create never sent made nothing and is not handed over.
+func TestTranscriptHandoverCreateInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reply bool // the create's reply came: a connection loss
+	}{
+		{"handover_create_in_flight", false},
+		{"handover_create_reply_lost", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTranscript(t, true)
+			tr.step(Acquire{Req: 1})
+			tr.step(Session{State: zk.StateSuspended, SessionID: sess})
+			if tc.reply {
+				tr.step(created{Cmd: 1, Err: zk.ErrConnectionLoss})
+			}
+			tr.step(shutdown{Req: 2})
+			l := handedOver(t, tr.step(handover{Req: 3}), 3)
+			if l.Session != sess || len(l.Nodes) != 0 || !slices.Equal(l.Prefixes, []string{"/app/lock/_c_uuid1-lock-"}) {
+				t.Fatalf("want the create's prefix handed over on session %#x, got %+v", sess, l)
+			}
+			tr.check(tc.name)
+		})
+	}
+	tr := newTranscript(t, true)
+	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
+	tr.step(Acquire{Req: 1}) // its create is held back: never sent
+	tr.step(shutdown{Req: 2})
+	if l := handedOver(t, tr.step(handover{Req: 3}), 3); len(l.Nodes)+len(l.Prefixes) != 0 {
+		t.Fatalf("a create never sent was handed over: %+v", l)
+	}
 }
 
 // Our node deleted by another client while we hold: the watch set by the
