@@ -36,13 +36,13 @@ type transcript struct {
 	id int
 }
 
-func newTranscript(t *testing.T, loseOnSuspend bool) *transcript {
-	return newTranscriptWith(t, Config{Dir: "/app/lock", SuspendIsLost: loseOnSuspend})
+func newTranscript(t *testing.T, suspendedIsLost bool) *transcript {
+	return newTranscriptWith(t, Config{Dir: "/app/lock", SuspendedIsLost: suspendedIsLost})
 }
 
 // newHoldTranscript is a transcript of an election's machine: hold marks.
 func newHoldTranscript(t *testing.T) *transcript {
-	return newTranscriptWith(t, Config{Dir: "/app/election", SuspendIsLost: true, HoldMarks: true})
+	return newTranscriptWith(t, Config{Dir: "/app/election", SuspendedIsLost: true, HoldMarks: true})
 }
 
 // newTranscriptWith runs a machine on cfg with the tests' markers, errors,
@@ -255,7 +255,7 @@ func TestTranscriptHoldMarkLateAnnounce(t *testing.T) {
 	tr.step(Acquire{Req: 1})
 	tr.step(created{Cmd: 1, Path: "/app/election/_c_uuid1-latch-0000000000"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000000"}, Own: own(0x50), OwnExists: true})
-	// SUSPENDED ends the term (SuspendIsLost): our node is deleted once
+	// SUSPENDED ends the term (SuspendedIsLost): our node is deleted once
 	// connected again, and after it our hold mark.
 	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
 	tr.step(Session{State: zk.StateReconnected, SessionID: sess})
@@ -314,7 +314,7 @@ func TestTranscriptExpiryWhileWaiting(t *testing.T) {
 
 func TestTranscriptSuspendedWhileHolding(t *testing.T) {
 	for _, lose := range []bool{true, false} {
-		t.Run(fmt.Sprintf("loseOnSuspend=%t", lose), func(t *testing.T) {
+		t.Run(fmt.Sprintf("suspendedIsLost=%t", lose), func(t *testing.T) {
 			tr := newTranscript(t, lose)
 			tr.step(Acquire{Req: 1})
 			tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})

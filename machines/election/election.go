@@ -92,7 +92,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 
 // WithSuspendedIsLost says whether a lost connection (SUSPENDED) already
 // ends a term. Default true; with false only LOST ends it.
-func WithSuspendedIsLost(lost bool) Option { return func(o *options) { o.SuspendIsLost = lost } }
+func WithSuspendedIsLost(lost bool) Option { return func(o *options) { o.SuspendedIsLost = lost } }
 
 // WithRequeue makes Run campaign again after each term ends (resigned,
 // lost or failed) until its ctx ends. Default false: Run returns after one

@@ -78,7 +78,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // survives short connection losses at the risk described in the package
 // doc.
 func WithSuspendedIsLost(lost bool) Option {
-	return func(o *options) { o.SuspendIsLost = lost }
+	return func(o *options) { o.SuspendedIsLost = lost }
 }
 
 // WithCloseTimeout bounds how long Close waits for the lock's nodes to be
