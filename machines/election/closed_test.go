@@ -3,6 +3,7 @@ package election_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -57,30 +58,49 @@ func TestEveryCallAfterClose(t *testing.T) {
 	})
 }
 
-// Close and Observe from many goroutines at once: no panic, no race (run
-// under -race), and every stream ends.
+// Close and Observe from many goroutines at once, while we lead and
+// streams are running: no panic, no race (run under -race), every Close
+// returns the same result (nil), and every stream ends, also those opened
+// after Close.
 func TestConcurrentCloseAndObserve(t *testing.T) {
-	for range 20 {
-		sim := testkit.NewSim()
-		c := sim.Connect()
-		e, err := election.New(c, "/closed/race")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		for i := range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if i%2 == 0 {
-					e.Close()
-					return
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		for round := range 5 {
+			e := newElection(t, c, fmt.Sprintf("/closed/race%d", round), "a")
+			if _, err := e.Campaign(ctx); err != nil {
+				t.Fatal(err)
+			}
+			running := e.Observe(ctx)
+			if l := <-running; l.ID != "a" {
+				t.Fatalf("the first leader observed is %+v, want a", l)
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, 4)
+			for i := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if i%2 == 0 {
+						errs <- e.Close()
+						return
+					}
+					for range e.Observe(ctx) {
+					}
+				}()
+			}
+			for range running {
+			}
+			wg.Wait() // every stream ended: Close ends them all
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Errorf("round %d: a concurrent Close = %v, want nil", round, err)
 				}
-				for range e.Observe(context.Background()) {
-				}
-			}()
+			}
+			if ctx.Err() != nil {
+				t.Fatal("a stream ended with ctx, not with Close")
+			}
 		}
-		wg.Wait() // every Observe stream ended: Close ends them all
-		c.Close()
-	}
+	})
 }
