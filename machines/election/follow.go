@@ -20,6 +20,7 @@ import (
 // The leader is followed by an actor of its own (a runtime.Shell running
 // the follower machine below), started by the first Observe and stopped
 // by Close; each stream is a goroutine that asks it for the next change.
+// While no stream is open it keeps no watch and makes no read.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader)
 	e.mu.Lock()
@@ -151,8 +152,9 @@ type waiter struct {
 	pos    int
 }
 
-// follower is the pure machine that follows the leader: it reads it with a
-// watch, reads again when the watch fires, and keeps a log of the changes
+// follower is the pure machine that follows the leader while some stream
+// wants it: it reads it with a watch, reads again when the watch fires
+// (when no stream is left, it stops there), and keeps a log of the changes
 // from which each stream takes the next one at its own pace. The log keeps
 // what some stream has not read yet, and the newest change (where a new
 // stream starts).
@@ -213,6 +215,14 @@ func (f *follower) Step(in followInput) runtime.Output[followCmd] {
 		}
 	case readAgain:
 		f.reading = false
+		if len(f.cursors) == 0 {
+			// No stream is left: stop following (no read, no watch)
+			// until one comes. What we knew is stale by then, so the
+			// next stream waits for a fresh read.
+			f.base += len(f.log)
+			f.log = nil
+			break
+		}
 		f.read(&out, 0)
 	}
 	// Answer every waiting call whose change is there.

@@ -66,3 +66,25 @@ func TestFollowerMachine(t *testing.T) {
 		t.Fatalf("after an error: want a read after a pause, got %+v", out)
 	}
 }
+
+// When the last stream has gone, the follower stops reading at the next
+// watch event; a new stream starts the reads again and gets the leader of
+// a fresh read, not the stale one.
+func TestFollowerIdlesWithoutStreams(t *testing.T) {
+	f := &follower{waiting: map[uint64]waiter{}, cursors: map[uint64]int{}}
+	a, b := Leader{ID: "a", Node: "/e/a"}, Leader{ID: "b", Node: "/e/b"}
+	f.Step(nextChange{req: 1, stream: 1, pos: -1})
+	f.Step(leaderRead{cmd: 1, leader: a})
+	f.Step(streamGone{stream: 1})
+	if out := f.Step(readAgain{cmd: 1}); len(out.Commands) != 0 {
+		t.Fatalf("no stream is left, yet the follower reads again: %+v", out)
+	}
+	out := f.Step(nextChange{req: 2, stream: 2, pos: -1})
+	if len(out.Commands) != 1 || len(out.Replies) != 0 {
+		t.Fatalf("a new stream: want one read and no answer yet, got %+v", out)
+	}
+	out = f.Step(leaderRead{cmd: 2, leader: b})
+	if len(out.Replies) != 1 || out.Replies[0].Value.(change).leader != b {
+		t.Fatalf("the new stream's first leader: want b from the fresh read, got %+v", out)
+	}
+}
