@@ -105,7 +105,7 @@ func start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
 		Recipe: opts.Recipe, Path: dir, Instance: opts.ID, Tracer: in.tracer,
 		Exec:    in.exec,
 		Answers: answers,
-		Session: func(ev zk.SessionEvent) Input { return Session{State: ev.State, SessionID: ev.SessionID} },
+		Session: func(ev zk.SessionEvent) Input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
 		Withdraw: func(call Input, req uint64) (Input, bool) {
 			_, acquire := call.(Acquire) // a grant that raced the caller's giving up is handed back
 			return cancelReq{Req: req}, acquire
@@ -115,9 +115,6 @@ func start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
 	})
 	return in
 }
-
-// ID is the instance's id.
-func (in *Instance) ID() string { return in.opts.ID }
 
 // Tracer is the tracer of the instance's spans: the recipe's scope on the
 // configured provider.

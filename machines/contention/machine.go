@@ -256,7 +256,7 @@ func (m *Machine) Step(in Input) Output {
 		m.shutdown(in.Req)
 	case handover:
 		m.handover(in.Req)
-	case Session:
+	case sessionChange:
 		m.sessionChanged(in)
 	case created:
 		m.created(in)
@@ -409,7 +409,7 @@ func (m *Machine) handover(req uint64) {
 
 // ---- session
 
-func (m *Machine) sessionChanged(in Session) {
+func (m *Machine) sessionChanged(in sessionChange) {
 	switch in.State {
 	case zk.StateSuspended:
 		m.connected = false
