@@ -104,3 +104,70 @@ func TestConcurrentCloseAndObserve(t *testing.T) {
 		}
 	})
 }
+
+// When Close returns, every Observe stream's channel is closed already,
+// also a stream whose reader stopped reading while a change was waiting
+// for it (our own resignation by Close is such a change).
+func TestCloseEndsEveryStream(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		e := newElection(t, tg.Connect(t), "/closed/streams", "a")
+		if _, err := e.Campaign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var streams []<-chan election.Leader
+		for range 3 {
+			s := e.Observe(ctx)
+			if l := <-s; l.ID != "a" {
+				t.Fatalf("first leader %+v, want a", l)
+			}
+			streams = append(streams, s)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range streams {
+			select {
+			case l, open := <-s:
+				if open {
+					t.Errorf("stream %d delivered %+v after Close returned", i, l)
+				}
+			default:
+				t.Errorf("stream %d is still open after Close returned", i)
+			}
+		}
+	})
+}
+
+// The first Observe racing Close (the follower not started yet): no race,
+// and every stream is closed once both have returned, whichever won.
+func TestFirstObserveRacingClose(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		for round := range 20 {
+			e := newElection(t, c, fmt.Sprintf("/closed/first%d", round), "a")
+			streams := make(chan (<-chan election.Leader), 4)
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					streams <- e.Observe(ctx)
+				}()
+			}
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
+			close(streams)
+			for s := range streams {
+				for range s { // a stream opened before Close may have delivered the vacant leader
+				}
+			}
+			if ctx.Err() != nil {
+				t.Fatal("a stream ended with ctx, not with Close")
+			}
+		}
+	})
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -64,13 +63,11 @@ type Election struct {
 	inst   *contention.Instance
 	tracer trace.Tracer
 
-	mu         sync.Mutex                             // guards follower against a concurrent Close
-	follower   *runtime.Shell[followInput, followCmd] // follows the leader for Observe; made by the first
-	nextStream atomic.Uint64
-	streams    sync.WaitGroup // Observe's streams
-	closed     chan struct{}
-	closeOnce  sync.Once
-	closeErr   error // Close's result
+	startOnce sync.Once                              // starts follower (Observe), or marks that none will (Close)
+	follower  *runtime.Shell[followInput, followCmd] // follows the leader for Observe; started by the first
+	closed    chan struct{}
+	closeOnce sync.Once
+	closeErr  error // Close's result
 }
 
 // Option configures an Election.
@@ -294,15 +291,12 @@ func (e *Election) Err() error {
 // once, concurrently too: every call returns the first one's result.
 func (e *Election) Close() error {
 	e.closeOnce.Do(func() {
-		e.mu.Lock()
 		close(e.closed)
-		f := e.follower
-		e.mu.Unlock()
+		e.startOnce.Do(func() {}) // no follower starts from now on
 		e.closeErr = e.inst.Close()
-		if f != nil {
-			f.Stop()
+		if e.follower != nil {
+			e.follower.Stop() // ends the streams and waits for them
 		}
-		e.streams.Wait()
 	})
 	return e.closeErr
 }
