@@ -71,6 +71,7 @@ type Election struct {
 }
 
 // Option configures an Election.
+// A nil Option is ignored.
 type Option func(*options)
 
 type options struct {
@@ -109,7 +110,9 @@ func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.Clos
 func New(conn zk.Conn, path string, opts ...Option) (*Election, error) {
 	o := options{Options: contention.DefaultOptions("election", ScopeName, Version)}
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	if o.ID == "" {
 		o.ID = uuid.NewString() // our node's data: fixed here, before Open

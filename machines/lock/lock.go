@@ -57,6 +57,7 @@ type Lock struct {
 }
 
 // Option configures a Lock.
+// A nil Option is ignored.
 type Option func(*options)
 
 // options are what the Options set: the contention engine's, for now all
@@ -96,7 +97,9 @@ func WithCloseTimeout(d time.Duration) Option {
 func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 	o := options{contention.DefaultOptions("lock", ScopeName, Version)}
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	inst, err := contention.Open(conn, contention.Config{
 		Dir:     path,
