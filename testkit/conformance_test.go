@@ -942,7 +942,8 @@ func sessionExpiry(t *testing.T, tg Target) {
 	}
 }
 
-// Close ends the session at once: CLOSED, then every call fails.
+// Close ends the session at once: CLOSED, then every call fails with
+// ErrClosed, and Close is idempotent (a later Close returns nil).
 func sessionClose(t *testing.T, tg Target) {
 	ss := connect(t, tg, 2)
 	a, b := ss[0], ss[1]
@@ -959,8 +960,40 @@ func sessionClose(t *testing.T, tg Target) {
 	if st := log.states(); !slices.Equal(st, []zk.SessionState{zk.StateClosed}) || a.State() != zk.StateClosed {
 		t.Fatalf("session events %v, state %v", st, a.State())
 	}
-	_, _, err := a.Get(a.ctx, "/")
-	wantErr(t, "get after Close", err, zk.ErrClosed)
+	// Every request after Close fails with ErrClosed, before anything is
+	// sent; the session id is gone; Close again, also from several
+	// goroutines at once, returns nil; a subscription gets no event.
+	ctx := a.ctx
+	errs := map[string]error{}
+	_, errs["create"] = a.Create(ctx, "/x", nil, zk.ModePersistent)
+	errs["delete"] = a.Delete(ctx, "/other", zk.AnyVersion)
+	_, _, errs["exists"] = a.Exists(ctx, "/")
+	_, _, _, errs["existsW"] = a.ExistsW(ctx, "/")
+	_, _, errs["get"] = a.Get(ctx, "/")
+	_, _, _, errs["getW"] = a.GetW(ctx, "/")
+	_, _, errs["children"] = a.Children(ctx, "/")
+	_, _, _, errs["childrenW"] = a.ChildrenW(ctx, "/")
+	_, errs["set"] = a.Set(ctx, "/", nil, zk.AnyVersion)
+	_, errs["multi"] = a.Multi(ctx, &zk.CheckOp{Path: "/", Version: zk.AnyVersion})
+	errs["sync"] = a.Sync(ctx, "/")
+	for op, err := range errs {
+		wantErr(t, op+" after Close", err, zk.ErrClosed)
+	}
+	if id := a.SessionID(); id != 0 {
+		t.Fatalf("session id %#x after Close, want 0", id)
+	}
+	cancel := a.Subscribe(func(ev zk.SessionEvent) { t.Errorf("session event %v after Close", ev) })
+	defer cancel()
+	closes := make(chan error, 3)
+	for range 3 {
+		go func() { closes <- a.Close() }()
+	}
+	for range 3 {
+		wantErr(t, "a later Close", <-closes, nil)
+	}
+	if a.State() != zk.StateClosed {
+		t.Fatalf("state %v after the later Closes", a.State())
+	}
 }
 
 // The Target contract: a lost reply was applied, the caller cannot tell,

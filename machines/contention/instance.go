@@ -26,16 +26,16 @@ type Options struct {
 	Scope   string // the recipe's instrumentation scope (its import path)
 	Version string // the recipe's version, reported with its spans
 
-	ID             string               // the instance id shown on events; default a random uuid
-	TracerProvider trace.TracerProvider // where spans go; default otel's global provider
-	SuspendIsLost  bool                 // SUSPENDED ends a grant (Config.SuspendIsLost)
-	CloseTimeout   time.Duration        // how long Close waits for our nodes to be deleted
+	ID              string               // the instance id shown on events; default a random uuid
+	TracerProvider  trace.TracerProvider // where spans go; default otel's global provider
+	SuspendedIsLost bool                 // SUSPENDED ends a grant (Config.SuspendedIsLost)
+	CloseTimeout    time.Duration        // how long Close waits for our nodes to be deleted
 }
 
-// DefaultOptions are the defaults every recipe documents: SuspendIsLost,
+// DefaultOptions are the defaults every recipe documents: SuspendedIsLost,
 // a 10 s CloseTimeout, a random id and the global tracer provider.
 func DefaultOptions(recipe, scope, version string) Options {
-	return Options{Recipe: recipe, Scope: scope, Version: version, SuspendIsLost: true, CloseTimeout: 10 * time.Second}
+	return Options{Recipe: recipe, Scope: scope, Version: version, SuspendedIsLost: true, CloseTimeout: 10 * time.Second}
 }
 
 // Instance runs a Machine on a connection in a runtime.Shell: the shell
@@ -63,7 +63,7 @@ type Result struct {
 
 // Open checks, before anything is sent, what every recipe checks — the
 // directory (cfg.Dir) and the connection — and starts a machine for cfg on
-// conn, with opts' defaults filled in and cfg.SuspendIsLost from opts.
+// conn, with opts' defaults filled in and cfg.SuspendedIsLost from opts.
 // Errors: zk.ErrInvalidPath (prefixed with opts.Recipe) or
 // cfg.Errors.Closed for a nil or closed connection.
 func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
@@ -88,7 +88,7 @@ func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 	if opts.TracerProvider == nil {
 		opts.TracerProvider = otel.GetTracerProvider()
 	}
-	cfg.SuspendIsLost = opts.SuspendIsLost
+	cfg.SuspendedIsLost = opts.SuspendedIsLost
 	cfg.SessionID = conn.SessionID()
 	m, err := NewMachine(cfg)
 	if err != nil {
@@ -105,7 +105,7 @@ func start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
 		Recipe: opts.Recipe, Path: dir, Instance: opts.ID, Tracer: in.tracer,
 		Exec:    in.exec,
 		Answers: answers,
-		Session: func(ev zk.SessionEvent) Input { return Session{State: ev.State, SessionID: ev.SessionID} },
+		Session: func(ev zk.SessionEvent) Input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
 		Withdraw: func(call Input, req uint64) (Input, bool) {
 			_, acquire := call.(Acquire) // a grant that raced the caller's giving up is handed back
 			return cancelReq{Req: req}, acquire
@@ -115,9 +115,6 @@ func start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
 	})
 	return in
 }
-
-// ID is the instance's id.
-func (in *Instance) ID() string { return in.opts.ID }
 
 // Tracer is the tracer of the instance's spans: the recipe's scope on the
 // configured provider.
@@ -303,7 +300,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var err error
 			op(ctx, "create", func(ctx context.Context) error {
-				err = EnsurePath(ctx, conn, c.Dir)
+				err = ensurePath(ctx, conn, c.Dir)
 				return err
 			})
 			return dirEnsured{Cmd: c.Cmd, Err: err}, true
@@ -457,7 +454,7 @@ func announce(ctx context.Context, conn zk.Conn, node, path string) error {
 	}
 	res, err := mark()
 	if errors.Is(err, zk.ErrNoNode) && len(res) == 2 && errors.Is(res[1].Err, zk.ErrNoNode) {
-		if err := EnsurePath(ctx, conn, zk.Parent(path)); err != nil {
+		if err := ensurePath(ctx, conn, zk.Parent(path)); err != nil {
 			return err
 		}
 		_, err = mark()
@@ -465,16 +462,16 @@ func announce(ctx context.Context, conn zk.Conn, node, path string) error {
 	return err
 }
 
-// EnsurePath creates path and its missing ancestors as container nodes
+// ensurePath creates path and its missing ancestors as container nodes
 // (persistent where the server has no containers). Nodes that exist are
 // left as they are.
-func EnsurePath(ctx context.Context, conn zk.Conn, path string) error {
+func ensurePath(ctx context.Context, conn zk.Conn, path string) error {
 	if path == "/" {
 		return nil
 	}
 	_, err := conn.Create(ctx, path, nil, zk.ModeContainer)
 	if errors.Is(err, zk.ErrNoNode) {
-		if err = EnsurePath(ctx, conn, zk.Parent(path)); err == nil {
+		if err = ensurePath(ctx, conn, zk.Parent(path)); err == nil {
 			_, err = conn.Create(ctx, path, nil, zk.ModeContainer)
 		}
 	}

@@ -45,8 +45,8 @@ type shutdown struct{ Req uint64 }
 // for the connection's janitor (runtime.HandOver), and the machine is Done.
 type handover struct{ Req uint64 }
 
-// Session is a change of the connection's session state.
-type Session struct {
+// sessionChange is a change of the connection's session state.
+type sessionChange struct {
 	State     zk.SessionState
 	SessionID int64
 }
@@ -130,22 +130,22 @@ type announced struct {
 	Err error
 }
 
-func (Acquire) isInput()      {}
-func (cancelReq) isInput()    {}
-func (Release) isInput()      {}
-func (shutdown) isInput()     {}
-func (handover) isInput()     {}
-func (Session) isInput()      {}
-func (created) isInput()      {}
-func (dirEnsured) isInput()   {}
-func (dirRead) isInput()      {}
-func (dirListed) isInput()    {}
-func (watching) isInput()     {}
-func (nodesChecked) isInput() {}
-func (watchFired) isInput()   {}
-func (ownNodeGone) isInput()  {}
-func (deleted) isInput()      {}
-func (announced) isInput()    {}
+func (Acquire) isInput()       {}
+func (cancelReq) isInput()     {}
+func (Release) isInput()       {}
+func (shutdown) isInput()      {}
+func (handover) isInput()      {}
+func (sessionChange) isInput() {}
+func (created) isInput()       {}
+func (dirEnsured) isInput()    {}
+func (dirRead) isInput()       {}
+func (dirListed) isInput()     {}
+func (watching) isInput()      {}
+func (nodesChecked) isInput()  {}
+func (watchFired) isInput()    {}
+func (ownNodeGone) isInput()   {}
+func (deleted) isInput()       {}
+func (announced) isInput()     {}
 
 func (i Acquire) String() string {
 	if i.Try {
@@ -162,7 +162,9 @@ func (i Release) String() string {
 }
 func (i shutdown) String() string { return fmt.Sprintf("Shutdown req=%d", i.Req) }
 func (i handover) String() string { return fmt.Sprintf("Handover req=%d", i.Req) }
-func (i Session) String() string  { return fmt.Sprintf("Session %s session=%#x", i.State, i.SessionID) }
+func (i sessionChange) String() string {
+	return fmt.Sprintf("Session %s session=%#x", i.State, i.SessionID)
+}
 func (i created) String() string {
 	return fmt.Sprintf("Created cmd=%d path=%s%s", i.Cmd, i.Path, errText(i.Err))
 }

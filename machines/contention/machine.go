@@ -64,7 +64,7 @@ func HoldMarkDir(dir string) string { return dir + ".held" }
 // "lock: session lost" and an election "election: session lost".
 type Errors struct {
 	SessionLost error // the session ended (expired or replaced)
-	Suspended   error // the connection was lost while holding, under SuspendIsLost
+	Suspended   error // the connection was lost while holding, under SuspendedIsLost
 	NodeDeleted error // our node was deleted by someone else
 	NotHeld     error // Release without a hold
 	Closed      error // the handle or the connection was closed
@@ -91,12 +91,12 @@ type Config struct {
 	// Predicate says what a contender waits for and when it holds; the
 	// zero value is Exclusive.
 	Predicate Predicate
-	// SuspendIsLost ends a grant as soon as the connection is SUSPENDED
+	// SuspendedIsLost ends a grant as soon as the connection is SUSPENDED
 	// (the safe default for recipes); when false only LOST ends it.
-	SuspendIsLost bool
-	Errors        Errors
-	NewID         func() string // a fresh uuid per term
-	SessionID     int64         // the connection's session when the machine starts (0: none yet)
+	SuspendedIsLost bool
+	Errors          Errors
+	NewID           func() string // a fresh uuid per term
+	SessionID       int64         // the connection's session when the machine starts (0: none yet)
 }
 
 func (cfg Config) validate() error {
@@ -262,7 +262,7 @@ func (m *Machine) Step(in Input) Output {
 		m.shutdown(in.Req)
 	case handover:
 		m.handover(in.Req)
-	case Session:
+	case sessionChange:
 		m.sessionChanged(in)
 	case created:
 		m.created(in)
@@ -416,12 +416,12 @@ func (m *Machine) handover(req uint64) {
 
 // ---- session
 
-func (m *Machine) sessionChanged(in Session) {
+func (m *Machine) sessionChanged(in sessionChange) {
 	switch in.State {
 	case zk.StateSuspended:
 		m.connected = false
 		m.emit(events.Suspended, nil)
-		if t := m.term; t != nil && m.State() == events.StateLeader && m.cfg.SuspendIsLost {
+		if t := m.term; t != nil && m.State() == events.StateLeader && m.cfg.SuspendedIsLost {
 			m.fail(t, m.cfg.Errors.Suspended)
 		}
 	case zk.StateReconnected:

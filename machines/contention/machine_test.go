@@ -37,13 +37,13 @@ type transcript struct {
 	id int
 }
 
-func newTranscript(t *testing.T, loseOnSuspend bool) *transcript {
-	return newTranscriptWith(t, Config{Dir: "/app/lock", SuspendIsLost: loseOnSuspend})
+func newTranscript(t *testing.T, suspendedIsLost bool) *transcript {
+	return newTranscriptWith(t, Config{Dir: "/app/lock", SuspendedIsLost: suspendedIsLost})
 }
 
 // newHoldTranscript is a transcript of an election's machine: hold marks.
 func newHoldTranscript(t *testing.T) *transcript {
-	return newTranscriptWith(t, Config{Dir: "/app/election", SuspendIsLost: true, HoldMarks: true})
+	return newTranscriptWith(t, Config{Dir: "/app/election", SuspendedIsLost: true, HoldMarks: true})
 }
 
 // newTranscriptWith runs a machine on cfg with the tests' markers, errors,
@@ -256,10 +256,10 @@ func TestTranscriptHoldMarkLateAnnounce(t *testing.T) {
 	tr.step(Acquire{Req: 1})
 	tr.step(created{Cmd: 1, Path: "/app/election/_c_uuid1-latch-0000000000"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000000"}, Own: own(0x50), OwnExists: true})
-	// SUSPENDED ends the term (SuspendIsLost): our node is deleted once
+	// SUSPENDED ends the term (SuspendedIsLost): our node is deleted once
 	// connected again, and after it our hold mark.
-	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
-	tr.step(Session{State: zk.StateReconnected, SessionID: sess})
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
 	tr.step(announced{Cmd: 3, Err: zk.ErrConnectionLoss})
 	tr.step(deleted{Cmd: 4})
 	tr.step(deleted{Cmd: 5, Err: zk.ErrNoNode})
@@ -270,9 +270,9 @@ func TestTranscriptHoldMarkLateAnnounce(t *testing.T) {
 func TestTranscriptGhostAdopted(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	tr.step(created{Cmd: 1, Err: zk.ErrConnectionLoss})
-	tr.step(Session{State: zk.StateReconnected, SessionID: sess})
+	tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
 	tr.step(dirListed{Cmd: 2, Children: []string{"_c_zz-lock-0000000000", "_c_uuid1-lock-0000000001"}})
 	tr.step(dirRead{Cmd: 3, Children: []string{"_c_zz-lock-0000000000", "_c_uuid1-lock-0000000001"}, Own: own(0x60), OwnExists: true})
 	tr.check("ghost_adopted")
@@ -305,26 +305,26 @@ func TestTranscriptExpiryWhileWaiting(t *testing.T) {
 	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000001"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000001", "_c_a-lock-0000000000"}, Own: own(0x50), OwnExists: true})
 	tr.step(watching{Cmd: 3, Exists: true})
-	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
-	tr.step(Session{State: zk.StateLost, SessionID: sess})
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNotWatching, Err: zk.ErrSessionExpired}})
-	tr.step(Session{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	tr.step(deleted{Cmd: 4, Err: zk.ErrNoNode})
 	tr.check("expiry_while_waiting")
 }
 
 func TestTranscriptSuspendedWhileHolding(t *testing.T) {
 	for _, lose := range []bool{true, false} {
-		t.Run(fmt.Sprintf("loseOnSuspend=%t", lose), func(t *testing.T) {
+		t.Run(fmt.Sprintf("suspendedIsLost=%t", lose), func(t *testing.T) {
 			tr := newTranscript(t, lose)
 			tr.step(Acquire{Req: 1})
 			tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
 			tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: own(0x50), OwnExists: true})
-			out := tr.step(Session{State: zk.StateSuspended, SessionID: sess})
+			out := tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 			if ended := len(out.TermEnded) == 1; ended != lose {
 				t.Fatalf("term ended on SUSPENDED: %t, want %t", ended, lose)
 			}
-			tr.step(Session{State: zk.StateReconnected, SessionID: sess})
+			tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
 			tr.check(fmt.Sprintf("suspended_while_holding_lose_%t", lose))
 		})
 	}
@@ -490,7 +490,7 @@ func TestTranscriptHandoverWhileDisconnected(t *testing.T) {
 	tr.step(Acquire{Req: 1})
 	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007"}, Own: own(0x42), OwnExists: true})
-	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	tr.step(shutdown{Req: 2})
 	out := tr.step(handover{Req: 3})
 	var l runtime.Leftovers

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -64,16 +63,15 @@ type Election struct {
 	inst   *contention.Instance
 	tracer trace.Tracer
 
-	mu         sync.Mutex                             // guards follower against a concurrent Close
-	follower   *runtime.Shell[followInput, followCmd] // follows the leader for Observe; made by the first
-	nextStream atomic.Uint64
-	streams    sync.WaitGroup // Observe's streams
-	closed     chan struct{}
-	closeOnce  sync.Once
-	closeErr   error // Close's result
+	startOnce sync.Once                              // starts follower (Observe), or marks that none will (Close)
+	follower  *runtime.Shell[followInput, followCmd] // follows the leader for Observe; started by the first
+	closed    chan struct{}
+	closeOnce sync.Once
+	closeErr  error // Close's result
 }
 
 // Option configures an Election.
+// A nil Option is ignored.
 type Option func(*options)
 
 type options struct {
@@ -92,7 +90,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 
 // WithSuspendedIsLost says whether a lost connection (SUSPENDED) already
 // ends a term. Default true; with false only LOST ends it.
-func WithSuspendedIsLost(lost bool) Option { return func(o *options) { o.SuspendIsLost = lost } }
+func WithSuspendedIsLost(lost bool) Option { return func(o *options) { o.SuspendedIsLost = lost } }
 
 // WithRequeue makes Run campaign again after each term ends (resigned,
 // lost or failed) until its ctx ends. Default false: Run returns after one
@@ -112,7 +110,9 @@ func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.Clos
 func New(conn zk.Conn, path string, opts ...Option) (*Election, error) {
 	o := options{Options: contention.DefaultOptions("election", ScopeName, Version)}
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	if o.ID == "" {
 		o.ID = uuid.NewString() // our node's data: fixed here, before Open
@@ -294,15 +294,12 @@ func (e *Election) Err() error {
 // once, concurrently too: every call returns the first one's result.
 func (e *Election) Close() error {
 	e.closeOnce.Do(func() {
-		e.mu.Lock()
 		close(e.closed)
-		f := e.follower
-		e.mu.Unlock()
+		e.startOnce.Do(func() {}) // no follower starts from now on
 		e.closeErr = e.inst.Close()
-		if f != nil {
-			f.Stop()
+		if e.follower != nil {
+			e.follower.Stop() // ends the streams and waits for them
 		}
-		e.streams.Wait()
 	})
 	return e.closeErr
 }

@@ -15,71 +15,92 @@ import (
 // a leader lost to a crash. The stream is the caller's own: a slow reader
 // misses nothing and delays no one. The channel closes when ctx ends or the
 // election is closed (then Err returns ErrClosed); after Close it is
-// closed already.
+// closed already, and when Close returns every stream's channel is closed.
 //
 // The leader is followed by an actor of its own (a runtime.Shell running
 // the follower machine below), started by the first Observe and stopped
-// by Close; each stream is a goroutine that asks it for the next change.
+// by Close. The actor owns the streams: each is a goroutine it starts
+// (Shell.Go, so stopping the actor ends it and waits for it) that asks it
+// for the next change. While no stream is open it keeps no watch and makes
+// no read.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader)
-	e.mu.Lock()
-	select {
-	case <-e.closed:
-		e.mu.Unlock()
-		close(out)
-		return out
-	default:
-	}
-	if e.follower == nil {
-		e.follower = e.startFollower()
-	}
-	f, stream := e.follower, e.nextStream.Add(1)
-	e.streams.Add(1)
-	e.mu.Unlock()
-	go func() {
-		defer e.streams.Done()
-		defer close(out)
-		pos := -1 // the newest change
-		for {
-			a, err := f.Do(ctx, func(req uint64) followInput { return nextChange{req: req, stream: stream, pos: pos} })
-			if err != nil {
-				return // ctx ended (the stream is withdrawn) or the election closed
-			}
-			c := a.Value.(change)
-			select {
-			case out <- c.leader:
-				pos = c.pos + 1
-			case <-ctx.Done():
-				f.Post(streamGone{stream: stream}, false)
-				return
-			case <-e.closed:
-				return
-			}
+	if f := e.startFollower(); f != nil {
+		s := &stream{ctx: ctx, out: out}
+		// Not ctx: once the actor has taken the stream, the stream's
+		// goroutine closes out; until then, only the actor's end can
+		// fail the call (Do then tells whether it was taken).
+		if _, err := f.Do(context.WithoutCancel(ctx), func(req uint64) followInput { return openStream{req: req, s: s} }); err == nil {
+			return out
 		}
-	}()
+	}
+	close(out)
 	return out
 }
 
-// startFollower starts the follower's actor. Called with e.mu held.
+// startFollower starts the follower's actor on the first call and returns
+// it; nil once Close has begun (Close's own call to startOnce makes sure
+// that no follower starts after it).
 func (e *Election) startFollower() *runtime.Shell[followInput, followCmd] {
-	return runtime.Run[followInput, followCmd](e.conn, &follower{waiting: map[uint64]waiter{}, cursors: map[uint64]int{}}, runtime.Spec[followInput, followCmd]{
-		Recipe: "election", Path: e.path, Instance: e.cfg.ID, Tracer: e.tracer,
-		Exec:    e.execFollow,
-		Answers: func(in followInput) uint64 { return in.answers() },
-		Session: func(zk.SessionEvent) followInput { return nothing{} },
-		Withdraw: func(call followInput, _ uint64) (followInput, bool) {
-			n, ok := call.(nextChange)
-			return streamGone{stream: n.stream}, ok
-		},
-		ErrorType: e.inst.ErrorType,
-		Closed:    ErrClosed,
+	e.startOnce.Do(func() {
+		select {
+		case <-e.closed:
+			return
+		default:
+		}
+		e.follower = runtime.Run[followInput, followCmd](e.conn, &follower{waiting: map[uint64]waiter{}, cursors: map[uint64]int{}}, runtime.Spec[followInput, followCmd]{
+			Recipe: "election", Path: e.path, Instance: e.cfg.ID, Tracer: e.tracer,
+			Exec:      e.execFollow,
+			Answers:   func(in followInput) uint64 { return in.answers() },
+			Session:   func(zk.SessionEvent) followInput { return nothing{} },
+			Withdraw:  func(followInput, uint64) (followInput, bool) { return nil, false }, // a stream's end says streamGone
+			ErrorType: e.inst.ErrorType,
+			Closed:    ErrClosed,
+		})
 	})
+	return e.follower
 }
 
-// execFollow makes the follower's commands: a read of the leader, whose
-// answer is posted at once and whose watch is then waited for; or a pause
-// before the next read.
+// stream is one Observe caller's stream: its ctx and its channel. The
+// follower machine only carries it from openStream to the serve command.
+type stream struct {
+	ctx context.Context
+	out chan Leader
+}
+
+// serve runs one stream (command id) until its ctx ends or the actor
+// stops (actx), sending each change the follower answers, and returns the
+// input that tells the follower it is gone. It closes the stream's
+// channel.
+func serve(f *runtime.Shell[followInput, followCmd], actx context.Context, s *stream, id uint64) followInput {
+	defer close(s.out)
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	defer context.AfterFunc(actx, cancel)()
+	pos := -1 // the newest change
+	for {
+		a, err := f.Do(ctx, func(req uint64) followInput { return nextChange{req: req, stream: id, pos: pos} })
+		if err != nil {
+			return streamGone{stream: id} // ctx ended or the actor stopped
+		}
+		c := a.Value.(change)
+		select {
+		case s.out <- c.leader:
+			pos = c.pos + 1
+		case <-ctx.Done():
+			return streamGone{stream: id}
+		}
+	}
+}
+
+// execFollow makes the follower's commands: a stream's goroutine; a read
+// of the leader, whose answer is posted at once and whose watch is then
+// waited for; or a pause before the next read.
 func (e *Election) execFollow(sh *runtime.Shell[followInput, followCmd], cmd followCmd, op runtime.Op) {
+	if cmd.serve != nil {
+		sh.Go(func(actx context.Context) (followInput, bool) { return serve(sh, actx, cmd.serve, cmd.id), true })
+		return
+	}
 	sh.Go(func(ctx context.Context) (followInput, bool) {
 		if cmd.pause > 0 {
 			select {
@@ -112,11 +133,15 @@ func (e *Election) execFollow(sh *runtime.Shell[followInput, followCmd], cmd fol
 // The follower's inputs.
 type followInput interface{ answers() uint64 }
 
+type openStream struct { // Observe: a new stream
+	req uint64
+	s   *stream
+}
 type nextChange struct { // a stream asks for the change at pos (-1: the newest)
 	req, stream uint64
 	pos         int
 }
-type streamGone struct{ stream uint64 } // a stream ended
+type streamGone struct{ stream uint64 } // a stream ended (it answers its serve command)
 type leaderRead struct {                // the reply to a read
 	cmd    uint64
 	leader Leader
@@ -125,17 +150,20 @@ type leaderRead struct {                // the reply to a read
 type readAgain struct{ cmd uint64 } // the read's watch fired, or its pause is over
 type nothing struct{}               // a session change: reads wait for the connection by themselves
 
+func (openStream) answers() uint64   { return 0 }
 func (nextChange) answers() uint64   { return 0 }
-func (streamGone) answers() uint64   { return 0 }
+func (i streamGone) answers() uint64 { return i.stream }
 func (i leaderRead) answers() uint64 { return i.cmd }
 func (i readAgain) answers() uint64  { return i.cmd }
 func (nothing) answers() uint64      { return 0 }
 
-// followCmd reads the leader with a watch, or, with pause, waits that long
-// before the next read.
+// followCmd reads the leader with a watch; with pause, it waits that long
+// before the next read; with serve, it runs that stream, whose id is the
+// command's.
 type followCmd struct {
 	id    uint64
 	pause time.Duration
+	serve *stream
 }
 
 func (c followCmd) ID() uint64 { return c.id }
@@ -151,8 +179,9 @@ type waiter struct {
 	pos    int
 }
 
-// follower is the pure machine that follows the leader: it reads it with a
-// watch, reads again when the watch fires, and keeps a log of the changes
+// follower is the pure machine that follows the leader while some stream
+// wants it: it reads it with a watch, reads again when the watch fires
+// (when no stream is left, it stops there), and keeps a log of the changes
 // from which each stream takes the next one at its own pace. The log keeps
 // what some stream has not read yet, and the newest change (where a new
 // stream starts).
@@ -175,6 +204,10 @@ func (f *follower) Start() runtime.Output[followCmd] { return runtime.Output[fol
 func (f *follower) Step(in followInput) runtime.Output[followCmd] {
 	var out runtime.Output[followCmd]
 	switch in := in.(type) {
+	case openStream:
+		f.lastCmd++
+		out.Commands = append(out.Commands, followCmd{id: f.lastCmd, serve: in.s})
+		out.Replies = append(out.Replies, runtime.Reply{Req: in.req})
 	case nextChange:
 		pos := in.pos
 		if pos < 0 {
@@ -213,6 +246,14 @@ func (f *follower) Step(in followInput) runtime.Output[followCmd] {
 		}
 	case readAgain:
 		f.reading = false
+		if len(f.cursors) == 0 {
+			// No stream is left: stop following (no read, no watch)
+			// until one comes. What we knew is stale by then, so the
+			// next stream waits for a fresh read.
+			f.base += len(f.log)
+			f.log = nil
+			break
+		}
 		f.read(&out, 0)
 	}
 	// Answer every waiting call whose change is there.

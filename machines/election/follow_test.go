@@ -66,3 +66,50 @@ func TestFollowerMachine(t *testing.T) {
 		t.Fatalf("after an error: want a read after a pause, got %+v", out)
 	}
 }
+
+// When the last stream has gone, the follower stops reading at the next
+// watch event; a new stream starts the reads again and gets the leader of
+// a fresh read, not the stale one.
+func TestFollowerIdlesWithoutStreams(t *testing.T) {
+	f := &follower{waiting: map[uint64]waiter{}, cursors: map[uint64]int{}}
+	a, b := Leader{ID: "a", Node: "/e/a"}, Leader{ID: "b", Node: "/e/b"}
+	f.Step(nextChange{req: 1, stream: 1, pos: -1})
+	f.Step(leaderRead{cmd: 1, leader: a})
+	f.Step(streamGone{stream: 1})
+	if out := f.Step(readAgain{cmd: 1}); len(out.Commands) != 0 {
+		t.Fatalf("no stream is left, yet the follower reads again: %+v", out)
+	}
+	out := f.Step(nextChange{req: 2, stream: 2, pos: -1})
+	if len(out.Commands) != 1 || len(out.Replies) != 0 {
+		t.Fatalf("a new stream: want one read and no answer yet, got %+v", out)
+	}
+	out = f.Step(leaderRead{cmd: 2, leader: b})
+	if len(out.Replies) != 1 || out.Replies[0].Value.(change).leader != b {
+		t.Fatalf("the new stream's first leader: want b from the fresh read, got %+v", out)
+	}
+}
+
+// Opening a stream makes one serve command carrying the stream, whose id
+// is the stream's, and answers the open at once; the stream's end answers
+// that command.
+func TestFollowerOpensStreams(t *testing.T) {
+	f := &follower{waiting: map[uint64]waiter{}, cursors: map[uint64]int{}}
+	s := &stream{}
+	out := f.Step(openStream{req: 7, s: s})
+	if len(out.Commands) != 1 || out.Commands[0].serve != s || len(out.Replies) != 1 || out.Replies[0].Req != 7 {
+		t.Fatalf("open: want one serve command and the open's answer, got %+v", out)
+	}
+	id := out.Commands[0].id
+	f.Step(nextChange{req: 8, stream: id, pos: -1})
+	if _, ok := f.cursors[id]; !ok {
+		t.Fatal("the stream's first ask set no cursor")
+	}
+	gone := streamGone{stream: id}
+	if gone.answers() != id {
+		t.Fatalf("streamGone answers %d, want its serve command %d", gone.answers(), id)
+	}
+	f.Step(gone)
+	if len(f.cursors) != 0 || len(f.waiting) != 0 {
+		t.Fatalf("after the stream's end: cursors %v, waiting %v", f.cursors, f.waiting)
+	}
+}

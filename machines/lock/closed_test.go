@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/events"
@@ -39,6 +40,39 @@ func TestEveryCallAfterClose(t *testing.T) {
 		}
 		if err := l.Close(); err != nil {
 			t.Errorf("second Close = %v, want nil", err)
+		}
+	})
+}
+
+// Close from many goroutines at once while the lock is held and another
+// handle waits: no panic, no race (run under -race), every call returns
+// the same result (nil), and the waiter gets the lock.
+func TestConcurrentClose(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		l := newLock(t, tg.Connect(t), "/closed/race")
+		if _, err := l.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waiter := acquireAsync(ctx, newLock(t, tg.Connect(t), "/closed/race"))
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- l.Close()
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("a concurrent Close = %v, want nil", err)
+			}
+		}
+		if a := <-waiter; a.err != nil {
+			t.Fatalf("the waiter's Acquire = %v", a.err)
 		}
 	})
 }

@@ -57,6 +57,7 @@ type Lock struct {
 }
 
 // Option configures a Lock.
+// A nil Option is ignored.
 type Option func(*options)
 
 // options are what the Options set: the contention engine's, for now all
@@ -78,7 +79,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // survives short connection losses at the risk described in the package
 // doc.
 func WithSuspendedIsLost(lost bool) Option {
-	return func(o *options) { o.SuspendIsLost = lost }
+	return func(o *options) { o.SuspendedIsLost = lost }
 }
 
 // WithCloseTimeout bounds how long Close waits for the lock's nodes to be
@@ -96,7 +97,9 @@ func WithCloseTimeout(d time.Duration) Option {
 func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 	o := options{contention.DefaultOptions("lock", ScopeName, Version)}
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	inst, err := contention.Open(conn, contention.Config{
 		Dir:     path,

@@ -13,7 +13,6 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
-	"github.com/zkrecipes/zkrecipes/machines/contention"
 	"github.com/zkrecipes/zkrecipes/machines/lock"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
@@ -116,10 +115,17 @@ func acquireAsync(ctx context.Context, l *lock.Lock) <-chan acquired {
 	return ch
 }
 
+// ensureDir creates path and its missing ancestors as container nodes, as
+// a lock does on first use.
 func ensureDir(t *testing.T, c zk.Conn, path string) {
 	t.Helper()
-	if err := contention.EnsurePath(ctxT(t), c, path); err != nil {
-		t.Fatal(err)
+	for i := 1; i <= len(path); i++ {
+		if i < len(path) && path[i] != '/' {
+			continue
+		}
+		if _, err := c.Create(ctxT(t), path[:i], nil, zk.ModeContainer); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
 	}
 }
 
