@@ -542,7 +542,7 @@ func TestTranscriptHandoverHoldMark(t *testing.T) {
 			if tc.announced {
 				tr.step(announced{Cmd: 3})
 			}
-			tr.step(Session{State: zk.StateSuspended, SessionID: sess})
+			tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 			tr.step(shutdown{Req: 2})
 			l := handedOver(t, tr.step(handover{Req: 3}), 3)
 			want := []string{"/app/election.held/_c_uuid1-latch-0000000000", "/app/election/_c_uuid1-latch-0000000000"}
@@ -570,7 +570,7 @@ func TestTranscriptHandoverCreateInFlight(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newTranscript(t, true)
 			tr.step(Acquire{Req: 1})
-			tr.step(Session{State: zk.StateSuspended, SessionID: sess})
+			tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 			if tc.reply {
 				tr.step(created{Cmd: 1, Err: zk.ErrConnectionLoss})
 			}
@@ -583,7 +583,7 @@ func TestTranscriptHandoverCreateInFlight(t *testing.T) {
 		})
 	}
 	tr := newTranscript(t, true)
-	tr.step(Session{State: zk.StateSuspended, SessionID: sess})
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	tr.step(Acquire{Req: 1}) // its create is held back: never sent
 	tr.step(shutdown{Req: 2})
 	if l := handedOver(t, tr.step(handover{Req: 3}), 3); len(l.Nodes)+len(l.Prefixes) != 0 {
