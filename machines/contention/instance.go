@@ -291,7 +291,14 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 			var path string
 			var err error
 			op(ctx, "create", func(ctx context.Context) error {
-				path, err = conn.Create(ctx, c.Prefix, c.Data, zk.ModeEphemeralSequential)
+				if c.Beside == "" {
+					path, err = conn.Create(ctx, c.Prefix, c.Data, zk.ModeEphemeralSequential)
+					return err
+				}
+				path = c.Prefix + c.Seq
+				_, err = conn.Multi(ctx,
+					&zk.CheckOp{Path: c.Beside, Version: zk.AnyVersion},
+					&zk.CreateOp{Path: path, Data: c.Data, Mode: zk.ModeEphemeral})
 				return err
 			})
 			return created{Cmd: c.Cmd, Path: path, Err: err}, true

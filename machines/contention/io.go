@@ -18,11 +18,17 @@ type Input interface {
 
 // Acquire asks for the grant (lock held, elected). Try: answer at once with
 // "not granted" instead of waiting behind another holder. Marker, if set,
-// names the node of a new term instead of Config.Markers[0].
+// names the node of a new term instead of Config.Markers[0]. Beside, if
+// set, is a contender node of the directory (full path) that a new term's
+// node sits beside: ours takes its sequence (a plain create, not a
+// sequential one), atomically with a check that Beside still exists. A
+// read/write lock's downgrade: the reader at its writer's place, ahead of
+// every writer queued behind it, made only while the writer holds.
 type Acquire struct {
 	Req    uint64
 	Try    bool
 	Marker string
+	Beside string
 }
 
 // cancelReq withdraws request Req: its caller stopped waiting. A grant already
@@ -148,10 +154,17 @@ func (deleted) isInput()       {}
 func (announced) isInput()     {}
 
 func (i Acquire) String() string {
+	s := fmt.Sprintf("Acquire req=%d", i.Req)
 	if i.Try {
-		return fmt.Sprintf("TryAcquire req=%d", i.Req)
+		s = fmt.Sprintf("TryAcquire req=%d", i.Req)
 	}
-	return fmt.Sprintf("Acquire req=%d", i.Req)
+	if i.Marker != "" {
+		s += " marker=" + i.Marker
+	}
+	if i.Beside != "" {
+		s += " beside=" + i.Beside
+	}
+	return s
 }
 func (i cancelReq) String() string { return fmt.Sprintf("Cancel req=%d", i.Req) }
 func (i Release) String() string {
@@ -224,6 +237,8 @@ type Command interface {
 type createNode struct {
 	Cmd    uint64
 	Prefix string
+	Beside string // set: create Prefix+Seq (not sequential) if Beside exists
+	Seq    string // Beside's sequence
 	Data   []byte
 }
 
@@ -311,6 +326,9 @@ func (deleteNode) isCommand()   {}
 func (announceMark) isCommand() {}
 
 func (c createNode) String() string {
+	if c.Beside != "" {
+		return fmt.Sprintf("CreateNode cmd=%d prefix=%s beside=%s data=%q", c.Cmd, c.Prefix, c.Beside, c.Data)
+	}
 	return fmt.Sprintf("CreateNode cmd=%d prefix=%s data=%q", c.Cmd, c.Prefix, c.Data)
 }
 func (c ensureDir) String() string { return fmt.Sprintf("EnsureDir cmd=%d dir=%s", c.Cmd, c.Dir) }

@@ -1,6 +1,7 @@
 package contention
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -156,6 +157,7 @@ type acquirer struct {
 type term struct {
 	n       uint64
 	prefix  string // Dir/_c_<uuid>-<Marker>
+	beside  string // the node whose sequence ours takes (Acquire.Beside), "" for a sequential create
 	session int64  // the session the term's node is (to be) created on
 	node    string
 	seq     int32
@@ -296,6 +298,10 @@ func (m *Machine) acquire(in Acquire) {
 		m.reply(Reply{Req: in.Req, Err: m.cfg.Errors.Closed})
 		return
 	}
+	if err := m.checkAcquire(in); err != nil {
+		m.reply(Reply{Req: in.Req, Err: err})
+		return
+	}
 	if m.State() == events.StateLeader {
 		m.grant(in.Req)
 		return
@@ -305,16 +311,25 @@ func (m *Machine) acquire(in Acquire) {
 		t.try = t.try && in.Try
 		return
 	}
-	marker := in.Marker
-	if marker == "" {
-		marker = m.cfg.Markers[0]
-	}
+	marker := cmp.Or(in.Marker, m.cfg.Markers[0])
 	m.termN++
-	t := &term{n: m.termN, prefix: zk.Join(m.cfg.Dir, "_c_"+m.cfg.NewID()+"-"+marker), try: in.Try}
+	t := &term{n: m.termN, prefix: zk.Join(m.cfg.Dir, "_c_"+m.cfg.NewID()+"-"+marker), beside: in.Beside, try: in.Try}
 	m.term = t
 	m.fire(trOffer)
 	m.emit(events.OfferStart, nil)
 	m.createNode(t)
+}
+
+// checkAcquire refuses an Acquire whose Marker is not one of the
+// directory's, or whose Beside is no contender node of the directory.
+func (m *Machine) checkAcquire(in Acquire) error {
+	if in.Marker != "" && !slices.Contains(m.cfg.Markers, in.Marker) {
+		return fmt.Errorf("%w: marker %q is not one of %q", m.cfg.Errors.InvalidOption, in.Marker, m.cfg.Markers)
+	}
+	if _, ok := parseSeq(zk.Base(in.Beside), m.cfg.Markers); in.Beside != "" && (!ok || in.Beside != zk.Join(m.cfg.Dir, zk.Base(in.Beside))) {
+		return fmt.Errorf("%w: %q is not a contender node of %s", m.cfg.Errors.InvalidOption, in.Beside, m.cfg.Dir)
+	}
+	return nil
 }
 
 func (m *Machine) cancel(req uint64) {
@@ -471,6 +486,8 @@ func (m *Machine) created(in created) {
 		// The create may have been applied: find it by its uuid.
 		m.listDir(prefix, t)
 	case t == nil:
+	case errors.Is(in.Err, zk.ErrNoNode) && t.beside != "":
+		m.fail(t, fmt.Errorf("%w: %s, the node ours was to sit beside, is gone", m.cfg.Errors.NotHeld, t.beside))
 	case errors.Is(in.Err, zk.ErrNoNode):
 		m.send(&request{cmd: ensureDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir}, term: t})
 	default:
@@ -707,7 +724,12 @@ func (m *Machine) deleteThen(r *request) {
 // ---- the term
 
 func (m *Machine) createNode(t *term) {
-	m.send(&request{cmd: createNode{Cmd: m.nextCmd(), Prefix: t.prefix, Data: m.cfg.Data}, term: t})
+	c := createNode{Cmd: m.nextCmd(), Prefix: t.prefix, Data: m.cfg.Data}
+	if t.beside != "" {
+		c.Beside = t.beside
+		c.Seq, _, _ = splitSeq(zk.Base(t.beside), m.cfg.Markers)
+	}
+	m.send(&request{cmd: c, term: t})
 }
 
 func (m *Machine) listDir(prefix string, t *term) {
@@ -1071,6 +1093,13 @@ func (m *Machine) reply(r Reply) { m.out.Replies = append(m.out.Replies, r) }
 // characters, or eleven for a sign and ten digits: from −2^31 to −10^9,
 // the sequences right after the wrap.
 func parseSeq(name string, markers []string) (int32, bool) {
+	_, s, ok := splitSeq(name, markers)
+	return s, ok
+}
+
+// splitSeq returns the sequence suffix of a contender node's name (ten
+// digits, or eleven characters once the counter wrapped) and its value.
+func splitSeq(name string, markers []string) (string, int32, bool) {
 	for _, n := range []int{11, 10} {
 		if len(name) < n || (n == 11 && (name[len(name)-11] != '-' || name[len(name)-10] == '0')) {
 			continue
@@ -1080,10 +1109,10 @@ func parseSeq(name string, markers []string) (int32, bool) {
 			continue
 		}
 		if s, err := strconv.ParseInt(name[len(name)-n:], 10, 32); err == nil {
-			return int32(s), true
+			return name[len(name)-n:], int32(s), true
 		}
 	}
-	return 0, false
+	return "", 0, false
 }
 
 // seqBefore reports whether sequence a comes before b, as 32-bit serial

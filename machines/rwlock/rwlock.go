@@ -1,0 +1,308 @@
+package rwlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/contention"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// ScopeName is the instrumentation scope of the read/write lock's spans.
+const ScopeName = "github.com/zkrecipes/zkrecipes/machines/rwlock"
+
+// Version is this package's version, reported with its spans.
+const Version = "0.1.0"
+
+// The node name markers, Curator's: _c_<uuid>-__READ__<seq> and
+// _c_<uuid>-__WRIT__<seq>.
+const (
+	ReadMarker  = "__READ__"
+	WriteMarker = "__WRIT__"
+)
+
+// Errors of the read/write lock. Match them with errors.Is.
+var (
+	// ErrUpgrade: the write lock was asked for while the participant holds
+	// (or is acquiring) only the read lock. Waiting would deadlock: the
+	// writer waits for every reader before it, ours included.
+	ErrUpgrade = errors.New("rwlock: upgrade from read to write lock")
+	// ErrSessionLost: the session expired (or was replaced) while acquiring
+	// or holding.
+	ErrSessionLost = errors.New("rwlock: session lost")
+	// ErrSuspended: the connection was lost while holding, and the lock
+	// counts that as losing the hold (the default policy).
+	ErrSuspended = errors.New("rwlock: connection suspended")
+	// ErrNodeDeleted: our node was deleted by someone else.
+	ErrNodeDeleted = errors.New("rwlock: lock node deleted by another client")
+	// ErrNotHeld: Release without a hold; or a downgrade whose write hold
+	// ended before the reader was made.
+	ErrNotHeld = errors.New("rwlock: not held")
+	// ErrClosed: the RWLock, or its connection, is closed (or nil).
+	ErrClosed = errors.New("rwlock: closed")
+	// ErrReleased: the hold ended by Release (Grant.Err).
+	ErrReleased = errors.New("rwlock: released")
+	// ErrCleanupPending: Close could not delete the lock's nodes within its
+	// close timeout (the connection is down); the connection deletes them
+	// when the same session reconnects, or the session's end does.
+	ErrCleanupPending = errors.New("rwlock: cleanup pending")
+	// ErrInvalidOption: New refused an option's value.
+	ErrInvalidOption = errors.New("rwlock: invalid option")
+)
+
+var errs = contention.Errors{
+	SessionLost:    ErrSessionLost,
+	Suspended:      ErrSuspended,
+	NodeDeleted:    ErrNodeDeleted,
+	NotHeld:        ErrNotHeld,
+	Closed:         ErrClosed,
+	Released:       ErrReleased,
+	CleanupPending: ErrCleanupPending,
+	InvalidOption:  ErrInvalidOption,
+}
+
+// RWLock is one participant of a read/write lock: a read lock and a write
+// lock on the same path, which may be held together (a downgrade).
+type RWLock struct {
+	path        string
+	read, write *Lock
+	closeOnce   sync.Once
+	closeErr    error
+}
+
+// Option configures an RWLock. A nil Option is ignored.
+type Option func(*options)
+
+type options struct{ contention.Options }
+
+// WithID names this participant on its lifecycle events (its handles add
+// "/read" and "/write"). Default: a random uuid.
+func WithID(id string) Option { return func(o *options) { o.ID = id } }
+
+// WithTracerProvider sets where spans go. Default: otel's global provider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.TracerProvider = tp }
+}
+
+// WithSuspendedIsLost says whether a lost connection (SUSPENDED) already
+// ends a hold. Default true; with false only LOST (expiry) ends it.
+func WithSuspendedIsLost(lost bool) Option {
+	return func(o *options) { o.SuspendedIsLost = lost }
+}
+
+// WithCloseTimeout bounds how long Close waits for the nodes to be
+// deleted. Default 10s; it must be positive (ErrInvalidOption).
+func WithCloseTimeout(d time.Duration) Option {
+	return func(o *options) { o.CloseTimeout = d }
+}
+
+// New returns a participant of the read/write lock at path (the lock's
+// directory, created with its missing parents as container nodes on first
+// use). Nothing is sent to the server. Errors: zk.ErrInvalidPath for a bad
+// path, ErrInvalidOption, ErrClosed for a nil or closed connection.
+func New(conn zk.Conn, path string, opts ...Option) (*RWLock, error) {
+	o := options{contention.DefaultOptions("rwlock", ScopeName, Version)}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.ID == "" {
+		o.ID = uuid.NewString()
+	}
+	rw := &RWLock{path: path}
+	var err error
+	if rw.read, err = open(rw, conn, path, false, o.Options); err != nil {
+		return nil, err
+	}
+	if rw.write, err = open(rw, conn, path, true, o.Options); err != nil {
+		rw.read.inst.Close()
+		return nil, err
+	}
+	return rw, nil
+}
+
+func open(rw *RWLock, conn zk.Conn, path string, write bool, o contention.Options) (*Lock, error) {
+	markers, kind := []string{ReadMarker, WriteMarker}, "read"
+	if write {
+		markers, kind = []string{WriteMarker, ReadMarker}, "write"
+	}
+	o.ID += "/" + kind
+	inst, err := contention.Open(conn, contention.Config{
+		Dir:       path,
+		Markers:   markers,
+		Predicate: contention.ReadWrite(ReadMarker),
+		Errors:    errs,
+		NewID:     uuid.NewString,
+	}, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{rw: rw, kind: kind, inst: inst, tracer: inst.Tracer()}, nil
+}
+
+// ReadLock is the participant's read lock: held beside other readers,
+// never beside a writer.
+func (rw *RWLock) ReadLock() *Lock { return rw.read }
+
+// WriteLock is the participant's write lock: held alone (but for this
+// participant's own read lock, after a downgrade).
+func (rw *RWLock) WriteLock() *Lock { return rw.write }
+
+// Close releases what both locks hold, fails their waiting calls with
+// ErrClosed, deletes their nodes (waiting at most the close timeout) and
+// stops them; see lock.Lock.Close. Later calls return the first one's
+// result.
+func (rw *RWLock) Close() error {
+	rw.closeOnce.Do(func() {
+		rw.closeErr = errors.Join(rw.write.inst.Close(), rw.read.inst.Close())
+		if errors.Is(rw.closeErr, ErrCleanupPending) {
+			rw.closeErr = ErrCleanupPending
+		}
+	})
+	return rw.closeErr
+}
+
+// Lock is one of a participant's two locks. Like lock.Lock it holds at most
+// once at a time, re-entrantly: each Acquire while it holds counts one more
+// hold, and the Release that balances the first lets go. Its methods are
+// safe for concurrent use.
+type Lock struct {
+	rw     *RWLock
+	kind   string // "read" or "write"
+	inst   *contention.Instance
+	tracer trace.Tracer
+
+	mu    sync.Mutex
+	grant *Grant // the latest grant (the write lock's: what a downgrade sits beside)
+}
+
+// Grant is one hold of a read or write lock.
+type Grant struct {
+	node  string
+	token int64
+	loss  *runtime.Loss
+}
+
+// Token is the fencing token: the czxid of our node, growing with every
+// grant. A downgraded reader's is its own node's, above its writer's.
+func (g *Grant) Token() int64 { return g.token }
+
+// Node is the full path of our node.
+func (g *Grant) Node() string { return g.node }
+
+// Lost is closed when the hold ends or can no longer be trusted; Err says
+// why.
+func (g *Grant) Lost() <-chan struct{} { return g.loss.Done() }
+
+// Err is nil while the hold lasts; then ErrReleased, ErrSuspended,
+// ErrSessionLost, ErrNodeDeleted or ErrClosed.
+func (g *Grant) Err() error { return g.loss.Err() }
+
+// Guard returns an op to put in a zk Multi beside a write: the multi fails
+// (zk.ErrNoNode) unless our node still exists.
+func (g *Grant) Guard() *zk.CheckOp { return &zk.CheckOp{Path: g.node, Version: zk.AnyVersion} }
+
+// Acquire blocks until the lock is held, ctx ends, or the session is lost.
+// A held lock returns the same grant with one more hold. The read lock
+// asked for while the participant holds the write lock is a downgrade: it
+// holds at once, at the writer's place in the queue, so no writer queued
+// behind ours gets in when the write lock is then released. The write lock
+// asked for while the participant holds or is acquiring only the read lock
+// fails with ErrUpgrade, with nothing sent.
+func (l *Lock) Acquire(ctx context.Context) (*Grant, error) {
+	_, g, err := l.acquire(ctx, false)
+	return g, err
+}
+
+// TryAcquire takes the lock if it can be held now, and otherwise returns
+// false at once (after one round of requests), leaving nothing behind.
+func (l *Lock) TryAcquire(ctx context.Context) (bool, *Grant, error) {
+	return l.acquire(ctx, true)
+}
+
+func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
+	name := "rwlock." + l.kind + ".acquire"
+	if try {
+		name = "rwlock." + l.kind + ".try_acquire"
+	}
+	ctx, span := l.tracer.Start(ctx, name, trace.WithAttributes(attribute.String("zk.lock.path", l.rw.path)))
+	defer span.End()
+	in := contention.Acquire{Try: try}
+	switch {
+	case l == l.rw.write && l.rw.write.State() != events.StateLeader && acquiring(l.rw.read.State()):
+		err := fmt.Errorf("%w: the read lock is held or being acquired", ErrUpgrade)
+		l.inst.SpanError(span, err)
+		return false, nil, err
+	case l == l.rw.read:
+		if w := l.rw.write.held(); w != nil {
+			in.Beside = w.node
+			span.SetAttributes(attribute.Bool("zk.lock.downgrade", true))
+		}
+	}
+	r, err := l.inst.Do(ctx, func(req uint64) contention.Input { in.Req = req; return in })
+	if err != nil {
+		l.inst.SpanError(span, err)
+		return false, nil, err
+	}
+	span.SetAttributes(attribute.Bool("zk.lock.acquired", r.Granted))
+	if !r.Granted {
+		return false, nil, nil
+	}
+	span.SetAttributes(attribute.String("zk.lock.node", r.Grant.Node), attribute.Int64("zk.lock.token", r.Grant.Token))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.grant == nil || l.grant.loss != r.Loss {
+		l.grant = &Grant{node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss}
+	}
+	return true, l.grant, nil
+}
+
+// held returns the lock's grant while it lasts, nil otherwise.
+func (l *Lock) held() *Grant {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.grant == nil || l.grant.Err() != nil {
+		return nil
+	}
+	return l.grant
+}
+
+// acquiring reports whether a lock in state s holds or is on its way to.
+func acquiring(s events.State) bool {
+	switch s {
+	case events.StateOffer, events.StateDetermine, events.StateReady, events.StateLeader:
+		return true
+	}
+	return false
+}
+
+// Release gives back one hold; the last one deletes our node, and Release
+// returns once it is gone (or ctx ends: the delete goes on in the
+// background). ErrNotHeld when the lock holds nothing.
+func (l *Lock) Release(ctx context.Context) error {
+	ctx, span := l.tracer.Start(ctx, "rwlock."+l.kind+".release", trace.WithAttributes(attribute.String("zk.lock.path", l.rw.path)))
+	defer span.End()
+	_, err := l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req} })
+	l.inst.SpanError(span, err)
+	return err
+}
+
+// State is the lock machine's state: START, OFFER, DETERMINE, READY, LEADER
+// (held), FAILED or STOP.
+func (l *Lock) State() events.State { return l.inst.State() }
+
+// Subscribe returns a subscription to the lock's lifecycle events. Close it
+// when done.
+func (l *Lock) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
+	return l.inst.Subscribe(opts...)
+}
