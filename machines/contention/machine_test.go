@@ -18,12 +18,13 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden transcripts in testdata")
 
 var testErrors = Errors{
-	SessionLost: errors.New("test: session lost"),
-	Suspended:   errors.New("test: suspended"),
-	NodeDeleted: errors.New("test: node deleted"),
-	NotHeld:     errors.New("test: not held"),
-	Closed:      errors.New("test: closed"),
-	Released:    errors.New("test: released"),
+	SessionLost:   errors.New("test: session lost"),
+	Suspended:     errors.New("test: suspended"),
+	NodeDeleted:   errors.New("test: node deleted"),
+	NotHeld:       errors.New("test: not held"),
+	Closed:        errors.New("test: closed"),
+	Released:      errors.New("test: released"),
+	InvalidOption: errors.New("test: invalid option"),
 }
 
 const sess = 0x100

@@ -327,3 +327,54 @@ func TestNewMachineValidatesItsConfig(t *testing.T) {
 		t.Errorf("a valid read/write config: %v", err)
 	}
 }
+
+// A downgrade: the holder of the writer _c_w-__WRIT__0000000003 asks for a
+// reader beside it. The create is a multi that checks the writer and makes
+// the reader at its sequence; the reader sees no writer strictly below it
+// (its own is beside it) and holds at once.
+func TestTranscriptDowngrade(t *testing.T) {
+	const writer = "/app/rw/_c_w-__WRIT__0000000003"
+	tr := newRWTranscript(t)
+	out := tr.step(Acquire{Req: 1, Marker: rd, Beside: writer})
+	if c, ok := only[createNode](out); !ok || c.Beside != writer || c.Seq != "0000000003" {
+		t.Fatalf("want a create beside the writer, got %+v", out.Commands)
+	}
+	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__READ__0000000003"})
+	out = tr.step(dirRead{Cmd: 2, Children: []string{
+		"_c_w-__WRIT__0000000003", "_c_uuid1-__READ__0000000003", "_c_x-__WRIT__0000000004",
+	}, Own: own(0x50), OwnExists: true})
+	if !grantedAtOnce(out, 1) {
+		t.Fatalf("the downgraded reader: want a grant at once, got %+v", out)
+	}
+	tr.check("rw_downgrade")
+}
+
+// A downgrade whose writer is gone when the create reaches the server (its
+// hold ended meanwhile): the multi's check fails with NoNode and the reader
+// is refused with NotHeld, not created in a place no writer holds.
+func TestTranscriptDowngradeWriterGone(t *testing.T) {
+	const writer = "/app/rw/_c_w-__WRIT__0000000003"
+	tr := newRWTranscript(t)
+	tr.step(Acquire{Req: 1, Marker: rd, Beside: writer})
+	out := tr.step(created{Cmd: 1, Err: zk.ErrNoNode})
+	if len(out.Replies) != 1 || !errors.Is(out.Replies[0].Err, testErrors.NotHeld) || len(out.Commands) != 0 {
+		t.Fatalf("want NotHeld and no request, got %+v", out)
+	}
+	tr.check("rw_downgrade_writer_gone")
+}
+
+// An Acquire beside a node of another directory, or beside no contender,
+// is refused before anything is sent.
+func TestAcquireBesideRefused(t *testing.T) {
+	for _, beside := range []string{"/other/_c_w-__WRIT__0000000003", "/app/rw/plain", "/app/rw/_c_w-__WRIT__12"} {
+		tr := newRWTranscript(t)
+		out := tr.step(Acquire{Req: 1, Marker: rd, Beside: beside})
+		if len(out.Commands) != 0 || len(out.Replies) != 1 || !errors.Is(out.Replies[0].Err, testErrors.InvalidOption) {
+			t.Errorf("beside %s: want InvalidOption and no request, got %+v", beside, out)
+		}
+	}
+	tr := newRWTranscript(t)
+	if out := tr.step(Acquire{Req: 1, Marker: "__OTHER__"}); len(out.Commands) != 0 || !errors.Is(out.Replies[0].Err, testErrors.InvalidOption) {
+		t.Errorf("an unknown marker: %+v", out)
+	}
+}
