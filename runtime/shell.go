@@ -249,6 +249,16 @@ func (s *Shell[In, C]) apply(out Output[C]) {
 		e.SessionID, e.TraceID, e.SpanID = s.conn.SessionID(), tsc.TraceID(), tsc.SpanID()
 		s.bus.Publish(e)
 	}
+	// Ended grants' losses close before any request goes out: a request
+	// may delete the grant's node, and once that is seen elsewhere another
+	// may hold; by then our grant's Lost must be closed.
+	for _, e := range out.Ended {
+		if loss, ok := s.losses[e.Term]; ok {
+			loss.Close(e.Cause)
+			delete(s.losses, e.Term)
+		}
+		delete(s.termSpan, e.Term)
+	}
 	// Requests go out before callers are woken. The goroutine started
 	// last, like the one woken last, takes the scheduler's next-to-run
 	// slot of this thread and pushes the one there to the back of its
@@ -267,20 +277,28 @@ func (s *Shell[In, C]) apply(out Output[C]) {
 		delete(s.calls, r.Req)
 		a := Answer{Reply: r}
 		if r.Grant != 0 {
-			if a.Loss = s.losses[r.Grant]; a.Loss == nil {
-				a.Loss = NewLoss()
-				s.losses[r.Grant] = a.Loss
-			}
+			a.Loss = s.loss(r.Grant, out.Ended)
 		}
 		c.reply <- a
 	}
-	for _, e := range out.Ended {
-		if loss, ok := s.losses[e.Term]; ok {
-			loss.Close(e.Cause)
-			delete(s.losses, e.Term)
-		}
-		delete(s.termSpan, e.Term)
+}
+
+// loss returns the Loss of granted term n: closed already when n is among
+// ended (a grant and its end in one step, e.g. a grant that raced its
+// caller's cancel).
+func (s *Shell[In, C]) loss(n uint64, ended []TermEnd) *Loss {
+	if l := s.losses[n]; l != nil {
+		return l
 	}
+	l := NewLoss()
+	for _, e := range ended {
+		if e.Term == n {
+			l.Close(e.Cause)
+			return l
+		}
+	}
+	s.losses[n] = l
+	return l
 }
 
 // op returns the Op of a command made under parent.

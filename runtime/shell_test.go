@@ -29,6 +29,14 @@ type checked struct {
 }
 type sessionChanged struct{ state zk.SessionState }
 
+// endThenCheck ends granted term and, in the same step, checks path (a
+// request that could delete the term's node).
+type endThenCheck struct {
+	term uint64
+	path string
+}
+
+func (endThenCheck) probe()   {}
 func (ask) probe()            {}
 func (checked) probe()        {}
 func (sessionChanged) probe() {}
@@ -68,6 +76,10 @@ func (m *probeMachine) Step(in probeIn) Output[check] {
 			out.Ended = append(out.Ended, TermEnd{Term: in.cmd})
 		}
 		out.Replies = append(out.Replies, r)
+	case endThenCheck:
+		m.term++
+		out.Ended = append(out.Ended, TermEnd{Term: in.term, Cause: errProbeClosed})
+		out.Commands = append(out.Commands, check{id: m.term, path: in.path})
 	case sessionChanged:
 		if in.state == zk.StateClosed {
 			for t := range m.waiting {
@@ -80,10 +92,17 @@ func (m *probeMachine) Step(in probeIn) Output[check] {
 
 var errProbeClosed = errors.New("probe: closed")
 
-func runProbe(conn zk.Conn) *Shell[probeIn, check] {
+func runProbe(conn zk.Conn) *Shell[probeIn, check] { return runProbeSeeing(conn, nil) }
+
+// runProbeSeeing runs the probe; seen, if set, is told of each command as
+// it is made.
+func runProbeSeeing(conn zk.Conn, seen func(check)) *Shell[probeIn, check] {
 	return Run[probeIn, check](conn, &probeMachine{state: events.StateStart, waiting: map[uint64]uint64{}}, Spec[probeIn, check]{
 		Recipe: "probe", Path: "/", Instance: "p1", Tracer: noop.NewTracerProvider().Tracer(""),
 		Exec: func(s *Shell[probeIn, check], c check, op Op) {
+			if seen != nil {
+				seen(c)
+			}
 			s.Go(func(ctx context.Context) (probeIn, bool) {
 				var ok bool
 				var err error
@@ -144,5 +163,34 @@ func TestShellRunsAnyPureMachine(t *testing.T) {
 		t.Fatalf("Do after Stop = %v, want the spec's Closed", err)
 	}
 	for range sub.C { // Stop ends the subscription
+	}
+}
+
+// A step that ends a granted term and makes a request (a delete of the
+// term's node, in a lock) closes the term's Loss before the request goes
+// out: whoever sees the request's effect sees the grant already lost.
+func TestLossClosesBeforeTheStepsRequests(t *testing.T) {
+	s := sim.New()
+	conn := s.Connect()
+	defer conn.Close()
+	if _, err := conn.Create(context.Background(), "/here", nil, zk.ModePersistent); err != nil {
+		t.Fatal(err)
+	}
+	var loss *Loss
+	closedAtRequest := make(chan bool, 1)
+	sh := runProbeSeeing(conn, func(c check) {
+		if c.path == "/after" {
+			closedAtRequest <- loss.Err() != nil
+		}
+	})
+	defer sh.Stop()
+	a, err := sh.Do(context.Background(), func(req uint64) probeIn { return ask{req: req, path: "/here"} })
+	if err != nil || a.Loss == nil {
+		t.Fatalf("ask /here = %+v, %v", a, err)
+	}
+	loss = a.Loss
+	sh.Post(endThenCheck{term: a.Grant, path: "/after"}, false)
+	if !<-closedAtRequest {
+		t.Fatal("the step's request went out before the ended grant's Loss closed")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -182,6 +183,7 @@ type Lock struct {
 	inst   *contention.Instance
 	tracer trace.Tracer
 
+	calls atomic.Int32 // Acquire calls under way (the read lock's make a write Acquire an upgrade)
 	mu    sync.Mutex
 	grant *Grant // the latest grant (the write lock's: what a downgrade sits beside)
 }
@@ -239,7 +241,7 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 	defer span.End()
 	in := contention.Acquire{Try: try}
 	switch {
-	case l == l.rw.write && l.rw.write.State() != events.StateLeader && acquiring(l.rw.read.State()):
+	case l == l.rw.write && l.held() == nil && (l.rw.read.held() != nil || l.rw.read.calls.Load() > 0):
 		err := fmt.Errorf("%w: the read lock is held or being acquired", ErrUpgrade)
 		l.inst.SpanError(span, err)
 		return false, nil, err
@@ -249,7 +251,9 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 			span.SetAttributes(attribute.Bool("zk.lock.downgrade", true))
 		}
 	}
+	l.calls.Add(1)
 	r, err := l.inst.Do(ctx, func(req uint64) contention.Input { in.Req = req; return in })
+	l.calls.Add(-1)
 	if err != nil {
 		l.inst.SpanError(span, err)
 		return false, nil, err
@@ -275,15 +279,6 @@ func (l *Lock) held() *Grant {
 		return nil
 	}
 	return l.grant
-}
-
-// acquiring reports whether a lock in state s holds or is on its way to.
-func acquiring(s events.State) bool {
-	switch s {
-	case events.StateOffer, events.StateDetermine, events.StateReady, events.StateLeader:
-		return true
-	}
-	return false
 }
 
 // Release gives back one hold; the last one deletes our node, and Release
