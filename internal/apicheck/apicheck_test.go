@@ -9,7 +9,7 @@ import (
 // The recipes' handles keep the engine they are built on out of their
 // public API: no exported name, signature or doc mentions it.
 func TestRecipesKeepTheEngineOut(t *testing.T) {
-	for _, dir := range []string{"../../machines/lock", "../../machines/election"} {
+	for _, dir := range []string{"../../machines/lock", "../../machines/election", "../../machines/rwlock"} {
 		found, err := Mentions(dir, "contention")
 		if err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,6 +120,7 @@ func TestPropertyRandomSteps(t *testing.T) {
 		}
 		var wg sync.WaitGroup
 		var faultMu sync.Mutex // one fault at a time
+		var faults atomic.Int32
 		perParticipant := steps / participants
 		for i, rw := range rws {
 			wg.Add(1)
@@ -142,11 +144,12 @@ func TestPropertyRandomSteps(t *testing.T) {
 					}
 				}
 				for step := range perParticipant {
-					if rng.IntN(400) == 0 && i < conns {
+					if rng.IntN(perParticipant/4) == 0 && i < conns {
 						// A fault on this participant's connection: a cut, or
 						// a cut then an expiry. Every grant on it is lost.
 						faultMu.Lock()
 						c := cs[i]
+						faults.Add(1)
 						tg.Disconnect(t, c)
 						chk.awaitLost(t, i)
 						if rng.IntN(2) == 0 {
@@ -248,7 +251,10 @@ func TestPropertyRandomSteps(t *testing.T) {
 			}
 		}
 		eventually(t, cs[0], path, "no node left after Close", count(0))
-		t.Logf("%d steps: %d write grants, at most %d readers together", steps, len(chk.writeTokens), chk.maxReaders)
+		if faults.Load() == 0 {
+			t.Error("no fault was injected")
+		}
+		t.Logf("%d steps, %d faults: %d write grants, at most %d readers together", steps, faults.Load(), len(chk.writeTokens), chk.maxReaders)
 	})
 }
 

@@ -1,0 +1,41 @@
+// Package rwlock is a distributed read/write lock on ZooKeeper: many
+// readers, or one writer.
+//
+// Each participant (New) has a read lock and a write lock on one path.
+// Each Acquire creates one ephemeral sequential node there, named exactly
+// like Apache Curator's InterProcessReadWriteLock
+// (_c_<uuid>-__READ__<seq> and _c_<uuid>-__WRIT__<seq>), so a Curator
+// process and this package exclude each other on the same path. The queue
+// is fair: a reader holds when no writer is ahead of it, and waits on the
+// last writer ahead of it (never on one behind it: kazoo deadlocked that
+// way); a writer holds when nothing is ahead of it, and waits on the node
+// right before its own. Readers behind a queued writer wait for it, so
+// writers do not starve.
+//
+// # Downgrade and upgrade
+//
+// A participant holding the write lock may take the read lock at once,
+// then release the write lock: a downgrade. The reader is created at the
+// writer's place in the queue (its node carries the writer's sequence, in
+// one multi that checks the writer still exists), so every writer queued
+// behind ours keeps waiting, now for the reader. Writers that waited on
+// our writer list the directory again when it goes, and find the reader.
+// (Curator gives a downgraded reader a new, later sequence: a queued writer
+// may get in beside it.)
+//
+// Holding only the read lock and asking for the write lock would wait
+// forever (the writer waits for every reader ahead of it, ours included):
+// it fails at once with ErrUpgrade, with nothing sent.
+//
+// # Grants
+//
+// A Grant says what lock.Grant says: Lost closes as soon as the hold can
+// no longer be trusted (Err says why), Token is the fencing token (our
+// node's czxid) and Guard a check for a zk Multi. Faults are handled as
+// the lock package describes: a create whose reply was lost is found by
+// its uuid, other lost replies are sent again, and whatever a participant
+// no longer wants is deleted, also after Close.
+//
+// Holders tells who holds a lock now, from any connection, without taking
+// part.
+package rwlock
