@@ -7,6 +7,7 @@
 //	zkbench lock -zk 127.0.0.1:2181 -clients 4 -duration 10s -warmup 2s
 //	zkbench rtt  -zk 127.0.0.1:2181 -n 1000
 //	zkbench election -zk 127.0.0.1:2181 -participants 5 -rounds 20 -kill-rounds 1
+//	zkbench rwlock -zk 127.0.0.1:2181 -readers 4 -writers 2 -hold-us 1000
 //
 // Latencies are objects {n, mean_us, p50_us, p90_us, p99_us, max_us} with
 // nearest-rank percentiles. -zk takes host:port[,host:port...], or "sim"
@@ -42,6 +43,8 @@ const usage = `usage: zkbench BENCH -zk ADDR [flags]
   election  participants (one session each) campaign on one path: time to the
          first leader, graceful failovers (resign → next leader), and kill
          rounds (the leader's session lost without a resign)
+  rwlock readers and writers (one session, one read/write lock participant and
+         one goroutine each) loop Acquire/hold/Release on one path
 
 ADDR is host:port[,host:port...] or "sim" (the in-memory simulator).
 "zkbench BENCH -h" lists a bench's flags.
@@ -53,6 +56,7 @@ var benches = map[string]func(ctx context.Context, args []string) (obj, error){
 	"lock":     lockBench,
 	"rtt":      rttBench,
 	"election": electionBench,
+	"rwlock":   rwlockBench,
 }
 
 func main() {

@@ -121,7 +121,7 @@ func TestRttBenchOnSim(t *testing.T) {
 }
 
 func TestBadArguments(t *testing.T) {
-	for _, args := range [][]string{nil, {"nosuch"}, {"lock"}, {"lock", "-zk", "sim", "-clients", "0"}, {"rtt", "-zk", "sim", "extra"}} {
+	for _, args := range [][]string{nil, {"nosuch"}, {"lock"}, {"lock", "-zk", "sim", "-clients", "0"}, {"rtt", "-zk", "sim", "extra"}, {"rwlock", "-zk", "sim", "-readers", "0", "-writers", "0"}} {
 		var stdout, stderr bytes.Buffer
 		if code := run(t.Context(), args, &stdout, &stderr); code == 0 || stdout.Len() > 0 {
 			t.Errorf("zkbench %q: exit %d, stdout %q; want a failure and no line", args, code, stdout.String())
@@ -156,5 +156,18 @@ func TestElectionBenchOnSim(t *testing.T) {
 		if k["new_leader"] == "victim" || k["new_leader"] == nil || k["failover_ms"] == nil {
 			t.Errorf("kill round %v", k)
 		}
+	}
+}
+
+func TestRWLockBenchOnSim(t *testing.T) {
+	out := runBench(t, "rwlock", "-zk", "sim", "-readers", "3", "-writers", "2", "-hold-us", "200", "-duration", "300ms", "-warmup", "50ms")
+	for _, k := range []string{"read_acquire_us", "write_acquire_us"} {
+		latency(t, out, k)
+	}
+	if out["violations"] != 0.0 || out["rw_ok"] != true || out["ok"] != true || out["lock_nodes_left"] != 0.0 {
+		t.Errorf("violations %v, rw_ok %v, ok %v, nodes left %v", out["violations"], out["rw_ok"], out["ok"], out["lock_nodes_left"])
+	}
+	if r, _ := out["max_concurrent_readers"].(float64); r < 2 {
+		t.Errorf("max_concurrent_readers = %v: readers never overlapped", r)
 	}
 }
