@@ -1,6 +1,6 @@
-// Command demo is a tour of zkrecipes: workers contending on a lock, and
+// Command demo is a tour of zkrecipes: workers contending on a lock,
 // participants electing a leader while the leader resigns and then
-// crashes. It prints every lifecycle event as it happens and ends with a
+// crashes, and readers and writers sharing a read/write lock. It prints every lifecycle event as it happens and ends with a
 // summary.
 //
 //	go run ./cmd/demo                          # on the embedded simulator
@@ -27,7 +27,7 @@ import (
 
 func main() {
 	addr := flag.String("zk", "", "ZooKeeper servers, host:port[,host:port...]; empty: the embedded simulator")
-	scenario := flag.String("scenario", "all", "lock, election or all")
+	scenario := flag.String("scenario", "all", "lock, election, rwlock or all")
 	workers := flag.Int("workers", 5, "lock: workers contending on one lock")
 	rounds := flag.Int("rounds", 3, "lock: acquisitions per worker")
 	hold := flag.Duration("hold", 5*time.Millisecond, "lock: how long a worker holds the lock")
@@ -50,9 +50,14 @@ func main() {
 		err = lockScenario(ctx, c, p, *workers, *rounds, *hold)
 	case "election":
 		err = electionScenario(ctx, c, p)
+	case "rwlock":
+		err = rwlockScenario(ctx, c, p)
 	case "all":
 		if err = lockScenario(ctx, c, p, *workers, *rounds, *hold); err == nil {
 			err = electionScenario(ctx, c, p)
+		}
+		if err == nil {
+			err = rwlockScenario(ctx, c, p)
 		}
 	default:
 		flag.Usage()

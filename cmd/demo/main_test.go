@@ -25,12 +25,17 @@ func TestScenariosOnSim(t *testing.T) {
 	if err := electionScenario(ctx, c, p); err != nil {
 		t.Fatalf("election: %v\n%s", err, out.String())
 	}
+	if err := rwlockScenario(ctx, c, p); err != nil {
+		t.Fatalf("rwlock: %v\n%s", err, out.String())
+	}
 	for _, want := range []string{
 		"acquisitions per worker: worker-1 2, worker-2 2, worker-3 2, worker-4 2",
 		"maximum concurrent holders (measured): 1",
 		"ELECTED_COMPLETE",
 		"(resigned) → ",
 		"(crashed) → ",
+		"holders: reader-1 reader-2 reader-3",
+		"holders: writer-1 reader-1",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
