@@ -4,7 +4,8 @@
 //
 //   java -cp <Debian's Curator and ZooKeeper jars> CuratorPeer.java CONNECT ROLE PATH ID
 //
-// ROLE is mutex (InterProcessMutex), latch (LeaderLatch) or selector
+// ROLE is mutex (InterProcessMutex), read or write (the read or the write
+// lock of an InterProcessReadWriteLock), latch (LeaderLatch) or selector
 // (LeaderSelector); ID is the participant id of a latch or selector. It
 // prints "CONNECTED <session id in hex>" once connected, then reads one
 // command a line from stdin and answers each with one line on stdout:
@@ -12,6 +13,8 @@
 //   any role   quit                -> BYE (and exits; so does EOF)
 //   mutex      acquire <ms>        -> ACQUIRED <node> | TIMEOUT
 //              release             -> RELEASED
+//   read/write acquire, release    as mutex; ACQUIRED names the first node of
+//                                     the lock's queue, not necessarily ours
 //   latch      start               -> STARTED; a new LeaderLatch joins, and its listener
 //                                     prints LEADER and NOTLEADER
 //   selector   start               -> STARTED; the leadership function prints LEADING,
@@ -43,6 +46,7 @@ import org.apache.curator.framework.recipes.leader.LeaderSelector;
 import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
 import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.retry.RetryOneTime;
 
 public final class CuratorPeer {
@@ -70,7 +74,7 @@ public final class CuratorPeer {
 
     public static void main(String[] argv) throws Exception {
         if (argv.length != 4) {
-            System.err.println("usage: CuratorPeer CONNECT mutex|latch|selector PATH ID");
+            System.err.println("usage: CuratorPeer CONNECT mutex|read|write|latch|selector PATH ID");
             System.exit(2);
         }
         String connect = argv[0], role = argv[1], path = argv[2], id = argv[3];
@@ -94,6 +98,12 @@ public final class CuratorPeer {
         switch (role) {
             case "mutex":
                 mutex = new InterProcessMutex(client, path);
+                break;
+            case "read":
+                mutex = new InterProcessReadWriteLock(client, path).readLock();
+                break;
+            case "write":
+                mutex = new InterProcessReadWriteLock(client, path).writeLock();
                 break;
             case "latch":
                 break; // each start makes a new LeaderLatch: a closed one cannot start again
