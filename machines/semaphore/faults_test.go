@@ -266,3 +266,43 @@ func TestCloseDuringDisconnect(t *testing.T) {
 		mustAcquire(t, ctx, other)
 	})
 }
+
+// A lease AcquireN took is lost (SUSPENDED) while it waits for the next:
+// AcquireN takes one again, and returns n leases that are all held.
+func TestAcquireNRetakesALostLease(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const path = "/sem/n-lost"
+		c := tg.Connect(t)
+		other := newSem(t, tg.Connect(t), path, 2)
+		s := newSem(t, c, path, 2)
+		lo := mustAcquire(t, ctx, other)
+		sub := s.Subscribe()
+		defer sub.Close()
+		type result struct {
+			ls  []*semaphore.Lease
+			err error
+		}
+		res := make(chan result, 1)
+		go func() {
+			ls, err := s.AcquireN(ctx, 2)
+			res <- result{ls, err}
+		}()
+		waitQueued(t, sub) // the first held, the second waits behind it and the other's
+		tg.Disconnect(t, c)
+		tg.Reconnect(t, c)
+		if err := lo.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := <-res
+		if r.err != nil || len(r.ls) != 2 {
+			t.Fatalf("AcquireN(2) = %d leases, %v", len(r.ls), r.err)
+		}
+		for _, l := range r.ls {
+			if l.Err() != nil {
+				t.Errorf("AcquireN returned a lost lease: %s: %v", l.Node(), l.Err())
+			}
+		}
+		eventually(t, c, path, "only AcquireN's two nodes", func(kids []string) bool { return len(kids) == 2 })
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -417,7 +418,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (bool, *Lease, error) {
 }
 
 // AcquireN takes n leases, all or none: it takes them one after the
-// other, and when one fails or ctx ends it releases those it took
+// other (taking one again if one it took is lost meanwhile, so that all
+// are held when it returns), and when one fails or ctx ends it releases
+// those it took
 // (waiting at most the close timeout for that) and returns the error.
 // ErrInvalidOption for n below 1 or above maxLeases, before anything is
 // sent. The AcquireN calls of one handle take turns; two processes whose
@@ -438,14 +441,23 @@ func (s *Semaphore) AcquireN(ctx context.Context, n int) ([]*Lease, error) {
 		return nil, ctx.Err()
 	}
 	var ls []*Lease
-	for range n {
+	for len(ls) < n {
 		_, l, err := s.acquire(ctx, nil, false)
 		if err != nil {
 			s.giveBack(ctx, ls)
 			s.spanError(span, err)
 			return nil, err
 		}
-		ls = append(ls, l)
+		// A lease lost while we waited for the next (SUSPENDED, under
+		// the default policy) is given back and taken again: all n are
+		// held when AcquireN returns.
+		ls = slices.DeleteFunc(append(ls, l), func(l *Lease) bool {
+			if l.Err() == nil {
+				return false
+			}
+			_ = l.release(ctx) // ErrNotHeld: its instance goes back to the pool
+			return true
+		})
 	}
 	return ls, nil
 }
