@@ -479,12 +479,16 @@ func (s *Semaphore) spanAttrs(n int) trace.SpanStartOption {
 		attribute.Int("zk.semaphore.max_leases", s.max), attribute.Int("zk.semaphore.n", n))
 }
 
-// spanError marks span as failed with err, if err is not nil.
+// spanError marks span as failed with err, if err is not nil: the Error
+// status and error.type, named knowing the semaphore's errors.
 func (s *Semaphore) spanError(span trace.Span, err error) {
 	s.mu.Lock()
 	inst := s.all[0].inst
 	s.mu.Unlock()
 	inst.SpanError(span, err)
+	if errors.Is(err, ErrMaxLeasesMismatch) {
+		span.SetAttributes(attribute.String("error.type", "max_leases_mismatch"))
+	}
 }
 
 // acquire takes one lease; span, if not nil, is the call's span, told the
