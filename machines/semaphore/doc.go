@@ -13,9 +13,10 @@
 // <path>/leases/_c_<uuid>-lease-<seq10>, Curator V2's layout, so a Curator
 // process and this package count each other's leases on the same path and
 // never exceed maxLeases together. A contender holds a lease when fewer
-// than maxLeases lease nodes are queued before its own (the contention
-// engine's Leases predicate); a waiter watches the leases directory, and
-// a lease that ends wakes it through that watch. There is no internal
+// than maxLeases lease nodes are queued before its own (the lock's
+// algorithm, with that rule for holding); a waiter watches the leases
+// directory, and a lease that ends wakes it through that watch (every
+// waiter reads the directory again then). There is no internal
 // mutex: Curator passes every acquirer through one under <path>/locks (a
 // create, a listing and a delete more per lease); this package needs none,
 // since a node queued before ours can only go, never come.
@@ -40,8 +41,8 @@
 // # Handles and leases
 //
 // One handle may hold several leases at once (AcquireN, or concurrent
-// Acquires). Each lease is one term of one contention-engine instance,
-// an actor of its own; the handle keeps a pool of them, one per lease
+// Acquires). Each lease is one term of one machine, an actor of its own
+// like a lock handle's; the handle keeps a pool of them, one per lease
 // held or wanted at once, reused for later leases and all stopped by
 // Close. Lifecycle events of every instance come through Subscribe.
 // AcquireN takes its leases one after the other, all or none; see its doc

@@ -72,8 +72,8 @@ var (
 // Semaphore is a handle on a distributed counting semaphore: at most
 // maxLeases leases are held at once, over every handle and process on the
 // path. One handle may hold several leases at once; each lease is one
-// contender of the contention engine, run by one of the handle's
-// instances (a pool: one per lease held or wanted at once, reused after).
+// contender, run by one of the handle's machines (a pool: one per lease
+// held or wanted at once, reused after).
 // Its methods are safe for concurrent use.
 type Semaphore struct {
 	conn   zk.Conn
