@@ -1,15 +1,19 @@
 // Command demo is a tour of zkrecipes: workers contending on a lock,
 // participants electing a leader while the leader resigns and then
-// crashes, and readers and writers sharing a read/write lock. It prints every lifecycle event as it happens and ends with a
+// crashes, readers and writers sharing a read/write lock, and workers
+// sharing the leases of a semaphore while a holder's session ends. It
+// prints every lifecycle event as it happens and ends with a
 // summary.
 //
 //	go run ./cmd/demo                          # on the embedded simulator
 //	go run ./cmd/demo -zk 127.0.0.1:2181       # on a real server or ensemble
 //	go run ./cmd/demo -scenario lock -workers 8 -rounds 5
+//	go run ./cmd/demo -scenario semaphore      # 8 workers, 3 leases
 //
 // Each worker and participant has its own session, as separate processes
 // would. The exit code is 0 when every check held (one holder at a time,
-// a leader after each change), 1 otherwise.
+// a leader after each change, never more holders than leases and the
+// lease of an ended session back), 1 otherwise.
 package main
 
 import (
@@ -27,10 +31,10 @@ import (
 
 func main() {
 	addr := flag.String("zk", "", "ZooKeeper servers, host:port[,host:port...]; empty: the embedded simulator")
-	scenario := flag.String("scenario", "all", "lock, election, rwlock or all")
+	scenario := flag.String("scenario", "all", "lock, election, rwlock, semaphore or all")
 	workers := flag.Int("workers", 5, "lock: workers contending on one lock")
-	rounds := flag.Int("rounds", 3, "lock: acquisitions per worker")
-	hold := flag.Duration("hold", 5*time.Millisecond, "lock: how long a worker holds the lock")
+	rounds := flag.Int("rounds", 3, "lock, semaphore: acquisitions per worker")
+	hold := flag.Duration("hold", 5*time.Millisecond, "lock, semaphore: how long a worker holds the lock or a lease")
 	flag.Parse()
 	if *workers < 1 || *rounds < 1 || flag.NArg() > 0 {
 		flag.Usage()
@@ -52,9 +56,13 @@ func main() {
 		err = electionScenario(ctx, c, p)
 	case "rwlock":
 		err = rwlockScenario(ctx, c, p)
+	case "semaphore":
+		err = semaphoreScenario(ctx, c, p, *rounds, *hold)
 	case "all":
 		if err = lockScenario(ctx, c, p, *workers, *rounds, *hold); err == nil {
-			err = electionScenario(ctx, c, p)
+			if err = electionScenario(ctx, c, p); err == nil {
+				err = semaphoreScenario(ctx, c, p, *rounds, *hold)
+			}
 		}
 		if err == nil {
 			err = rwlockScenario(ctx, c, p)

@@ -42,3 +42,23 @@ func TestScenariosOnSim(t *testing.T) {
 		}
 	}
 }
+
+func TestSemaphoreScenarioOnSim(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	c := &cluster{sim: sim.New(), where: "the simulator"}
+	if err := semaphoreScenario(ctx, c, newPrinter(&out), 2, time.Millisecond); err != nil {
+		t.Fatalf("semaphore: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"leases taken per worker: worker-1 1 (lost with its session), worker-2 3, worker-3 3, worker-4 3, worker-5 3, worker-6 3, worker-7 3, worker-8 3",
+		"maximum concurrent holders (measured): 3 while worker-1 held, 3 after its session ended",
+		"worker-1: its session expired; its Lease.Lost() closed",
+		"worker-1    LOST",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}

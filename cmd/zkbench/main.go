@@ -1,6 +1,6 @@
 // Command zkbench measures zkrecipes against a ZooKeeper server and prints
 // one JSON line per run, in the shape the peer benchmark programs print
-// (Apache Curator's LockBench, RawRtt and ElectionBench, kazoo's,
+// (Apache Curator's LockBench, RawRtt, ElectionBench and SemaphoreBench, kazoo's,
 // go-zookeeper's Lock; those programs are not part of this repository), so
 // that lines from one run can be compared side by side:
 //
@@ -8,6 +8,7 @@
 //	zkbench rtt  -zk 127.0.0.1:2181 -n 1000
 //	zkbench election -zk 127.0.0.1:2181 -participants 5 -rounds 20 -kill-rounds 1
 //	zkbench rwlock -zk 127.0.0.1:2181 -readers 4 -writers 2 -hold-us 1000
+//	zkbench semaphore -zk 127.0.0.1:2181 -clients 8 -leases 2 -hold-us 1000
 //
 // Latencies are objects {n, mean_us, p50_us, p90_us, p99_us, max_us} with
 // nearest-rank percentiles. -zk takes host:port[,host:port...], or "sim"
@@ -45,6 +46,8 @@ const usage = `usage: zkbench BENCH -zk ADDR [flags]
          rounds (the leader's session lost without a resign)
   rwlock readers and writers (one session, one read/write lock participant and
          one goroutine each) loop Acquire/hold/Release on one path
+  semaphore  C clients (one session, one semaphore handle, one goroutine each)
+         loop Acquire / hold / Release of one lease of a semaphore of L leases
 
 ADDR is host:port[,host:port...] or "sim" (the in-memory simulator).
 "zkbench BENCH -h" lists a bench's flags.
@@ -53,10 +56,11 @@ ADDR is host:port[,host:port...] or "sim" (the in-memory simulator).
 // benches maps a bench name to its function. A bench parses its own flags
 // and returns its result line.
 var benches = map[string]func(ctx context.Context, args []string) (obj, error){
-	"lock":     lockBench,
-	"rtt":      rttBench,
-	"election": electionBench,
-	"rwlock":   rwlockBench,
+	"lock":      lockBench,
+	"rtt":       rttBench,
+	"election":  electionBench,
+	"rwlock":    rwlockBench,
+	"semaphore": semaphoreBench,
 }
 
 func main() {

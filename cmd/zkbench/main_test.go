@@ -121,7 +121,9 @@ func TestRttBenchOnSim(t *testing.T) {
 }
 
 func TestBadArguments(t *testing.T) {
-	for _, args := range [][]string{nil, {"nosuch"}, {"lock"}, {"lock", "-zk", "sim", "-clients", "0"}, {"rtt", "-zk", "sim", "extra"}, {"rwlock", "-zk", "sim", "-readers", "0", "-writers", "0"}} {
+	for _, args := range [][]string{nil, {"nosuch"}, {"lock"}, {"lock", "-zk", "sim", "-clients", "0"}, {"rtt", "-zk", "sim", "extra"},
+		{"rwlock", "-zk", "sim", "-readers", "0", "-writers", "0"},
+		{"semaphore", "-zk", "sim", "-leases", "0"}, {"semaphore", "-zk", "sim", "-clients", "0"}, {"semaphore", "-zk", "sim", "-hold-us", "-1"}} {
 		var stdout, stderr bytes.Buffer
 		if code := run(t.Context(), args, &stdout, &stderr); code == 0 || stdout.Len() > 0 {
 			t.Errorf("zkbench %q: exit %d, stdout %q; want a failure and no line", args, code, stdout.String())
@@ -169,5 +171,31 @@ func TestRWLockBenchOnSim(t *testing.T) {
 	}
 	if r, _ := out["max_concurrent_readers"].(float64); r < 2 {
 		t.Errorf("max_concurrent_readers = %v: readers never overlapped", r)
+	}
+}
+
+func TestSemaphoreBenchOnSim(t *testing.T) {
+	out := runBench(t, "semaphore", "-zk", "sim", "-clients", "5", "-leases", "2", "-hold-us", "200", "-duration", "300ms", "-warmup", "50ms")
+	for _, k := range []string{"acquire_us", "release_us", "cycle_us"} {
+		latency(t, out, k)
+	}
+	if out["leases"] != 2.0 || out["mode"] != "contended" || out["violations"] != 0.0 || out["ok"] != true {
+		t.Errorf("leases %v, mode %v, violations %v, ok %v", out["leases"], out["mode"], out["violations"], out["ok"])
+	}
+	if m := out["max_holders"].(float64); m < 1 || m > 2 {
+		t.Errorf("max_holders = %v with 2 leases", m)
+	}
+	if _, ok := out["acq_per_s"].(float64); !ok {
+		t.Errorf("acq_per_s = %v", out["acq_per_s"])
+	}
+	if out["lease_nodes_left"] != 0.0 {
+		t.Errorf("lease_nodes_left = %v", out["lease_nodes_left"])
+	}
+	if lo := out["per_client_min"].(float64); lo < 1 {
+		t.Errorf("per_client_min = %v: a client was never served", lo)
+	}
+	params := out["params"].(map[string]any)
+	if params["hold_us"] != 200.0 || params["leases"] != 2.0 {
+		t.Errorf("params = %v", params)
 	}
 }
