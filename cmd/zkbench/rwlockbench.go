@@ -13,14 +13,6 @@ import (
 	"github.com/zkrecipes/zkrecipes/machines/rwlock"
 )
 
-// holdFor keeps a lock for d, as the peers do: a sleep (Curator parks
-// until 50 µs before the end, then spins).
-func holdFor(d time.Duration) {
-	if d > 0 {
-		time.Sleep(d)
-	}
-}
-
 // rwClient is one client's share of an rwlock run: measured samples only.
 type rwClient struct {
 	acquire []time.Duration
@@ -101,7 +93,7 @@ func rwlockBench(ctx context.Context, args []string) (obj, error) {
 					if writersIn.Add(1) != 1 || readersIn.Load() != 0 {
 						violations.Add(1)
 					}
-					holdFor(hold)
+					work(hold)
 					if readersIn.Load() != 0 {
 						violations.Add(1)
 					}
@@ -113,7 +105,7 @@ func rwlockBench(ctx context.Context, args []string) (obj, error) {
 					if writersIn.Load() != 0 {
 						violations.Add(1)
 					}
-					holdFor(hold)
+					work(hold)
 					if writersIn.Load() != 0 {
 						violations.Add(1)
 					}

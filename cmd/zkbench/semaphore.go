@@ -149,15 +149,3 @@ func semaphoreBench(ctx context.Context, args []string) (obj, error) {
 		field{"lease_nodes_left", left},
 	), nil
 }
-
-// work holds the CPU's attention for d, as the peers' hold does: a sleep
-// for all but the last 50 µs (when d is at least 200 µs), then a spin to
-// the end, so that the hold lasts d and not a scheduler tick more.
-func work(d time.Duration) {
-	end := time.Now().Add(d)
-	if d >= 200*time.Microsecond {
-		time.Sleep(d - 50*time.Microsecond)
-	}
-	for time.Now().Before(end) {
-	}
-}

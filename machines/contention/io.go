@@ -36,10 +36,13 @@ type Acquire struct {
 type cancelReq struct{ Req uint64 }
 
 // Release hands back one hold (re-entrant holds count), or with All every
-// hold at once.
+// hold at once. NoMark: the last one deletes our node plainly, without the
+// release mark, so the waiter behind lists the directory again (a
+// read/write lock's writer that leaves its downgraded reader beside it).
 type Release struct {
-	Req uint64
-	All bool
+	Req    uint64
+	All    bool
+	NoMark bool
 }
 
 // shutdown ends the machine: waiters fail with ErrClosed, our node is
@@ -168,10 +171,14 @@ func (i Acquire) String() string {
 }
 func (i cancelReq) String() string { return fmt.Sprintf("Cancel req=%d", i.Req) }
 func (i Release) String() string {
+	s := fmt.Sprintf("Release req=%d", i.Req)
 	if i.All {
-		return fmt.Sprintf("Release req=%d all", i.Req)
+		s += " all"
 	}
-	return fmt.Sprintf("Release req=%d", i.Req)
+	if i.NoMark {
+		s += " nomark"
+	}
+	return s
 }
 func (i shutdown) String() string { return fmt.Sprintf("Shutdown req=%d", i.Req) }
 func (i handover) String() string { return fmt.Sprintf("Handover req=%d", i.Req) }

@@ -171,6 +171,7 @@ type term struct {
 	announced bool   // our hold mark was asked for (HoldMarks)
 	ownWatch  uint64 // the readDir whose watch on our node tells of its deletion
 	try       bool   // only TryAcquire callers: give up instead of waiting
+	plain     bool   // a Release asked for no release mark (Release.NoMark)
 }
 
 // request is a command in flight (or stalled) and what it is for.
@@ -357,6 +358,7 @@ func (m *Machine) release(in Release) {
 	if in.All {
 		m.holds = 1
 	}
+	m.term.plain = m.term.plain || in.NoMark
 	m.releaseOne([]uint64{in.Req})
 }
 
@@ -856,13 +858,13 @@ func (m *Machine) grant(req uint64) {
 }
 
 // stop ends a held term because of cause (released, closed): our node is
-// deleted with the release mark, or plainly and then its hold mark
-// (HoldMarks).
+// deleted with the release mark, or plainly (Release.NoMark) or plainly and
+// then its hold mark (HoldMarks).
 func (m *Machine) stop(t *term, releasers []uint64, cause error) {
 	m.fire(trStop)
 	m.emit(events.StopStart, nil)
 	m.endTerm(t, cause)
-	m.deleteTermNode(t, !m.cfg.HoldMarks, releasers, t.n)
+	m.deleteTermNode(t, !m.cfg.HoldMarks && !t.plain, releasers, t.n)
 }
 
 // abandon ends a term that does not hold: its node (if any) is deleted; a

@@ -92,23 +92,26 @@ func (p Predicate) blockers(below []string, ours string) []string {
 func (p Predicate) watchesDir() bool { return p.kind == leases }
 
 // afterGone says what a waiter does when gone, the node it watched (the
-// last of its blockers), is gone; held tells that gone held (its mark was
-// seen).
+// last of its blockers), is gone; held tells that gone left as a holder
+// (its release mark, or its hold mark, was seen).
 //
 // hold: it holds now, with no read. A node that held had nothing below it
 // that excludes it, and nodes appear below ours only by a downgrade: a
-// writer that re-creates itself as a reader at its own sequence. So an
-// exclusive waiter holds, and so does a reader behind a writer that held
-// (a reader made below it does not exclude it).
+// writer that makes a reader at its own sequence while it holds. A writer
+// that leaves a reader so releases with a plain delete, not the release
+// mark (Release.NoMark). So an exclusive waiter holds, a reader behind a
+// writer that held holds (a reader below does not exclude it), and so does
+// a writer behind a writer that left with its mark.
 //
-// relist: it lists the directory again. A writer behind a writer must:
-// the writer may have downgraded, leaving a reader below ours (see
-// mustRelist). Otherwise it checks the other nodes it saw below.
+// relist: it lists the directory again: a writer behind a writer that went
+// with no mark (a downgrade's release, a waiter that gave up, an expiry,
+// Curator) may have left a reader below ours (see mustRelist). Otherwise
+// it checks the other nodes it saw below.
 func (p Predicate) afterGone(ours, gone string, held bool) (hold, relist bool) {
 	switch {
-	case p.mustRelist(ours, gone):
+	case p.mustRelist(ours, gone) && !held:
 		return false, true
-	case p.kind == exclusive, p.isReader(ours):
+	case p.kind == exclusive, p.isReader(ours), !p.isReader(gone):
 		return held, false
 	}
 	// A writer behind a reader that held: readers hold together, so the
@@ -117,9 +120,9 @@ func (p Predicate) afterGone(ours, gone string, held bool) (hold, relist bool) {
 }
 
 // mustRelist reports whether a waiter that finds gone, a node it saw
-// below its own, gone (watched or checked) must list the directory again
-// before it trusts what it saw: under read/write, a writer behind a
-// writer, which may have downgraded to a reader below ours.
+// below its own, gone with no mark (watched or checked) must list the
+// directory again before it trusts what it saw: under read/write, a writer
+// behind a writer, which may have downgraded to a reader below ours.
 func (p Predicate) mustRelist(ours, gone string) bool {
 	return p.kind == readWrite && !p.isReader(ours) && !p.isReader(gone)
 }

@@ -90,27 +90,55 @@ func TestTranscriptWriterBehindReaders(t *testing.T) {
 	tr.check("rw_writer_behind_readers")
 }
 
-// A writer behind a writer that held looks again (one listing) before it
-// holds: a downgrading writer makes a reader below it. Here the listing
-// finds one, and the writer waits for it.
+// A writer behind a writer that went with no mark (a plain delete: a
+// downgrading writer's release, a waiter that gave up, Curator) looks
+// again (one listing) before it holds: the writer may have left a reader
+// at its sequence, below ours. Here the listing finds one, and the writer
+// waits for it.
 func TestTranscriptWriterBehindWriterRereads(t *testing.T) {
 	tr := newRWTranscript(t)
 	tr.step(Acquire{Req: 1})
 	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__WRIT__0000000002"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_w1-__WRIT__0000000001", "_c_uuid1-__WRIT__0000000002"}, Own: own(0x50), OwnExists: true})
 	tr.step(watching{Cmd: 3, Exists: true})
-	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: ReleaseMark("/app/rw/_c_w1-__WRIT__0000000001")}})
-	if len(out.Commands) != 1 {
-		t.Fatalf("want one read, got %+v", out)
+	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w1-__WRIT__0000000001"}})
+	if _, ok := only[readDir](out); !ok {
+		t.Fatalf("want the directory read again, got %+v", out.Commands)
 	}
-	if _, ok := out.Commands[0].(readDir); !ok {
-		t.Fatalf("want the directory read again, got %T", out.Commands[0])
-	}
-	out = tr.step(dirRead{Cmd: 4, Children: []string{"_c_w1-__READ__0000000000", "_c_uuid1-__WRIT__0000000002"}, Own: own(0x50), OwnExists: true})
-	if len(out.Replies) != 0 || len(out.Commands) != 1 || out.Commands[0].(watchNode).Path != "/app/rw/_c_w1-__READ__0000000000" {
+	out = tr.step(dirRead{Cmd: 4, Children: []string{"_c_w1-__READ__0000000001", "_c_uuid1-__WRIT__0000000002"}, Own: own(0x50), OwnExists: true})
+	if len(out.Replies) != 0 || len(out.Commands) != 1 || out.Commands[0].(watchNode).Path != "/app/rw/_c_w1-__READ__0000000001" {
 		t.Fatalf("want a watch on the downgraded reader, got %+v", out)
 	}
 	tr.check("rw_writer_behind_writer_rereads")
+}
+
+// A writer behind a writer that left with its release mark holds with no
+// read: a writer releases with the mark only when it leaves no reader of
+// its own beside it (a downgrade's release is plain, Release.NoMark).
+func TestTranscriptWriterBehindMarkedWriterHolds(t *testing.T) {
+	tr := newRWTranscript(t)
+	tr.step(Acquire{Req: 1})
+	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__WRIT__0000000002"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_w1-__WRIT__0000000001", "_c_uuid1-__WRIT__0000000002"}, Own: own(0x50), OwnExists: true})
+	tr.step(watching{Cmd: 3, Exists: true})
+	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: ReleaseMark("/app/rw/_c_w1-__WRIT__0000000001")}})
+	if !grantedAtOnce(out, 1) {
+		t.Fatalf("want a grant with no read, got %+v", out)
+	}
+	tr.check("rw_writer_behind_marked_writer_holds")
+}
+
+// A held writer released with NoMark deletes its node plainly.
+func TestTranscriptReleaseNoMark(t *testing.T) {
+	tr := newRWTranscript(t)
+	tr.step(Acquire{Req: 1})
+	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__WRIT__0000000001"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-__WRIT__0000000001"}, Own: own(0x50), OwnExists: true})
+	out := tr.step(Release{Req: 2, NoMark: true})
+	if d, ok := only[deleteNode](out); !ok || d.Release {
+		t.Fatalf("want a plain delete, got %+v", out.Commands)
+	}
+	tr.check("rw_release_no_mark")
 }
 
 // A writer behind a reader checks the nodes it saw below when the reader
@@ -234,8 +262,8 @@ func TestPredicateAfterGone(t *testing.T) {
 		{"exclusive: a waiter gone, check the rest", Exclusive(), l, pl, false, false, false, false},
 		{"reader behind a writer that held holds", ReadWrite(rd), r, pw, true, true, false, false},
 		{"reader behind a writer that gave up checks", ReadWrite(rd), r, pw, false, false, false, false},
-		{"writer behind a writer that held lists again", ReadWrite(rd), w, pw, true, false, true, true},
-		{"writer behind a writer that gave up lists again", ReadWrite(rd), w, pw, false, false, true, true},
+		{"writer behind a writer that left with its mark holds", ReadWrite(rd), w, pw, true, true, false, true},
+		{"writer behind a writer gone plainly lists again", ReadWrite(rd), w, pw, false, false, true, true},
 		{"writer behind a reader that held checks the rest", ReadWrite(rd), w, pr, true, false, false, false},
 		{"writer behind a reader that gave up checks the rest", ReadWrite(rd), w, pr, false, false, false, false},
 	} {

@@ -76,8 +76,11 @@ var errs = contention.Errors{
 type RWLock struct {
 	path        string
 	read, write *Lock
-	closeOnce   sync.Once
-	closeErr    error
+	// downgrade orders a downgrade's create before the write lock's
+	// release, which then knows a reader sits beside it (see Release).
+	downgrade sync.Mutex
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Option configures an RWLock. A nil Option is ignored.
@@ -165,7 +168,10 @@ func (rw *RWLock) WriteLock() *Lock { return rw.write }
 // result.
 func (rw *RWLock) Close() error {
 	rw.closeOnce.Do(func() {
-		rw.closeErr = errors.Join(rw.write.inst.Close(), rw.read.inst.Close())
+		// The reader first: a writer's node goes with its release mark,
+		// which tells the writer behind it that no reader of ours is left.
+		rerr := rw.read.inst.Close()
+		rw.closeErr = errors.Join(rerr, rw.write.inst.Close())
 		if errors.Is(rw.closeErr, ErrCleanupPending) {
 			rw.closeErr = ErrCleanupPending
 		}
@@ -246,9 +252,13 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 		l.inst.SpanError(span, err)
 		return false, nil, err
 	case l == l.rw.read:
+		l.rw.downgrade.Lock()
 		if w := l.rw.write.held(); w != nil {
 			in.Beside = w.node
 			span.SetAttributes(attribute.Bool("zk.lock.downgrade", true))
+			defer l.rw.downgrade.Unlock() // until the reader is made
+		} else {
+			l.rw.downgrade.Unlock()
 		}
 	}
 	l.calls.Add(1)
@@ -287,7 +297,17 @@ func (l *Lock) held() *Grant {
 func (l *Lock) Release(ctx context.Context) error {
 	ctx, span := l.tracer.Start(ctx, "rwlock."+l.kind+".release", trace.WithAttributes(attribute.String("zk.lock.path", l.rw.path)))
 	defer span.End()
-	_, err := l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req} })
+	in := contention.Release{}
+	if l == l.rw.write {
+		// A writer that leaves no reader of ours beside it releases with
+		// the release mark, and the writer behind it holds with no read; one
+		// that leaves its downgraded reader deletes plainly, and the writer
+		// behind lists again and finds the reader.
+		l.rw.downgrade.Lock()
+		defer l.rw.downgrade.Unlock()
+		in.NoMark = l.rw.read.held() != nil
+	}
+	_, err := l.inst.Do(ctx, func(req uint64) contention.Input { in.Req = req; return in })
 	l.inst.SpanError(span, err)
 	return err
 }
