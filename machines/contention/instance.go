@@ -254,6 +254,35 @@ func forwardWatches(ctx context.Context, sh *runtime.Shell[Input, Command], cmd 
 	}
 }
 
+// forwardEach posts one watchFired per watch in ws, as each fires, the
+// last as the goroutine's answer; it stops early when ctx ends.
+func forwardEach(ctx context.Context, sh *runtime.Shell[Input, Command], cmd uint64, ws []<-chan zk.WatchEvent) (Input, bool) {
+	fired := make(chan zk.WatchEvent, len(ws))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, w := range ws {
+		wg.Go(func() {
+			select {
+			case ev := <-w:
+				fired <- ev
+			case <-ctx.Done():
+			}
+		})
+	}
+	for i := range ws {
+		select {
+		case ev := <-fired:
+			if i == len(ws)-1 {
+				return watchFired{Cmd: cmd, Event: ev}, true
+			}
+			sh.Post(watchFired{Cmd: cmd, Event: ev}, true)
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
 // answers is the command an input answers (0: none).
 func answers(i Input) uint64 {
 	switch i := i.(type) {
@@ -402,20 +431,35 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := nodesChecked{Cmd: c.Cmd, Exists: make([]bool, len(c.Paths))}
 			errs := make([]error, len(c.Paths))
+			watches := make([]<-chan zk.WatchEvent, len(c.Paths))
 			var wg sync.WaitGroup
 			for i, p := range c.Paths {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					op(ctx, "exists", func(ctx context.Context) error {
-						_, r.Exists[i], errs[i] = conn.Exists(ctx, p)
+					op(ctx, "children", func(ctx context.Context) error {
+						_, _, watches[i], errs[i] = conn.ChildrenW(ctx, p)
 						return errs[i]
 					})
+					r.Exists[i] = errs[i] == nil
+					if errors.Is(errs[i], zk.ErrNoNode) {
+						errs[i] = nil
+					}
 				}()
 			}
 			wg.Wait()
 			r.Err = errors.Join(errs...)
-			return r, true
+			var live []<-chan zk.WatchEvent
+			for i, w := range watches {
+				if r.Exists[i] && w != nil {
+					live = append(live, w)
+				}
+			}
+			if r.Err != nil || len(live) == 0 {
+				return r, true // a failed check is sent again, with new watches
+			}
+			sh.Post(r, true)
+			return forwardEach(ctx, sh, c.Cmd, live)
 		})
 	case announceMark:
 		sh.Go(func(ctx context.Context) (Input, bool) {

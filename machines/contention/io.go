@@ -266,11 +266,14 @@ type readDir struct {
 	Own string
 }
 
-// listDir lists Dir's children (to find our node by uuid after a lost
-// create reply). Reply: dirListed.
+// listDir lists Dir's children: to find our node by uuid after a lost
+// create reply, or, with Relist, for a waiter that must see nodes made
+// below it since DETERMINE (our node's watch, set then, is still armed).
+// Reply: dirListed.
 type listDir struct {
-	Cmd uint64
-	Dir string
+	Cmd    uint64
+	Dir    string
+	Relist bool
 }
 
 // watchNode checks that Path exists and leaves two one-shot watches, both
@@ -290,7 +293,9 @@ type watchNode struct {
 }
 
 // checkNodes asks whether each of Paths exists, all requests in flight
-// together. Reply: nodesChecked.
+// together, and leaves a child watch on each that does (one-shot: it fires
+// when the node is deleted). Reply: nodesChecked, then one watchFired per
+// node that existed, as each goes.
 type checkNodes struct {
 	Cmd   uint64
 	Paths []string
@@ -342,7 +347,12 @@ func (c ensureDir) String() string { return fmt.Sprintf("EnsureDir cmd=%d dir=%s
 func (c readDir) String() string {
 	return fmt.Sprintf("ReadDir cmd=%d dir=%s own=%s", c.Cmd, c.Dir, c.Own)
 }
-func (c listDir) String() string { return fmt.Sprintf("ListDir cmd=%d dir=%s", c.Cmd, c.Dir) }
+func (c listDir) String() string {
+	if c.Relist {
+		return fmt.Sprintf("ListDir cmd=%d dir=%s relist", c.Cmd, c.Dir)
+	}
+	return fmt.Sprintf("ListDir cmd=%d dir=%s", c.Cmd, c.Dir)
+}
 func (c watchNode) String() string {
 	if c.Dir {
 		return fmt.Sprintf("WatchNode cmd=%d dir=%s", c.Cmd, c.Path)

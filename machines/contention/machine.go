@@ -165,6 +165,9 @@ type term struct {
 	below   []string // lower nodes we saw, ascending; we watch the last
 	pending uint64   // the term's outstanding command, 0 when only a watch is armed
 	watch   uint64   // the command whose watches we wait for
+	// watchesAll: watch is a checkNodes, whose watches are on every node
+	// in below (each deletion counts), not a watchNode on the last.
+	watchesAll bool
 	// predHeld: the node we watch holds or held (its hold mark was seen),
 	// so when it goes nothing below ours is left.
 	predHeld  bool
@@ -519,6 +522,10 @@ func (m *Machine) dirListed(in dirListed) {
 		m.send(r)
 		return
 	}
+	if r.cmd.(listDir).Relist {
+		m.relisted(t, in)
+		return
+	}
 	prefix := r.prefix()
 	var found string
 	if in.Err == nil {
@@ -620,6 +627,10 @@ func (m *Machine) watchFired(in watchFired) {
 		}
 		return
 	}
+	if t.watchesAll {
+		m.checkedGone(t, in.Event)
+		return
+	}
 	pred := t.below[len(t.below)-1]
 	switch {
 	case in.Event.Type == zk.EventNodeCreated && in.Event.Path == ReleaseMark(pred):
@@ -651,7 +662,7 @@ func (m *Machine) ownNodeGone(in ownNodeGone) {
 // nothing below is left and we hold; otherwise (a waiter that gave up, an
 // expired session) it looks at what is left below.
 func (m *Machine) predecessorGone(t *term) {
-	t.watch = 0
+	t.watch, t.watchesAll = 0, false
 	hold, relist := m.cfg.Predicate.afterGone(t.node, t.below[len(t.below)-1], t.predHeld)
 	switch {
 	case hold:
@@ -674,18 +685,32 @@ func (m *Machine) nodesChecked(in nodesChecked) {
 	case in.Err != nil:
 		m.failOn(t, in.Err)
 	default:
+		// No writer whose absence needs a listing is among them (recheck).
 		var left []string
 		for i, p := range r.cmd.(checkNodes).Paths {
-			switch {
-			case in.Exists[i]:
+			if in.Exists[i] {
 				left = append(left, p)
-			case m.cfg.Predicate.mustRelist(t.node, p):
-				m.reread(t) // it may have left a reader below ours
-				return
 			}
 		}
-		t.below = m.cfg.Predicate.blockers(left, t.node)
-		m.advance(t)
+		// Those left are watched already: wait for each to go.
+		if t.below = m.cfg.Predicate.blockers(left, t.node); len(t.below) == 0 {
+			t.watch, t.watchesAll = 0, false
+			m.elect(t)
+		}
+	}
+}
+
+// checkedGone takes the deletion of one of the nodes a check watches: the
+// waiter holds when the last of them is gone. None of them can be replaced
+// by a node below ours meanwhile: a downgrade needs a writer below that
+// holds, and a check holds no writer whose absence needs a listing.
+func (m *Machine) checkedGone(t *term, ev zk.WatchEvent) {
+	if ev.Type != zk.EventNodeDeleted || !slices.Contains(t.below, ev.Path) {
+		return // the end of the watch: LOST follows
+	}
+	if t.below = slices.DeleteFunc(t.below, func(n string) bool { return n == ev.Path }); len(t.below) == 0 {
+		t.watch, t.watchesAll = 0, false
+		m.elect(t)
 	}
 }
 
@@ -760,7 +785,15 @@ func (m *Machine) recheck(t *term) {
 		m.elect(t)
 		return
 	}
-	m.send(&request{cmd: checkNodes{Cmd: m.nextCmd(), Paths: slices.Clone(t.below)}, term: t})
+	// A writer among them found gone would need a listing (mustRelist):
+	// list at once, one request that also shows which are left.
+	if slices.ContainsFunc(t.below, func(n string) bool { return m.cfg.Predicate.mustRelist(t.node, n) }) {
+		m.reread(t)
+		return
+	}
+	t.watch = m.nextCmd()
+	t.watchesAll = true
+	m.send(&request{cmd: checkNodes{Cmd: t.watch, Paths: slices.Clone(t.below)}, term: t})
 }
 
 // advance holds it when nothing we saw below is left, or else waits for the
@@ -786,7 +819,7 @@ func (m *Machine) advance(t *term) {
 		m.emit(events.ReadyStart, nil)
 	}
 	id := m.nextCmd()
-	t.watch = id
+	t.watch, t.watchesAll = id, false
 	if m.cfg.Predicate.watchesDir() {
 		m.send(&request{cmd: watchNode{Cmd: id, Path: m.cfg.Dir, Dir: true}, term: t})
 		return
@@ -794,12 +827,30 @@ func (m *Machine) advance(t *term) {
 	m.send(&request{cmd: watchNode{Cmd: id, Path: t.below[len(t.below)-1], Hold: m.cfg.HoldMarks}, term: t})
 }
 
-// reread lists the directory and reads our node again, as DETERMINE did,
-// for a waiter that must see nodes made below it since.
+// reread lists the directory again, for a waiter that must see nodes made
+// below it since DETERMINE. Our node needs no new read: the watch that
+// read left on it is still armed (it fires only on the node's deletion).
 func (m *Machine) reread(t *term) {
-	t.watch = 0
-	t.ownWatch = m.nextCmd()
-	m.send(&request{cmd: readDir{Cmd: t.ownWatch, Dir: m.cfg.Dir, Own: t.node}, term: t})
+	t.watch, t.watchesAll = 0, false
+	m.send(&request{cmd: listDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir, Relist: true}, term: t})
+}
+
+// relisted takes a waiter's new listing: our node missing from it (or the
+// directory gone) was deleted by someone else; otherwise what is below
+// decides, as in DETERMINE.
+func (m *Machine) relisted(t *term, in dirListed) {
+	switch {
+	case t == nil:
+	case in.Err != nil && !errors.Is(in.Err, zk.ErrNoNode):
+		m.failOn(t, in.Err)
+	case in.Err != nil || !slices.Contains(in.Children, zk.Base(t.node)):
+		t.node = ""
+		m.fail(t, m.vanished(t))
+	default:
+		below := slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.deleting)
+		t.below = m.cfg.Predicate.blockers(below, t.node)
+		m.advance(t)
+	}
 }
 
 func (m *Machine) elect(t *term) {

@@ -69,8 +69,8 @@ func TestTranscriptReaderWaitsOnLastWriterBelow(t *testing.T) {
 
 // A writer waits on its immediate predecessor, a reader. Readers below it
 // may hold together, so when that reader goes, even as a holder, the
-// writer checks the other nodes it saw (one read), waits on the one left,
-// and holds once it is gone.
+// writer checks the other nodes it saw, which leaves a watch on each that
+// is left (one round of requests), and holds once they are gone.
 func TestTranscriptWriterBehindReaders(t *testing.T) {
 	tr := newRWTranscript(t)
 	tr.step(Acquire{Req: 1})
@@ -84,9 +84,13 @@ func TestTranscriptWriterBehindReaders(t *testing.T) {
 	if len(out.Replies) != 0 {
 		t.Fatalf("a writer held behind a reader with other readers below: %+v", out)
 	}
-	tr.step(nodesChecked{Cmd: 4, Exists: []bool{true}})
-	tr.step(watching{Cmd: 5, Exists: true})
-	tr.step(watchFired{Cmd: 5, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_r1-__READ__0000000001"}})
+	if out := tr.step(nodesChecked{Cmd: 4, Exists: []bool{true}}); len(out.Commands) != 0 {
+		t.Fatalf("the check's watch on r1 is all the writer needs, got %+v", out.Commands)
+	}
+	out = tr.step(watchFired{Cmd: 4, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_r1-__READ__0000000001"}})
+	if !grantedAtOnce(out, 1) {
+		t.Fatalf("want a grant with no read once r1 is gone, got %+v", out)
+	}
 	tr.check("rw_writer_behind_readers")
 }
 
@@ -102,10 +106,10 @@ func TestTranscriptWriterBehindWriterRereads(t *testing.T) {
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_w1-__WRIT__0000000001", "_c_uuid1-__WRIT__0000000002"}, Own: own(0x50), OwnExists: true})
 	tr.step(watching{Cmd: 3, Exists: true})
 	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w1-__WRIT__0000000001"}})
-	if _, ok := only[readDir](out); !ok {
-		t.Fatalf("want the directory read again, got %+v", out.Commands)
+	if l, ok := only[listDir](out); !ok || !l.Relist {
+		t.Fatalf("want the directory listed again, got %+v", out.Commands)
 	}
-	out = tr.step(dirRead{Cmd: 4, Children: []string{"_c_w1-__READ__0000000001", "_c_uuid1-__WRIT__0000000002"}, Own: own(0x50), OwnExists: true})
+	out = tr.step(dirListed{Cmd: 4, Children: []string{"_c_w1-__READ__0000000001", "_c_uuid1-__WRIT__0000000002"}})
 	if len(out.Replies) != 0 || len(out.Commands) != 1 || out.Commands[0].(watchNode).Path != "/app/rw/_c_w1-__READ__0000000001" {
 		t.Fatalf("want a watch on the downgraded reader, got %+v", out)
 	}
@@ -141,29 +145,26 @@ func TestTranscriptReleaseNoMark(t *testing.T) {
 	tr.check("rw_release_no_mark")
 }
 
-// A writer behind a reader checks the nodes it saw below when the reader
-// goes; a writer among them found gone may have downgraded to a reader
-// at its own sequence, below ours, which no check of what we saw can
-// find: the writer lists the directory again, and waits for that reader.
-func TestTranscriptWriterRereadsWhenACheckedWriterIsGone(t *testing.T) {
+// A writer behind a reader lists the directory again when the reader goes
+// and a writer is among the other nodes it saw below: that writer, if
+// gone, may have downgraded to a reader at its own sequence, below ours,
+// which no check of what we saw can find. One listing shows both what is
+// left and any such reader; the writer waits for it.
+func TestTranscriptWriterListsWhenAWriterIsAmongTheRest(t *testing.T) {
 	tr := newRWTranscript(t)
 	tr.step(Acquire{Req: 1})
 	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__WRIT__0000000003"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_w1-__WRIT__0000000001", "_c_r2-__READ__0000000002", "_c_uuid1-__WRIT__0000000003"}, Own: own(0x50), OwnExists: true})
 	tr.step(watching{Cmd: 3, Exists: true})
 	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: ReleaseMark("/app/rw/_c_r2-__READ__0000000002")}})
-	if c, ok := only[checkNodes](out); !ok || !slices.Equal(c.Paths, []string{"/app/rw/_c_w1-__WRIT__0000000001"}) {
-		t.Fatalf("want a check of the writer below, got %+v", out.Commands)
+	if l, ok := only[listDir](out); !ok || !l.Relist || len(out.Replies) != 0 {
+		t.Fatalf("a writer among the rest: want the directory listed again and no grant, got %+v", out)
 	}
-	out = tr.step(nodesChecked{Cmd: 4, Exists: []bool{false}})
-	if _, ok := only[readDir](out); !ok || len(out.Replies) != 0 {
-		t.Fatalf("a checked writer gone: want the directory read again and no grant, got %+v", out)
-	}
-	out = tr.step(dirRead{Cmd: 5, Children: []string{"_c_w1-__READ__0000000001", "_c_uuid1-__WRIT__0000000003"}, Own: own(0x50), OwnExists: true})
+	out = tr.step(dirListed{Cmd: 4, Children: []string{"_c_w1-__READ__0000000001", "_c_uuid1-__WRIT__0000000003"}})
 	if w, ok := only[watchNode](out); !ok || w.Path != "/app/rw/_c_w1-__READ__0000000001" {
 		t.Fatalf("want a watch on the downgraded reader, got %+v", out)
 	}
-	tr.check("rw_writer_rereads_when_a_checked_writer_is_gone")
+	tr.check("rw_writer_lists_when_a_writer_is_among_the_rest")
 }
 
 // Leases(2): a third contender waits, watching the directory; when a
@@ -178,7 +179,7 @@ func TestTranscriptLeases(t *testing.T) {
 	}
 	tr.step(watching{Cmd: 3, Exists: true, Children: []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001", "_c_uuid1-lock-0000000002"}})
 	tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeChildrenChanged, Path: "/app/sem"}})
-	out = tr.step(dirRead{Cmd: 4, Children: []string{"_c_b-lock-0000000001", "_c_uuid1-lock-0000000002"}, Own: own(0x50), OwnExists: true})
+	out = tr.step(dirListed{Cmd: 4, Children: []string{"_c_b-lock-0000000001", "_c_uuid1-lock-0000000002"}})
 	if !grantedAtOnce(out, 1) {
 		t.Fatalf("want a grant with one node below, got %+v", out)
 	}

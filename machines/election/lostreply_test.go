@@ -77,7 +77,7 @@ func TestLostReplyInEachState(t *testing.T) {
 
 // TestLostReplyWhileWaiting loses the reply to each request a participant
 // makes while it waits behind a leader (READY): the watch of the leader's
-// hold mark, the watch of its node, and the recheck (an exists of the
+// hold mark, the watch of its node, and the recheck (a child watch on each of the
 // nodes below) after a participant ahead gave up. The waiter leads once
 // the leader resigns, is never told its node was deleted, the other
 // participant leads after it, and nothing is left once all are closed.
@@ -91,7 +91,7 @@ func TestLostReplyWhileWaiting(t *testing.T) {
 	}{
 		{"hold-mark watch", testkit.OpExists, contention.HoldMark, false},
 		{"predecessor watch", testkit.OpChildren, func(leader string) string { return leader }, false},
-		{"recheck of the nodes below", testkit.OpExists, func(leader string) string { return leader }, true},
+		{"recheck of the nodes below", testkit.OpChildren, func(leader string) string { return leader }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {

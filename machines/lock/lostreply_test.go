@@ -96,7 +96,7 @@ func TestLostReplyInEachState(t *testing.T) {
 		{"READY recheck of the nodes below", func(s *scene) *testkit.ReplyFault {
 			// a waits behind w, which waits behind b. w gives up: its
 			// node goes with no release mark, and a asks whether b is
-			// still there (an exists of b's node) before it watches b.
+			// still there, and watches it, in one request (a child watch on b).
 			bNode := holdB(s)
 			w := newLock(s.t, s.tg.Connect(s.t), s.dir)
 			wsub := w.Subscribe()
@@ -106,7 +106,7 @@ func TestLostReplyInEachState(t *testing.T) {
 			testkit.WaitEvent(s.t, wsub, events.ReadyStart)
 			wsub.Close()
 			res := waitA(s)
-			f := s.arm(testkit.OpExists, bNode)
+			f := s.arm(testkit.OpChildren, bNode)
 			wcancel()
 			if r := <-wres; !errors.Is(r.err, context.Canceled) {
 				s.t.Fatalf("w's Acquire = %v, want context.Canceled", r.err)
