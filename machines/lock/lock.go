@@ -103,7 +103,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 	}
 	inst, err := contention.Open(conn, contention.Config{
 		Dir:     path,
-		Markers: []string{"lock-"},
+		Markers: []string{Marker},
 		Errors: contention.Errors{
 			SessionLost:    ErrSessionLost,
 			Suspended:      ErrSuspended,
