@@ -49,6 +49,21 @@
 // session reconnects, and Close says so with ErrCleanupPending. Acquire
 // returns ctx.Err() when its context ends, and its node goes.
 //
+// # Several locks as one, and who holds a lock
+//
+// A Multi (NewMulti) holds several locks as one, like Curator's
+// InterProcessMultiLock: Acquire takes them one after the other, always in
+// sorted path order whatever order they were given in, so two Multis over
+// the same locks never deadlock; it returns when it holds all of them, and
+// when it fails or its ctx ends it releases those it took. Its
+// MultiGrant.Lost closes as soon as any of them is lost, and Err names
+// which one and why (a *PartError). The other locks stay held until
+// Release or Close.
+//
+// Holders says who holds the lock at a path now (its node, the node's data,
+// its token), without creating anything: Curator's holders count, waiters
+// do not.
+//
 // # Observing
 //
 // Every transition of the lock's machine (START, OFFER, DETERMINE, READY,
