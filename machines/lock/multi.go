@@ -74,7 +74,7 @@ func NewMulti(conn zk.Conn, paths []string, opts ...Option) (*Multi, error) {
 	}
 	sorted := slices.Clone(paths)
 	slices.Sort(sorted)
-	o := options{contention.DefaultOptions("lock", ScopeName, Version)}
+	o := options{Options: contention.DefaultOptions("lock", ScopeName, Version)}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
