@@ -98,7 +98,7 @@ func TestSubscriptionCloseWithoutReading(t *testing.T) {
 }
 
 func TestTypeNames(t *testing.T) {
-	for typ := Start; typ <= Overflow; typ++ {
+	for typ := Start; typ <= RevokeRequested; typ++ {
 		if s := typ.String(); s == "" || s[0] == 'T' {
 			t.Errorf("type %d has no name", int(typ))
 		}

@@ -51,6 +51,10 @@ const (
 	Reconnected
 	Lost
 	Overflow
+	// RevokeRequested: someone asked the holder to give up its grant (a
+	// revocable lock's node was written "__REVOKE__" or "unlock"). The
+	// holder decides; the grant goes on until it releases.
+	RevokeRequested
 )
 
 var typeNames = [...]string{
@@ -70,6 +74,7 @@ var typeNames = [...]string{
 	Reconnected:       "RECONNECTED",
 	Lost:              "LOST",
 	Overflow:          "OVERFLOW",
+	RevokeRequested:   "REVOKE_REQUESTED",
 }
 
 func (t Type) String() string {

@@ -41,7 +41,7 @@ func logLevel(ev events.Event) zerolog.Level {
 		return zerolog.ErrorLevel
 	case ev.Phase == events.PhaseFailed, ev.Type == events.Failed, ev.Type == events.Suspended, ev.Type == events.Overflow:
 		return zerolog.WarnLevel
-	case ev.Phase != events.PhaseNone, ev.Type == events.Reconnected:
+	case ev.Phase != events.PhaseNone, ev.Type == events.Reconnected, ev.Type == events.RevokeRequested:
 		return zerolog.InfoLevel
 	default:
 		return zerolog.DebugLevel

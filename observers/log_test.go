@@ -55,6 +55,7 @@ func TestLogLevelOfTheLocksEvents(t *testing.T) {
 		events.ElectedStart: "debug", events.ElectedComplete: "info",
 		events.Failed: "warn", events.StopStart: "info", events.StopComplete: "info",
 		events.Suspended: "warn", events.Reconnected: "info", events.Lost: "error", events.Overflow: "warn",
+		events.RevokeRequested: "info",
 	}
 	for typ, level := range want {
 		t.Run(typ.String(), func(t *testing.T) {

@@ -18,7 +18,7 @@ func TestTimelineRoundTrip(t *testing.T) {
 	tid := trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}
 	sid := trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}
 	var evs []events.Event
-	for typ := events.Start; typ <= events.Overflow; typ++ { // every type's name goes and comes back
+	for typ := events.Start; typ <= events.RevokeRequested; typ++ { // every type's name goes and comes back
 		evs = append(evs, events.Event{Time: t0, Recipe: "election", Path: "/e", Instance: "n1", Type: typ, State: events.StateReady, Phase: lockPhases[typ], Term: 2})
 	}
 	evs = append(evs, events.Event{

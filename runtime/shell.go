@@ -34,7 +34,10 @@ type Output[C Command] struct {
 	Commands []C
 	Replies  []Reply
 	Ended    []TermEnd // grants that ended, and why
-	Done     bool      // the machine is finished: the shell stops
+	// Revoked are granted terms whose holder was asked to give them up:
+	// their Revoke signals are raised.
+	Revoked []uint64
+	Done    bool // the machine is finished: the shell stops
 }
 
 // Reply answers the call Req. Grant, when not 0, is the term the reply
@@ -53,10 +56,12 @@ type TermEnd struct {
 }
 
 // Answer is what a call gets: the machine's reply and, for a grant, the
-// Loss that closes when the term ends.
+// Loss that closes when the term ends and the Signal raised when its
+// holder is asked to give it up.
 type Answer struct {
 	Reply
-	Loss *Loss
+	Loss   *Loss
+	Revoke *Signal
 }
 
 // Spec is what a recipe tells the Shell about its machine.
@@ -107,6 +112,7 @@ type Shell[In any, C Command] struct {
 	// Owned by the actor goroutine.
 	calls    map[uint64]*call
 	losses   map[uint64]*Loss             // per granted term
+	revokes  map[uint64]*Signal           // per granted term
 	spans    map[uint64]context.Context   // per command: the span it was made under
 	termSpan map[uint64]trace.SpanContext // per term: the span of the call that began it
 	curSpan  context.Context              // the span of the input being handled
@@ -130,7 +136,7 @@ type call struct {
 func Run[In any, C Command](conn zk.Conn, m Machine[In, C], spec Spec[In, C]) *Shell[In, C] {
 	s := &Shell[In, C]{
 		spec: spec, m: m, conn: conn, bus: events.NewBus(),
-		calls: make(map[uint64]*call), losses: make(map[uint64]*Loss),
+		calls: make(map[uint64]*call), losses: make(map[uint64]*Loss), revokes: make(map[uint64]*Signal),
 		spans: make(map[uint64]context.Context), termSpan: make(map[uint64]trace.SpanContext),
 		curSpan: context.Background(),
 	}
@@ -252,6 +258,9 @@ func (s *Shell[In, C]) apply(out Output[C]) {
 	// Ended grants' losses close before any request goes out: a request
 	// may delete the grant's node, and once that is seen elsewhere another
 	// may hold; by then our grant's Lost must be closed.
+	for _, n := range out.Revoked {
+		s.revoke(n).Raise()
+	}
 	for _, e := range out.Ended {
 		if loss, ok := s.losses[e.Term]; ok {
 			loss.Close(e.Cause)
@@ -278,9 +287,23 @@ func (s *Shell[In, C]) apply(out Output[C]) {
 		a := Answer{Reply: r}
 		if r.Grant != 0 {
 			a.Loss = s.loss(r.Grant, out.Ended)
+			a.Revoke = s.revoke(r.Grant)
 		}
 		c.reply <- a
 	}
+	for _, e := range out.Ended {
+		delete(s.revokes, e.Term) // a grant given with its end keeps its own
+	}
+}
+
+// revoke returns the revocation Signal of granted term n.
+func (s *Shell[In, C]) revoke(n uint64) *Signal {
+	sig := s.revokes[n]
+	if sig == nil {
+		sig = NewSignal()
+		s.revokes[n] = sig
+	}
+	return sig
 }
 
 // loss returns the Loss of granted term n: closed already when n is among

@@ -13,6 +13,10 @@
 //   any role   quit                -> BYE (and exits; so does EOF)
 //   mutex      acquire <ms>        -> ACQUIRED <node> | TIMEOUT
 //              release             -> RELEASED
+//              revocable           -> REVOCABLE; from then on (makeRevocable) the
+//                                     revocation listener prints REVOKE_REQUESTED
+//                                     (and the holder keeps the lock)
+//              revoke <node>       -> REVOKE_SENT (Revoker.attemptRevoke on node)
 //   read/write acquire, release    as mutex; ACQUIRED names the first node of
 //                                     the lock's queue, not necessarily ours
 //   latch      start               -> STARTED; a new LeaderLatch joins, and its listener
@@ -47,6 +51,7 @@ import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter
 import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.RetryOneTime;
 
 public final class CuratorPeer {
@@ -141,6 +146,14 @@ public final class CuratorPeer {
                     case "release":
                         mutex.release();
                         say("RELEASED");
+                        break;
+                    case "revocable":
+                        mutex.makeRevocable(forLock -> say("REVOKE_REQUESTED"));
+                        say("REVOCABLE");
+                        break;
+                    case "revoke":
+                        Revoker.attemptRevoke(client, cmd[1]);
+                        say("REVOKE_SENT");
                         break;
                     case "start":
                         if (role.equals("selector")) {

@@ -55,10 +55,12 @@ type Instance struct {
 }
 
 // Result is a call's answer: the machine's reply, and for a grant its
-// Loss, closed with the cause when the grant ends.
+// Loss, closed with the cause when the grant ends, and its Revoke signal,
+// raised when its holder is asked to give it up (Config.Revocable).
 type Result struct {
 	Reply
-	Loss *runtime.Loss
+	Loss   *runtime.Loss
+	Revoke *runtime.Signal
 }
 
 // Open checks, before anything is sent, what every recipe checks — the
@@ -134,7 +136,7 @@ func (in *Instance) Subscribe(opts ...events.SubscribeOption) *events.Subscripti
 func (in *Instance) Do(ctx context.Context, mk func(req uint64) Input) (Result, error) {
 	a, err := in.shell.Do(ctx, mk)
 	r, _ := a.Value.(Reply)
-	return Result{Reply: r, Loss: a.Loss}, err
+	return Result{Reply: r, Loss: a.Loss, Revoke: a.Revoke}, err
 }
 
 // Close shuts the machine down: waiters fail, our node is deleted, and the
@@ -203,6 +205,7 @@ func (m shellMachine) shellOutput(out Output) runtime.Output[Command] {
 	for _, e := range out.TermEnded {
 		so.Ended = append(so.Ended, runtime.TermEnd{Term: e.Term, Cause: e.Cause})
 	}
+	so.Revoked = out.Revoked
 	return so
 }
 
@@ -305,6 +308,10 @@ func answers(i Input) uint64 {
 	case deleted:
 		return i.Cmd
 	case announced:
+		return i.Cmd
+	case dataRead:
+		return i.Cmd
+	case dataChanged:
 		return i.Cmd
 	}
 	return 0
@@ -470,6 +477,8 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 			})
 			return announced{Cmd: c.Cmd, Err: err}, true
 		})
+	case readData:
+		execReadData(sh, conn, c, op)
 	case deleteNode:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var err error

@@ -439,6 +439,9 @@ type Output struct {
 	// TermEnded lists terms whose grant ended (released, lost or failed):
 	// their Lost channels close.
 	TermEnded []TermEnd
+	// Revoked lists held terms whose revocation was requested
+	// (Config.Revocable): their revoke signals are raised.
+	Revoked []uint64
 	// Done: the machine was shut down and nothing it created is left (or
 	// the connection is closed). The actor may stop.
 	Done bool

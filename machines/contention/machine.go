@@ -92,6 +92,13 @@ type Config struct {
 	// Predicate says what a contender waits for and when it holds; the
 	// zero value is Exclusive.
 	Predicate Predicate
+	// Revocable makes a holder watch its own node's data while it holds
+	// (Curator's Revoker): when it reads RevokeMessage or UnlockMessage
+	// there, the term's revocation is requested (Output.Revoked, and a
+	// REVOKE_REQUESTED event), once per term. The holder decides; nothing
+	// is released by it. A data change re-reads the node and re-arms the
+	// watch.
+	Revocable bool
 	// SuspendedIsLost ends a grant as soon as the connection is SUSPENDED
 	// (the safe default for recipes); when false only LOST ends it.
 	SuspendedIsLost bool
@@ -173,6 +180,8 @@ type term struct {
 	predHeld  bool
 	announced bool   // our hold mark was asked for (HoldMarks)
 	ownWatch  uint64 // the readDir whose watch on our node tells of its deletion
+	dataWatch uint64 // Revocable: the readData whose watch on our node's data is armed
+	revoked   bool   // Revocable: the revocation was requested
 	try       bool   // only TryAcquire callers: give up instead of waiting
 	plain     bool   // a Release asked for no release mark (Release.NoMark)
 }
@@ -186,6 +195,9 @@ type request struct {
 	// then is deleted once this delete is done: a hold mark after its
 	// node, so that it never delays the node's deletion on the server.
 	then string
+	// aside: a request of the term beside its progress (readData), never
+	// the term's pending command.
+	aside bool
 }
 
 const (
@@ -290,6 +302,10 @@ func (m *Machine) Step(in Input) Output {
 		m.deleted(in)
 	case announced:
 		m.announced(in)
+	case dataRead:
+		m.dataRead(in)
+	case dataChanged:
+		m.dataChanged(in)
 	}
 	m.checkDone()
 	return m.out
@@ -864,6 +880,9 @@ func (m *Machine) elect(t *term) {
 	}
 	m.acquirers = nil
 	m.emit(events.ElectedComplete, nil)
+	if m.cfg.Revocable {
+		m.readData(t)
+	}
 	if m.cfg.HoldMarks {
 		t.announced = true
 		m.send(&request{cmd: announceMark{Cmd: m.nextCmd(), Node: t.node, Path: HoldMark(t.node)}})
@@ -1031,7 +1050,7 @@ func (m *Machine) nextCmd() uint64 {
 func (m *Machine) send(r *request) {
 	id := r.cmd.ID()
 	m.inflight[id] = r
-	if r.term != nil && r.term == m.term {
+	if r.term != nil && r.term == m.term && !r.aside {
 		r.term.pending = id
 	}
 	if !m.connected {

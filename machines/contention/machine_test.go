@@ -85,6 +85,9 @@ func (tr *transcript) record(in string, out Output) {
 	for _, e := range out.TermEnded {
 		fmt.Fprintf(&tr.b, "  TermEnded %d cause=%v\n", e.Term, e.Cause)
 	}
+	for _, n := range out.Revoked {
+		fmt.Fprintf(&tr.b, "  Revoked %d\n", n)
+	}
 	if out.Done {
 		fmt.Fprintf(&tr.b, "  Done\n")
 	}

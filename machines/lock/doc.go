@@ -49,6 +49,34 @@
 // session reconnects, and Close says so with ErrCleanupPending. Acquire
 // returns ctx.Err() when its context ends, and its node goes.
 //
+// # Revocation
+//
+// A holder may be asked to give the lock up (Curator's Revoker): on a Lock
+// made WithRevocable, the holder watches its own node's data while it
+// holds, and Grant.RevokeRequested closes, with a REVOKE_REQUESTED event,
+// once the node says "__REVOKE__" (what RequestRevoke and Curator's
+// Revoker.attemptRevoke write) or "unlock" (ZooKeeper's recipe text),
+// including when it already said so at the grant. Nothing is taken by
+// force: the holder decides, and releases when it is ready; until then it
+// holds. A request after the release finds no node (ErrNotHeld, matching
+// zk.ErrNoNode too) and reaches no one. Our RequestRevoke reaches a
+// Curator holder that called makeRevocable.
+//
+// # Several locks as one, and who holds a lock
+//
+// A Multi (NewMulti) holds several locks as one, like Curator's
+// InterProcessMultiLock: Acquire takes them one after the other, always in
+// sorted path order whatever order they were given in, so two Multis over
+// the same locks never deadlock; it returns when it holds all of them, and
+// when it fails or its ctx ends it releases those it took. Its
+// MultiGrant.Lost closes as soon as any of them is lost, and Err names
+// which one and why (a *PartError). The other locks stay held until
+// Release or Close.
+//
+// Holders says who holds the lock at a path now (its node, the node's data,
+// its token), without creating anything: Curator's holders count, waiters
+// do not.
+//
 // # Observing
 //
 // Every transition of the lock's machine (START, OFFER, DETERMINE, READY,

@@ -2,12 +2,14 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/machines/lock"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
@@ -60,4 +62,69 @@ func TestReadmeShowsTheExample(t *testing.T) {
 	if !strings.Contains(string(readme), body) {
 		t.Errorf("README.md does not show Example() from machines/lock/example_test.go verbatim:\n%s", body)
 	}
+}
+
+// A revocable holder is told when asked to give the lock up, and decides.
+func ExampleWithRevocable() {
+	ctx := context.Background()
+	sim := testkit.NewSim()
+	conn := sim.Connect()
+	defer conn.Close()
+
+	l, err := lock.New(conn, "/app/locks/report", lock.WithRevocable())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	g, err := l.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// Another process asks the holder (Curator's Revoker does the same).
+	hs, _ := lock.Holders(ctx, conn, "/app/locks/report")
+	if err := lock.RequestRevoke(ctx, conn, hs[0].Node); err != nil {
+		log.Fatal(err)
+	}
+
+	<-g.RevokeRequested() // the holder decides: here it gives the lock up
+	fmt.Println("asked; still held:", g.Err() == nil)
+	if err := l.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	err = lock.RequestRevoke(ctx, conn, g.Node())
+	fmt.Println("asked again:", errors.Is(err, lock.ErrNotHeld))
+	// Output:
+	// asked; still held: true
+	// asked again: true
+}
+
+// A Multi holds several locks as one, taking them in path order.
+func ExampleNewMulti() {
+	ctx := context.Background()
+	sim := testkit.NewSim()
+	conn := sim.Connect()
+	defer conn.Close()
+
+	m, err := lock.NewMulti(conn, []string{"/app/locks/to", "/app/locks/from"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	mg, err := m.Acquire(ctx) // every lock, or none
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, g := range mg.Grants() { // in the order given to NewMulti
+		fmt.Println(zk.Parent(g.Node()))
+	}
+	if err := m.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	<-mg.Lost()
+	fmt.Println(mg.Err())
+	// Output:
+	// /app/locks/to
+	// /app/locks/from
+	// lock: released
 }

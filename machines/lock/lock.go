@@ -60,9 +60,12 @@ type Lock struct {
 // A nil Option is ignored.
 type Option func(*options)
 
-// options are what the Options set: the contention engine's, for now all
-// of them.
-type options struct{ contention.Options }
+// options are what the Options set: the contention engine's, and whether
+// grants are revocable.
+type options struct {
+	contention.Options
+	revocable bool
+}
 
 // WithID names this handle on its lifecycle events. Default: a random uuid.
 func WithID(id string) Option { return func(o *options) { o.ID = id } }
@@ -90,12 +93,21 @@ func WithCloseTimeout(d time.Duration) Option {
 	return func(o *options) { o.CloseTimeout = d }
 }
 
+// WithRevocable makes the lock's grants revocable, like Curator's
+// InterProcessMutex.makeRevocable: while it holds, the handle watches its
+// own node's data, and Grant.RevokeRequested closes (with a
+// REVOKE_REQUESTED event) when someone asks it to give up (RequestRevoke,
+// or Curator's Revoker.attemptRevoke). The holder decides: nothing is
+// released by the request. It costs one read per grant, and one per write
+// to the node. Default: not revocable.
+func WithRevocable() Option { return func(o *options) { o.revocable = true } }
+
 // New returns a Lock on path (the lock's directory; it and missing parents
 // are created as container nodes on first use). Nothing is sent to the
 // server. It fails with an error matching zk.ErrInvalidPath for a bad path,
 // and ErrClosed for a nil or closed connection.
 func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
-	o := options{contention.DefaultOptions("lock", ScopeName, Version)}
+	o := options{Options: contention.DefaultOptions("lock", ScopeName, Version)}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
@@ -103,7 +115,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 	}
 	inst, err := contention.Open(conn, contention.Config{
 		Dir:     path,
-		Markers: []string{"lock-"},
+		Markers: []string{Marker},
 		Errors: contention.Errors{
 			SessionLost:    ErrSessionLost,
 			Suspended:      ErrSuspended,
@@ -114,7 +126,8 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 			CleanupPending: ErrCleanupPending,
 			InvalidOption:  ErrInvalidOption,
 		},
-		NewID: uuid.NewString,
+		NewID:     uuid.NewString,
+		Revocable: o.revocable,
 	}, o.Options)
 	if err != nil {
 		return nil, err
@@ -124,9 +137,10 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 
 // Grant is one hold of the lock.
 type Grant struct {
-	node  string
-	token int64
-	loss  *runtime.Loss
+	node   string
+	token  int64
+	loss   *runtime.Loss
+	revoke *runtime.Signal
 }
 
 // Token is the fencing token: the czxid of our lock node. It is unique
@@ -145,6 +159,14 @@ func (g *Grant) Lost() <-chan struct{} { return g.loss.Done() }
 // Err is nil while the hold lasts; once Lost has closed it is why:
 // ErrReleased, ErrSuspended, ErrSessionLost, ErrNodeDeleted or ErrClosed.
 func (g *Grant) Err() error { return g.loss.Err() }
+
+// RevokeRequested is closed when someone asked the holder to give the lock
+// up (RequestRevoke, Curator's Revoker) while this grant held, on a lock
+// made WithRevocable: its node's data became "__REVOKE__" or "unlock", or
+// was so when the grant was given. The grant goes on until the holder
+// releases it (or loses it); a holder that honours the request calls
+// Release. On a lock that is not revocable it never closes.
+func (g *Grant) RevokeRequested() <-chan struct{} { return g.revoke.Done() }
 
 // Guard returns an op to put in a zk Multi beside a write: the multi fails
 // (zk.ErrNoNode) unless our lock node still exists, so ZooKeeper itself
@@ -184,7 +206,7 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 		return false, nil, nil
 	}
 	span.SetAttributes(attribute.String("zk.lock.node", r.Grant.Node), attribute.Int64("zk.lock.token", r.Grant.Token))
-	return true, &Grant{node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss}, nil
+	return true, &Grant{node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss, revoke: r.Revoke}, nil
 }
 
 // Release gives back one hold; the last one deletes our node, and Release

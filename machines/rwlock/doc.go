@@ -36,6 +36,10 @@
 // its uuid, other lost replies are sent again, and whatever a participant
 // no longer wants is deleted, also after Close.
 //
+// With WithRevocable, a holder is told when someone asks it to give its
+// lock up (Grant.RevokeRequested; lock.RequestRevoke or Curator's Revoker
+// write the request into its node), and decides when to release.
+//
 // Holders tells who holds a lock now, from any connection, without taking
 // part.
 package rwlock

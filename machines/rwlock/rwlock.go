@@ -86,7 +86,10 @@ type RWLock struct {
 // Option configures an RWLock. A nil Option is ignored.
 type Option func(*options)
 
-type options struct{ contention.Options }
+type options struct {
+	contention.Options
+	revocable bool
+}
 
 // WithID names this participant on its lifecycle events (its handles add
 // "/read" and "/write"). Default: a random uuid.
@@ -109,12 +112,19 @@ func WithCloseTimeout(d time.Duration) Option {
 	return func(o *options) { o.CloseTimeout = d }
 }
 
+// WithRevocable makes both locks' grants revocable (see lock.WithRevocable):
+// while a lock holds, it watches its node's data, and Grant.RevokeRequested
+// closes, with a REVOKE_REQUESTED event, when someone writes "__REVOKE__"
+// (lock.RequestRevoke, Curator's Revoker) or "unlock" into it. The holder
+// decides; nothing is released by the request. Default: not revocable.
+func WithRevocable() Option { return func(o *options) { o.revocable = true } }
+
 // New returns a participant of the read/write lock at path (the lock's
 // directory, created with its missing parents as container nodes on first
 // use). Nothing is sent to the server. Errors: zk.ErrInvalidPath for a bad
 // path, ErrInvalidOption, ErrClosed for a nil or closed connection.
 func New(conn zk.Conn, path string, opts ...Option) (*RWLock, error) {
-	o := options{contention.DefaultOptions("rwlock", ScopeName, Version)}
+	o := options{Options: contention.DefaultOptions("rwlock", ScopeName, Version)}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
@@ -125,17 +135,17 @@ func New(conn zk.Conn, path string, opts ...Option) (*RWLock, error) {
 	}
 	rw := &RWLock{path: path}
 	var err error
-	if rw.read, err = open(rw, conn, path, false, o.Options); err != nil {
+	if rw.read, err = open(rw, conn, path, false, o); err != nil {
 		return nil, err
 	}
-	if rw.write, err = open(rw, conn, path, true, o.Options); err != nil {
+	if rw.write, err = open(rw, conn, path, true, o); err != nil {
 		rw.read.inst.Close()
 		return nil, err
 	}
 	return rw, nil
 }
 
-func open(rw *RWLock, conn zk.Conn, path string, write bool, o contention.Options) (*Lock, error) {
+func open(rw *RWLock, conn zk.Conn, path string, write bool, o options) (*Lock, error) {
 	markers, kind := []string{ReadMarker, WriteMarker}, "read"
 	if write {
 		markers, kind = []string{WriteMarker, ReadMarker}, "write"
@@ -147,7 +157,8 @@ func open(rw *RWLock, conn zk.Conn, path string, write bool, o contention.Option
 		Predicate: contention.ReadWrite(ReadMarker),
 		Errors:    errs,
 		NewID:     uuid.NewString,
-	}, o)
+		Revocable: o.revocable,
+	}, o.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -196,9 +207,10 @@ type Lock struct {
 
 // Grant is one hold of a read or write lock.
 type Grant struct {
-	node  string
-	token int64
-	loss  *runtime.Loss
+	node   string
+	token  int64
+	loss   *runtime.Loss
+	revoke *runtime.Signal
 }
 
 // Token is the fencing token: the czxid of our node, growing with every
@@ -215,6 +227,13 @@ func (g *Grant) Lost() <-chan struct{} { return g.loss.Done() }
 // Err is nil while the hold lasts; then ErrReleased, ErrSuspended,
 // ErrSessionLost, ErrNodeDeleted or ErrClosed.
 func (g *Grant) Err() error { return g.loss.Err() }
+
+// RevokeRequested is closed when someone asked the holder to give this
+// grant up while it held, on an RWLock made WithRevocable (see
+// lock.RequestRevoke). The grant goes on until the holder releases it; on
+// one not revocable it never closes. A downgraded reader is its own node,
+// asked on its own.
+func (g *Grant) RevokeRequested() <-chan struct{} { return g.revoke.Done() }
 
 // Guard returns an op to put in a zk Multi beside a write: the multi fails
 // (zk.ErrNoNode) unless our node still exists.
@@ -276,7 +295,7 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.grant == nil || l.grant.loss != r.Loss {
-		l.grant = &Grant{node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss}
+		l.grant = &Grant{node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss, revoke: r.Revoke}
 	}
 	return true, l.grant, nil
 }

@@ -1,0 +1,140 @@
+package contention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// The data that asks a revocable holder (Config.Revocable) to give up:
+// Curator's Revoker writes RevokeMessage; ZooKeeper's recipe text says
+// UnlockMessage. A holder honours both.
+const (
+	RevokeMessage = "__REVOKE__"
+	UnlockMessage = "unlock"
+)
+
+// IsRevokeRequest reports whether data, a holder's node's data, asks it to
+// give up.
+func IsRevokeRequest(data []byte) bool {
+	return string(data) == RevokeMessage || string(data) == UnlockMessage
+}
+
+// readData reads Path's data and leaves a one-shot data watch on it
+// (Config.Revocable: a holder watches its own node). Replies: dataRead,
+// then dataChanged when the watch fires.
+type readData struct {
+	Cmd  uint64
+	Path string
+}
+
+// dataRead is the reply to readData.
+type dataRead struct {
+	Cmd  uint64
+	Data []byte
+	Err  error
+}
+
+// dataChanged is the event of the watch readData Cmd left: the data
+// changed, the node was deleted, or the watch ended with the session.
+type dataChanged struct {
+	Cmd   uint64
+	Event zk.WatchEvent
+}
+
+func (c readData) ID() uint64 { return c.Cmd }
+func (readData) isCommand()   {}
+func (c readData) String() string {
+	return fmt.Sprintf("ReadData cmd=%d path=%s", c.Cmd, c.Path)
+}
+
+func (dataRead) isInput()    {}
+func (dataChanged) isInput() {}
+func (i dataRead) String() string {
+	return fmt.Sprintf("DataRead cmd=%d data=%q%s", i.Cmd, i.Data, errText(i.Err))
+}
+func (i dataChanged) String() string {
+	return fmt.Sprintf("DataChanged cmd=%d %s %s%s", i.Cmd, i.Event.Type, i.Event.Path, errText(i.Event.Err))
+}
+
+// readData reads the data of t's node with a watch, beside the term's
+// progress (the term holds).
+func (m *Machine) readData(t *term) {
+	t.dataWatch = m.nextCmd()
+	m.send(&request{cmd: readData{Cmd: t.dataWatch, Path: t.node}, term: t, aside: true})
+}
+
+// live returns the term a readData's reply or event is for, nil when it is
+// stale (the term ended, or a later read replaced it).
+func (m *Machine) live(cmd uint64) *term {
+	if t := m.term; t != nil && t.dataWatch == cmd && m.State() == events.StateLeader {
+		return t
+	}
+	return nil
+}
+
+func (m *Machine) dataRead(in dataRead) {
+	r, _ := m.take(in.Cmd)
+	t := m.live(in.Cmd)
+	switch {
+	case r == nil || t == nil:
+	case errors.Is(in.Err, zk.ErrConnectionLoss):
+		m.send(r) // again once connected: the watch was not left
+	case in.Err != nil:
+		// NoNode: our node is gone, which the watch on it reports;
+		// anything else ends the session, which LOST reports.
+		t.dataWatch = 0
+	case IsRevokeRequest(in.Data):
+		m.revokeRequested(t)
+	}
+}
+
+// dataChanged re-reads our node's data when it changed, which re-arms the
+// watch; once revocation was requested there is nothing more to learn.
+func (m *Machine) dataChanged(in dataChanged) {
+	t := m.live(in.Cmd)
+	if t == nil {
+		return
+	}
+	t.dataWatch = 0
+	if in.Event.Type == zk.EventNodeDataChanged && !t.revoked {
+		m.readData(t)
+	}
+}
+
+// revokeRequested tells the holder of t, once, that it is asked to give up.
+func (m *Machine) revokeRequested(t *term) {
+	if t.revoked {
+		return
+	}
+	t.revoked = true
+	t.dataWatch = 0
+	m.emit(events.RevokeRequested, nil)
+	m.out.Revoked = append(m.out.Revoked, t.n)
+}
+
+// execReadData makes readData's request and forwards its watch's event.
+func execReadData(sh *runtime.Shell[Input, Command], conn zk.Conn, c readData, op runtime.Op) {
+	sh.Go(func(ctx context.Context) (Input, bool) {
+		r := dataRead{Cmd: c.Cmd}
+		var w <-chan zk.WatchEvent
+		op(ctx, "get", func(ctx context.Context) error {
+			r.Data, _, w, r.Err = conn.GetW(ctx, c.Path)
+			return r.Err
+		})
+		if w == nil {
+			return r, true
+		}
+		sh.Post(r, true)
+		select {
+		case ev := <-w:
+			return dataChanged{Cmd: c.Cmd, Event: ev}, true
+		case <-ctx.Done():
+			return nil, false
+		}
+	})
+}

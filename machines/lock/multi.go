@@ -1,0 +1,316 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/machines/contention"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// Errors of NewMulti's input. Match them with errors.Is.
+var (
+	// ErrNoPaths: NewMulti was given no paths.
+	ErrNoPaths = errors.New("lock: no paths")
+	// ErrDuplicatePath: NewMulti was given a path twice.
+	ErrDuplicatePath = errors.New("lock: duplicate path")
+)
+
+// Multi is a handle on several locks held as one (Apache Curator's
+// InterProcessMultiLock): Acquire takes every one of them or none. The
+// locks are always taken in sorted path order, whatever order NewMulti was
+// given them in, so two Multis over the same locks never wait on each other
+// in a cycle. Like Lock it is re-entrant: Acquire on a Multi that holds
+// counts one more hold, and the Release that balances the first lets go of
+// every lock. Its methods are safe for concurrent use; its calls run one at
+// a time.
+type Multi struct {
+	paths  []string // as given to NewMulti
+	locks  []*Lock  // in sorted path order
+	order  []int    // order[i]: the index in locks of paths[i]
+	tracer trace.Tracer
+	wait   time.Duration // how long cleanup waits for a release: the parts' close timeout
+
+	turn   chan struct{} // one call at a time; a send takes the turn
+	closed atomic.Bool
+
+	mu    sync.Mutex  // held and holds: changed with the turn taken, read by Close
+	held  *MultiGrant // the current grant, nil when none
+	holds int         // re-entrant holds of held
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewMulti returns a Multi on the locks at paths (each a lock's directory,
+// as in New), each with opts (WithID names each part: the id, "/" and its
+// path). Nothing is sent to the server. Errors, before anything else is
+// done: ErrNoPaths for no paths, an error matching zk.ErrInvalidPath for a
+// bad one, ErrDuplicatePath for a path given twice, ErrInvalidOption, and
+// ErrClosed for a nil or closed connection.
+func NewMulti(conn zk.Conn, paths []string, opts ...Option) (*Multi, error) {
+	if len(paths) == 0 {
+		return nil, ErrNoPaths
+	}
+	for i, p := range paths {
+		if err := zk.ValidatePath(p); err != nil {
+			return nil, fmt.Errorf("lock: %w", err)
+		}
+		if p == "/" {
+			return nil, fmt.Errorf("lock: %w %q: the root cannot be a lock", zk.ErrInvalidPath, p)
+		}
+		if slices.Contains(paths[:i], p) {
+			return nil, fmt.Errorf("%w: %s", ErrDuplicatePath, p)
+		}
+	}
+	sorted := slices.Clone(paths)
+	slices.Sort(sorted)
+	o := options{Options: contention.DefaultOptions("lock", ScopeName, Version)}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	m := &Multi{paths: slices.Clone(paths), turn: make(chan struct{}, 1)}
+	for _, p := range sorted {
+		partOpts := slices.Clone(opts)
+		if o.ID != "" {
+			partOpts = append(partOpts, WithID(o.ID+"/"+p))
+		}
+		l, err := New(conn, p, partOpts...)
+		if err != nil {
+			for _, opened := range m.locks {
+				opened.Close()
+			}
+			return nil, err
+		}
+		m.locks = append(m.locks, l)
+	}
+	for _, p := range paths {
+		m.order = append(m.order, slices.Index(sorted, p))
+	}
+	m.tracer = m.locks[0].tracer
+	m.wait = o.CloseTimeout
+	return m, nil
+}
+
+// MultiGrant is one hold of every lock of a Multi.
+type MultiGrant struct {
+	grants []*Grant // in the order of NewMulti's paths
+	loss   *runtime.Loss
+}
+
+// PartError is why a MultiGrant ended when one of its locks was lost
+// (MultiGrant.Err): which lock, and its Grant.Err.
+type PartError struct {
+	Path string
+	Err  error
+}
+
+func (e *PartError) Error() string { return "lock: " + e.Path + ": " + e.Err.Error() }
+
+// Unwrap returns the lock's Grant.Err (ErrSuspended, ErrSessionLost, ...).
+func (e *PartError) Unwrap() error { return e.Err }
+
+// Grants are the grants of the locks, in the order of the paths given to
+// NewMulti. Each has its own fencing token.
+func (g *MultiGrant) Grants() []*Grant { return slices.Clone(g.grants) }
+
+// Lost is closed when the hold of any of the locks ends or can no longer be
+// trusted (see Grant.Lost), or the Multi is released or closed. The other
+// locks are still held until Release or Close.
+func (g *MultiGrant) Lost() <-chan struct{} { return g.loss.Done() }
+
+// Err is nil while every lock is held; once Lost has closed it is why:
+// ErrReleased, ErrClosed, or a *PartError naming the lock that was lost
+// and wrapping its cause (errors.Is(err, ErrSessionLost) works).
+func (g *MultiGrant) Err() error { return g.loss.Err() }
+
+// newMultiGrant returns the grant of the parts' grants (in sorted path
+// order), watching each: the first that is lost ends it.
+func (m *Multi) newMultiGrant(sorted []*Grant) *MultiGrant {
+	g := &MultiGrant{loss: runtime.NewLoss()}
+	for _, i := range m.order {
+		g.grants = append(g.grants, sorted[i])
+	}
+	for i, part := range sorted {
+		go func() {
+			select {
+			case <-part.Lost():
+				g.loss.Close(&PartError{Path: m.locks[i].path, Err: part.Err()})
+			case <-g.loss.Done():
+			}
+		}()
+	}
+	return g
+}
+
+// take waits for the Multi's turn; done gives it back.
+func (m *Multi) take(ctx context.Context) (done func(), err error) {
+	select {
+	case m.turn <- struct{}{}:
+		return func() { <-m.turn }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Acquire blocks until every lock is held, ctx ends, or one of them fails;
+// the locks are taken one after the other, in sorted path order. On a
+// Multi that holds, it returns at once with the same grant and one more
+// hold. When ctx ends first, or a lock fails (ErrSessionLost, ...), it
+// releases the locks it took before returning the error, waiting for that
+// at most the parts' close timeout (WithCloseTimeout: then their nodes are
+// deleted in the background), and nothing of this call is left. A grant
+// that was lost is let go of before a new one is sought.
+func (m *Multi) Acquire(ctx context.Context) (*MultiGrant, error) {
+	ctx, span := m.tracer.Start(ctx, "lock.multi.acquire", trace.WithAttributes(attribute.StringSlice("zk.lock.paths", m.paths)))
+	defer span.End()
+	g, err := m.acquire(ctx)
+	m.locks[0].inst.SpanError(span, err)
+	return g, err
+}
+
+func (m *Multi) acquire(ctx context.Context) (*MultiGrant, error) {
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	done, err := m.take(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if g := m.current(); g != nil {
+		if g.Err() == nil {
+			m.setHeld(g, m.holds+1)
+			return g, nil
+		}
+		m.letGo(ctx) // what is left of a lost grant
+	}
+	var got []*Grant
+	for _, l := range m.locks {
+		g, err := l.Acquire(ctx)
+		if err != nil {
+			m.releaseParts(ctx, len(got))
+			return nil, err
+		}
+		got = append(got, g)
+	}
+	if m.closed.Load() {
+		m.releaseParts(ctx, len(got))
+		return nil, ErrClosed
+	}
+	g := m.newMultiGrant(got)
+	m.setHeld(g, 1)
+	return g, nil
+}
+
+// current is the current grant, nil when none.
+func (m *Multi) current() *MultiGrant {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.held
+}
+
+// setHeld makes g, with holds holds, the current grant (nil: none).
+func (m *Multi) setHeld(g *MultiGrant, holds int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.held, m.holds = g, holds
+}
+
+// releaseParts releases the first n locks, last first, on a context of
+// their own: the caller's may have ended, and what it took must go. It
+// waits for that at most m.wait; the locks delete their nodes in the
+// background after that.
+func (m *Multi) releaseParts(ctx context.Context, n int) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.wait)
+	defer cancel()
+	var errs []error
+	for i := n - 1; i >= 0; i-- {
+		if err := m.locks[i].Release(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
+			errs = append(errs, fmt.Errorf("lock: %s: %w", m.locks[i].path, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// letGo drops the current grant and releases the locks it still holds.
+func (m *Multi) letGo(ctx context.Context) error {
+	m.setHeld(nil, 0)
+	return m.releaseParts(ctx, len(m.locks))
+}
+
+// Release gives back one hold; the last one releases every lock, last
+// taken first, and returns once their nodes are gone (or ctx ends: the
+// deletes then go on in the background). ErrNotHeld when the Multi holds
+// nothing; also when its grant was lost (MultiGrant.Err), and the error
+// then wraps why, after the locks still held were released.
+func (m *Multi) Release(ctx context.Context) error {
+	ctx, span := m.tracer.Start(ctx, "lock.multi.release", trace.WithAttributes(attribute.StringSlice("zk.lock.paths", m.paths)))
+	defer span.End()
+	err := m.release(ctx)
+	m.locks[0].inst.SpanError(span, err)
+	return err
+}
+
+func (m *Multi) release(ctx context.Context) error {
+	if m.closed.Load() {
+		return ErrClosed
+	}
+	done, err := m.take(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	switch g := m.current(); {
+	case g == nil:
+		return ErrNotHeld
+	case g.Err() != nil:
+		cause := g.Err()
+		return errors.Join(fmt.Errorf("%w: %w", ErrNotHeld, cause), m.letGo(ctx))
+	case m.holds > 1:
+		m.setHeld(g, m.holds-1)
+		return nil
+	default:
+		g.loss.Close(ErrReleased)
+		m.setHeld(nil, 0)
+		var errs []error
+		for i := len(m.locks) - 1; i >= 0; i-- {
+			if err := m.locks[i].Release(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("lock: %s: %w", m.locks[i].path, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// Close releases what the Multi holds, fails its waiting Acquire with
+// ErrClosed, and closes every lock (see Lock.Close: ErrCleanupPending when
+// the connection is down). Later calls return the first one's result.
+func (m *Multi) Close() error {
+	m.closeOnce.Do(func() {
+		m.closed.Store(true)
+		if g := m.current(); g != nil {
+			g.loss.Close(ErrClosed) // before its locks go, which would say lost
+		}
+		var errs []error
+		for i := len(m.locks) - 1; i >= 0; i-- {
+			errs = append(errs, m.locks[i].Close())
+		}
+		m.closeErr = errors.Join(errs...)
+		if errors.Is(m.closeErr, ErrCleanupPending) {
+			m.closeErr = ErrCleanupPending
+		}
+	})
+	return m.closeErr
+}
