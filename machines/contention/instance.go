@@ -309,6 +309,8 @@ func answers(i Input) uint64 {
 		return i.Cmd
 	case announced:
 		return i.Cmd
+	case promoted:
+		return i.Cmd
 	case dataRead:
 		return i.Cmd
 	case dataChanged:
@@ -396,35 +398,55 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 			return r, true
 		})
 	case watchNode:
+		if c.Promotion {
+			sh.Go(func(ctx context.Context) (Input, bool) {
+				var st zk.Stat
+				var w <-chan zk.WatchEvent
+				var err error
+				op(ctx, "get", func(ctx context.Context) error {
+					_, st, w, err = conn.GetW(ctx, c.Path)
+					return err
+				})
+				r := watching{Cmd: c.Cmd, Exists: err == nil, Held: err == nil && st.Version > 0}
+				if err != nil && !errors.Is(err, zk.ErrNoNode) {
+					r.Err = err
+				}
+				if w == nil {
+					return r, true
+				}
+				sh.Post(r, true)
+				select {
+				case ev := <-w:
+					return watchFired{Cmd: c.Cmd, Event: ev}, true
+				case <-ctx.Done():
+					return nil, false
+				}
+			})
+			return
+		}
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var markW, deleteW <-chan zk.WatchEvent
-			var children []string
 			var markErr, childErr error
 			var held bool
 			var wg sync.WaitGroup
-			if !c.Dir { // a directory's watch has no mark
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					mark := ReleaseMark(c.Path)
-					if c.Hold {
-						mark = HoldMark(c.Path)
-					}
-					op(ctx, "exists", func(ctx context.Context) error {
-						_, held, markW, markErr = conn.ExistsW(ctx, mark)
-						return markErr
-					})
-				}()
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				mark := ReleaseMark(c.Path)
+				if c.Hold {
+					mark = HoldMark(c.Path)
+				}
+				op(ctx, "exists", func(ctx context.Context) error {
+					_, held, markW, markErr = conn.ExistsW(ctx, mark)
+					return markErr
+				})
+			}()
 			op(ctx, "children", func(ctx context.Context) error {
-				children, _, deleteW, childErr = conn.ChildrenW(ctx, c.Path)
+				_, _, deleteW, childErr = conn.ChildrenW(ctx, c.Path)
 				return childErr
 			})
 			wg.Wait()
 			r := watching{Cmd: c.Cmd, Exists: childErr == nil, Held: c.Hold && held, Err: markErr}
-			if c.Dir && childErr == nil {
-				r.Children = children
-			}
 			if childErr != nil && !errors.Is(childErr, zk.ErrNoNode) {
 				r.Err = errors.Join(childErr, markErr) // a lost reply to either is retried
 			}
@@ -433,6 +455,15 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 			}
 			sh.Post(r, true)
 			return forwardWatches(ctx, in.shell, c.Cmd, markW, deleteW, c.Hold)
+		})
+	case promote:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			var err error
+			op(ctx, "set", func(ctx context.Context) error {
+				_, err = conn.Set(ctx, c.Node, c.Data, 0)
+				return err
+			})
+			return promoted{Cmd: c.Cmd, Err: err}, true
 		})
 	case checkNodes:
 		sh.Go(func(ctx context.Context) (Input, bool) {

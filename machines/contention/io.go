@@ -97,11 +97,13 @@ type watching struct {
 	Cmd    uint64
 	Exists bool
 	Held   bool
-	// Children: a directory's watch (watchNode.Dir) lists the children
-	// it was set with; a release after the listing that made us wait
-	// shows here, not as an event.
-	Children []string
-	Err      error
+	Err    error
+}
+
+// promoted is the reply to promote.
+type promoted struct {
+	Cmd uint64
+	Err error
 }
 
 // nodesChecked is the reply to checkNodes: whether each path exists.
@@ -155,6 +157,7 @@ func (watchFired) isInput()    {}
 func (ownNodeGone) isInput()   {}
 func (deleted) isInput()       {}
 func (announced) isInput()     {}
+func (promoted) isInput()      {}
 
 func (i Acquire) String() string {
 	s := fmt.Sprintf("Acquire req=%d", i.Req)
@@ -203,12 +206,9 @@ func (i watching) String() string {
 	if i.Held {
 		held = " held"
 	}
-	children := ""
-	if i.Children != nil {
-		children = fmt.Sprintf(" children=%v", i.Children)
-	}
-	return fmt.Sprintf("Watching cmd=%d exists=%t%s%s%s", i.Cmd, i.Exists, held, children, errText(i.Err))
+	return fmt.Sprintf("Watching cmd=%d exists=%t%s%s", i.Cmd, i.Exists, held, errText(i.Err))
 }
+func (i promoted) String() string { return fmt.Sprintf("Promoted cmd=%d%s", i.Cmd, errText(i.Err)) }
 func (i nodesChecked) String() string {
 	return fmt.Sprintf("NodesChecked cmd=%d exists=%v%s", i.Cmd, i.Exists, errText(i.Err))
 }
@@ -287,9 +287,21 @@ type watchNode struct {
 	Cmd  uint64
 	Path string
 	Hold bool
-	// Dir: Path is the directory; only its child watch is set (Leases),
-	// and its one watchFired is any change of the children.
-	Dir bool
+	// Promotion: only a data watch on Path is set (a leases waiter behind
+	// another waiter): it fires when Path is promoted to a holder (its
+	// data set, see promote) or deleted. watching.Held says it was
+	// promoted already.
+	Promotion bool
+}
+
+// promote sets our node's data (Data, as created; version 0 → 1) once it
+// holds after waiting, under Leases: the waiter behind it, which watches
+// its data (watchNode.Promotion), becomes the first waiter and watches the
+// holders. Reply: promoted.
+type promote struct {
+	Cmd  uint64
+	Node string
+	Data []byte
 }
 
 // checkNodes asks whether each of Paths exists, all requests in flight
@@ -327,6 +339,7 @@ func (c watchNode) ID() uint64    { return c.Cmd }
 func (c checkNodes) ID() uint64   { return c.Cmd }
 func (c deleteNode) ID() uint64   { return c.Cmd }
 func (c announceMark) ID() uint64 { return c.Cmd }
+func (c promote) ID() uint64      { return c.Cmd }
 
 func (createNode) isCommand()   {}
 func (ensureDir) isCommand()    {}
@@ -336,6 +349,7 @@ func (watchNode) isCommand()    {}
 func (checkNodes) isCommand()   {}
 func (deleteNode) isCommand()   {}
 func (announceMark) isCommand() {}
+func (promote) isCommand()      {}
 
 func (c createNode) String() string {
 	if c.Beside != "" {
@@ -354,13 +368,16 @@ func (c listDir) String() string {
 	return fmt.Sprintf("ListDir cmd=%d dir=%s", c.Cmd, c.Dir)
 }
 func (c watchNode) String() string {
-	if c.Dir {
-		return fmt.Sprintf("WatchNode cmd=%d dir=%s", c.Cmd, c.Path)
+	if c.Promotion {
+		return fmt.Sprintf("WatchNode cmd=%d path=%s promotion", c.Cmd, c.Path)
 	}
 	if c.Hold {
 		return fmt.Sprintf("WatchNode cmd=%d path=%s hold", c.Cmd, c.Path)
 	}
 	return fmt.Sprintf("WatchNode cmd=%d path=%s", c.Cmd, c.Path)
+}
+func (c promote) String() string {
+	return fmt.Sprintf("Promote cmd=%d node=%s data=%q", c.Cmd, c.Node, c.Data)
 }
 func (c checkNodes) String() string {
 	return fmt.Sprintf("CheckNodes cmd=%d paths=%v", c.Cmd, c.Paths)

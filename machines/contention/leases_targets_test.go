@@ -9,10 +9,10 @@ import (
 
 // Leases(2) on each target: a holder releases after the third
 // contender's listing was made and before its reply came. The listing
-// says two are below, so it waits; the directory watch it sets after
-// comes too late for that release's event. The children the watch was
-// set with show one below, and it holds (before, it waited with a lease
-// free until some other change in the directory).
+// says two are below, so it waits; the watches it sets on the holders
+// after come too late for that release's event. The check that sets them
+// finds the first gone, and it holds (it must not wait with a lease free
+// until some other change).
 func TestLeasesReleaseBeforeTheWatchOnEachTarget(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := testCtx(t)

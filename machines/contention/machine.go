@@ -184,6 +184,7 @@ type term struct {
 	revoked   bool   // Revocable: the revocation was requested
 	try       bool   // only TryAcquire callers: give up instead of waiting
 	plain     bool   // a Release asked for no release mark (Release.NoMark)
+	followed  bool   // DETERMINE's listing had contenders after ours
 }
 
 // request is a command in flight (or stalled) and what it is for.
@@ -296,6 +297,8 @@ func (m *Machine) Step(in Input) Output {
 		m.nodesChecked(in)
 	case watchFired:
 		m.watchFired(in)
+	case promoted:
+		m.promoted(in)
 	case ownNodeGone:
 		m.ownNodeGone(in)
 	case deleted:
@@ -591,6 +594,9 @@ func (m *Machine) dirRead(in dirRead) {
 	t.token = in.Own.Czxid
 	below := slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.deleting)
 	t.below = m.cfg.Predicate.blockers(below, t.node)
+	// Contenders made after ours may have listed before we did, seen us
+	// waiting, and watch for our promotion (Leases).
+	t.followed = len(Contenders(in.Children, m.cfg.Markers)) > len(below)+1
 	if m.State() == events.StateDetermine {
 		m.emit(events.DetermineComplete, nil)
 	}
@@ -605,8 +611,12 @@ func (m *Machine) watching(in watching) {
 		m.send(r)
 	case in.Err != nil:
 		m.failOn(t, in.Err)
-	case m.cfg.Predicate.watchesDir():
-		m.dirWatched(t, in)
+	case m.cfg.Predicate.kind == leases:
+		// A waiter behind a waiter: its data watch is set. Promoted
+		// already, or gone: list again, which says where we stand.
+		if !in.Exists || in.Held {
+			m.reread(t)
+		}
 	default:
 		t.predHeld = in.Held
 		if !in.Exists {
@@ -615,39 +625,24 @@ func (m *Machine) watching(in watching) {
 	}
 }
 
-// dirWatched takes the reply to a directory's watch (Leases). The watch
-// came after the listing that made us wait: a holder may have gone in
-// between, which no event will tell, so the children it was set with say
-// again whether we hold. If our node is not among them (the directory or
-// our node was deleted), read again, which finds it gone.
-func (m *Machine) dirWatched(t *term, in watching) {
-	if !in.Exists || !slices.Contains(in.Children, zk.Base(t.node)) {
-		m.reread(t)
-		return
-	}
-	below := slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.deleting)
-	if t.below = m.cfg.Predicate.blockers(below, t.node); len(t.below) == 0 {
-		t.watch = 0
-		m.elect(t)
-	}
-}
-
 func (m *Machine) watchFired(in watchFired) {
 	t := m.term
 	if t == nil || in.Cmd != t.watch || t.pending != 0 || len(t.below) == 0 {
 		return // stale
-	}
-	if m.cfg.Predicate.watchesDir() {
-		if in.Event.Type == zk.EventNodeChildrenChanged && in.Event.Path == m.cfg.Dir {
-			m.reread(t)
-		}
-		return
 	}
 	if t.watchesAll {
 		m.checkedGone(t, in.Event)
 		return
 	}
 	pred := t.below[len(t.below)-1]
+	if m.cfg.Predicate.kind == leases {
+		// The waiter ahead was promoted to a holder (we may be the first
+		// waiter now) or is gone: list again.
+		if in.Event.Path == pred && (in.Event.Type == zk.EventNodeDataChanged || in.Event.Type == zk.EventNodeDeleted) {
+			m.reread(t)
+		}
+		return
+	}
 	switch {
 	case in.Event.Type == zk.EventNodeCreated && in.Event.Path == ReleaseMark(pred):
 		t.predHeld = true // it left as a holder, in the transaction that made the mark
@@ -717,14 +712,17 @@ func (m *Machine) nodesChecked(in nodesChecked) {
 }
 
 // checkedGone takes the deletion of one of the nodes a check watches: the
-// waiter holds when the last of them is gone. None of them can be replaced
+// waiter holds when none of them blocks it any more (the last is gone; for
+// leases, any one). None of them can be replaced
 // by a node below ours meanwhile: a downgrade needs a writer below that
 // holds, and a check holds no writer whose absence needs a listing.
 func (m *Machine) checkedGone(t *term, ev zk.WatchEvent) {
 	if ev.Type != zk.EventNodeDeleted || !slices.Contains(t.below, ev.Path) {
 		return // the end of the watch: LOST follows
 	}
-	if t.below = slices.DeleteFunc(t.below, func(n string) bool { return n == ev.Path }); len(t.below) == 0 {
+	t.below = slices.DeleteFunc(t.below, func(n string) bool { return n == ev.Path })
+	if len(m.cfg.Predicate.blockers(t.below, t.node)) == 0 {
+		t.below = nil
 		t.watch, t.watchesAll = 0, false
 		m.elect(t)
 	}
@@ -836,8 +834,17 @@ func (m *Machine) advance(t *term) {
 	}
 	id := m.nextCmd()
 	t.watch, t.watchesAll = id, false
-	if m.cfg.Predicate.watchesDir() {
-		m.send(&request{cmd: watchNode{Cmd: id, Path: m.cfg.Dir, Dir: true}, term: t})
+	if p := m.cfg.Predicate; p.kind == leases {
+		if len(t.below) > p.leases {
+			// Behind another waiter: wait for it to be promoted to a
+			// holder (or to go). No waiter watches what it cannot take.
+			m.send(&request{cmd: watchNode{Cmd: id, Path: t.below[len(t.below)-1], Promotion: true}, term: t})
+			return
+		}
+		// The first waiter: every node below holds, and any one that goes
+		// frees a lease for us. A lease that ends wakes this waiter alone.
+		t.watchesAll = true
+		m.send(&request{cmd: checkNodes{Cmd: id, Paths: slices.Clone(t.below)}, term: t})
 		return
 	}
 	m.send(&request{cmd: watchNode{Cmd: id, Path: t.below[len(t.below)-1], Hold: m.cfg.HoldMarks}, term: t})
@@ -873,6 +880,10 @@ func (m *Machine) elect(t *term) {
 	if m.State() == events.StateReady {
 		m.emit(events.ReadyComplete, nil)
 	}
+	if m.cfg.Predicate.kind == leases && (m.State() == events.StateReady || t.followed) {
+		// A waiter behind may watch for this: tell it (see Leases).
+		m.send(&request{cmd: promote{Cmd: m.nextCmd(), Node: t.node, Data: m.cfg.Data}})
+	}
 	m.fire(trElect)
 	m.emit(events.ElectedStart, nil)
 	for _, a := range m.acquirers {
@@ -886,6 +897,20 @@ func (m *Machine) elect(t *term) {
 	if m.cfg.HoldMarks {
 		t.announced = true
 		m.send(&request{cmd: announceMark{Cmd: m.nextCmd(), Node: t.node, Path: HoldMark(t.node)}})
+	}
+}
+
+// promoted takes promote's reply: sent again after a connection loss while
+// the term still holds (the waiter behind would wait for a lease some
+// other one frees); anything else (our node gone, promoted already) ends
+// it.
+func (m *Machine) promoted(in promoted) {
+	r, _ := m.take(in.Cmd)
+	if r == nil {
+		return
+	}
+	if t := m.term; errors.Is(in.Err, zk.ErrConnectionLoss) && t != nil && t.node == r.cmd.(promote).Node {
+		m.send(r)
 	}
 }
 

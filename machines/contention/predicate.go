@@ -36,11 +36,13 @@ func Exclusive() Predicate { return Predicate{} }
 func ReadWrite(readMarker string) Predicate { return Predicate{kind: readWrite, reader: readMarker} }
 
 // Leases lets n contenders hold at once: a contender holds while fewer
-// than n nodes are below its own. A waiter watches the directory's
-// children and reads again on every change, as Curator's
-// InterProcessSemaphoreV2 does: releases come in any order, and any of
-// the n below may be the one it waits for (watching one of them would
-// leave it waiting while another's lease is free).
+// than n nodes are below its own. Releases come in any order, so the
+// first waiter (exactly n below it, all holding) watches each of them and
+// holds when any goes. Every other waiter watches the data of the waiter
+// ahead of it, which a waiter sets once it holds (promote): then the one
+// behind is first, lists again and watches the holders. A lease that ends
+// wakes one waiter, where Curator's InterProcessSemaphoreV2 wakes every
+// one (a directory watch).
 func Leases(n int) Predicate { return Predicate{kind: leases, leases: n} }
 
 func (p Predicate) String() string {
@@ -86,10 +88,6 @@ func (p Predicate) blockers(below []string, ours string) []string {
 	}
 	return below
 }
-
-// watchesDir reports whether a waiter watches the directory's children
-// rather than one node (leases: any release may free one).
-func (p Predicate) watchesDir() bool { return p.kind == leases }
 
 // afterGone says what a waiter does when gone, the node it watched (the
 // last of its blockers), is gone; held tells that gone left as a holder

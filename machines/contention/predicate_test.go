@@ -167,37 +167,70 @@ func TestTranscriptWriterListsWhenAWriterIsAmongTheRest(t *testing.T) {
 	tr.check("rw_writer_lists_when_a_writer_is_among_the_rest")
 }
 
-// Leases(2): a third contender waits, watching the directory; when a
-// holder goes it reads again and holds, with one node below.
+// Leases(2): a third contender is the first waiter: it watches both
+// holders (a check that leaves a watch on each) and holds when either
+// goes, with no read; having waited, it marks its node promoted for the
+// waiter behind it.
 func TestTranscriptLeases(t *testing.T) {
 	tr := newTranscriptWith(t, Config{Dir: "/app/sem", Markers: []string{"lock-"}, Predicate: Leases(2)})
 	tr.step(Acquire{Req: 1})
 	tr.step(created{Cmd: 1, Path: "/app/sem/_c_uuid1-lock-0000000002"})
 	out := tr.step(dirRead{Cmd: 2, Children: []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001", "_c_uuid1-lock-0000000002"}, Own: own(0x50), OwnExists: true})
-	if w, ok := out.Commands[0].(watchNode); len(out.Commands) != 1 || !ok || !w.Dir {
-		t.Fatalf("want a watch on the directory, got %+v", out.Commands)
+	if c, ok := only[checkNodes](out); !ok || len(c.Paths) != 2 {
+		t.Fatalf("want both holders watched, got %+v", out.Commands)
 	}
-	tr.step(watching{Cmd: 3, Exists: true, Children: []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001", "_c_uuid1-lock-0000000002"}})
-	tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeChildrenChanged, Path: "/app/sem"}})
-	out = tr.step(dirListed{Cmd: 4, Children: []string{"_c_b-lock-0000000001", "_c_uuid1-lock-0000000002"}})
-	if !grantedAtOnce(out, 1) {
-		t.Fatalf("want a grant with one node below, got %+v", out)
+	tr.step(nodesChecked{Cmd: 3, Exists: []bool{true, true}})
+	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/sem/_c_b-lock-0000000001"}})
+	if len(out.Replies) != 1 || !out.Replies[0].Granted {
+		t.Fatalf("want a grant when a holder goes, got %+v", out)
+	}
+	if p, ok := only[promote](out); !ok || p.Node != "/app/sem/_c_uuid1-lock-0000000002" {
+		t.Fatalf("want our node promoted, got %+v", out.Commands)
+	}
+	// The other holder's later deletion finds the term holding.
+	if out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/sem/_c_a-lock-0000000000"}}); len(out.Commands)+len(out.Replies) != 0 {
+		t.Fatalf("a stale holder's deletion acted: %+v", out)
 	}
 	tr.check("leases_2")
 }
 
+// Leases(2): a fourth contender waits behind the third (a waiter) on its
+// data only; when the third is promoted to a holder, the fourth lists
+// again, is now the first waiter, and watches the holders.
+func TestTranscriptLeasesPromotion(t *testing.T) {
+	tr := newTranscriptWith(t, Config{Dir: "/app/sem", Markers: []string{"lock-"}, Predicate: Leases(2)})
+	tr.step(Acquire{Req: 1})
+	tr.step(created{Cmd: 1, Path: "/app/sem/_c_uuid1-lock-0000000003"})
+	out := tr.step(dirRead{Cmd: 2, Children: []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001", "_c_c-lock-0000000002", "_c_uuid1-lock-0000000003"}, Own: own(0x50), OwnExists: true})
+	if w, ok := only[watchNode](out); !ok || !w.Promotion || w.Path != "/app/sem/_c_c-lock-0000000002" {
+		t.Fatalf("want the waiter ahead's promotion watched, got %+v", out.Commands)
+	}
+	tr.step(watching{Cmd: 3, Exists: true})
+	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: "/app/sem/_c_c-lock-0000000002"}})
+	if l, ok := only[listDir](out); !ok || !l.Relist {
+		t.Fatalf("want a listing once the waiter ahead holds, got %+v", out.Commands)
+	}
+	out = tr.step(dirListed{Cmd: 4, Children: []string{"_c_b-lock-0000000001", "_c_c-lock-0000000002", "_c_uuid1-lock-0000000003"}})
+	if c, ok := only[checkNodes](out); !ok || len(c.Paths) != 2 {
+		t.Fatalf("the first waiter now: want both holders watched, got %+v", out.Commands)
+	}
+	tr.step(nodesChecked{Cmd: 5, Exists: []bool{false, true}})
+	tr.check("leases_promotion")
+}
+
 // waitFor is what DETERMINE decides from a listing, as the machine does
 // it: the nodes below ours (serial order), the predicate's blockers of
-// them, and what it watches: nothing when it holds, else the directory
-// (leases) or the last blocker.
+// them, and what it watches: nothing when it holds; under leases, every
+// holder ("holders") for the first waiter, else the waiter ahead; else the
+// last blocker.
 func waitFor(p Predicate, markers, children []string, ours string) (holds bool, watch string) {
 	seq, _ := parseSeq(ours, markers)
 	blockers := p.blockers(lower(children, markers, ours, seq, "/d"), "/d/"+ours)
 	switch {
 	case len(blockers) == 0:
 		return true, ""
-	case p.watchesDir():
-		return false, "/d"
+	case p.kind == leases && len(blockers) == p.leases:
+		return false, "holders"
 	}
 	return false, blockers[len(blockers)-1]
 }
@@ -233,10 +266,11 @@ func TestPredicateWaitFor(t *testing.T) {
 		{"writer across the wrap waits on its predecessor", ReadWrite(rd), rwm, wrapped, "_c_w8-__WRIT__-2147483648", false, "/d/_c_r7-__READ__2147483647"},
 		{"reader before the wrap behind a writer", ReadWrite(rd), rwm, wrapped, "_c_r7-__READ__2147483647", false, "/d/_c_w6-__WRIT__2147483646"},
 		{"leases(2) second holds", Leases(2), lm, []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001", "_c_c-lock-0000000002"}, "_c_b-lock-0000000001", true, ""},
-		{"leases(2) third watches the directory", Leases(2), lm, []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001", "_c_c-lock-0000000002"}, "_c_c-lock-0000000002", false, "/d"},
+		{"leases(2) third watches the holders", Leases(2), lm, []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001", "_c_c-lock-0000000002"}, "_c_c-lock-0000000002", false, "holders"},
+		{"leases(2) fourth watches the third", Leases(2), lm, []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001", "_c_c-lock-0000000002", "_c_d-lock-0000000003"}, "_c_d-lock-0000000003", false, "/d/_c_c-lock-0000000002"},
 		{"leases(2) second across the wrap holds", Leases(2), lm, []string{"_c_b-lock--2147483648", "_c_a-lock-2147483647"}, "_c_b-lock--2147483648", true, ""},
-		{"leases(2) third across the wrap waits", Leases(2), lm, []string{"_c_c-lock--2147483647", "_c_b-lock--2147483648", "_c_a-lock-2147483647"}, "_c_c-lock--2147483647", false, "/d"},
-		{"leases(1) is exclusive's count", Leases(1), lm, []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001"}, "_c_b-lock-0000000001", false, "/d"},
+		{"leases(2) third across the wrap waits", Leases(2), lm, []string{"_c_c-lock--2147483647", "_c_b-lock--2147483648", "_c_a-lock-2147483647"}, "_c_c-lock--2147483647", false, "holders"},
+		{"leases(1) is exclusive's count", Leases(1), lm, []string{"_c_a-lock-0000000000", "_c_b-lock-0000000001"}, "_c_b-lock-0000000001", false, "holders"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			holds, watch := waitFor(tc.p, tc.markers, tc.children, tc.ours)

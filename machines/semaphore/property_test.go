@@ -290,7 +290,7 @@ func TestProperty(t *testing.T) {
 		if len(failures) > 0 {
 			t.Fatalf("%d failures, first: %s", len(failures), failures[0])
 		}
-		if grants < steps/25 { // about one in ten on an idle machine
+		if grants < steps/25 { // one in four on an idle machine, one in twelve under a full test run; a missed wakeup (a lease left free while some wait) made it one in twenty-six
 			t.Errorf("only %d leases granted in %d steps", grants, steps)
 		}
 		for _, l := range m.expired {
