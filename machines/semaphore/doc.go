@@ -14,9 +14,12 @@
 // process and this package count each other's leases on the same path and
 // never exceed maxLeases together. A contender holds a lease when fewer
 // than maxLeases lease nodes are queued before its own (the lock's
-// algorithm, with that rule for holding); a waiter watches the leases
-// directory, and a lease that ends wakes it through that watch (every
-// waiter reads the directory again then). There is no internal
+// algorithm, with that rule for holding). A lease that ends wakes one
+// waiter: the first waiter watches each holder and holds when any goes,
+// with no read; every other waiter watches only the data of the waiter
+// ahead of it, which a waiter sets (same data, next version) once it
+// holds, and then lists once and becomes the first. Curator wakes every
+// waiter on every change of the directory. There is no internal
 // mutex: Curator passes every acquirer through one under <path>/locks (a
 // create, a listing and a delete more per lease); this package needs none,
 // since a node queued before ours can only go, never come.
@@ -25,7 +28,9 @@
 // children; ours, when fewer than maxLeases are before ours. Both rules
 // are safe together (never more than maxLeases holders), but a Curator
 // waiter counts our waiters behind it too, so beside ours it may wait
-// longer than its place in the queue says.
+// longer than its place in the queue says; and a Curator waiter does not
+// set its data when it holds, so our waiter behind it may wait for it to
+// go while a lease is free.
 //
 // # maxLeases
 //
