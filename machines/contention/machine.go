@@ -834,6 +834,14 @@ func (m *Machine) advance(t *term) {
 	}
 	id := m.nextCmd()
 	t.watch, t.watchesAll = id, false
+	if p := m.cfg.Predicate; p.writerBehindReaders(t.node, t.below) {
+		// Readers alone below a writer all hold, and go in any order:
+		// watch each (one round of requests, as the recheck a watch on
+		// the last alone would need), and hold when the last goes.
+		t.watchesAll = true
+		m.send(&request{cmd: checkNodes{Cmd: id, Paths: slices.Clone(t.below)}, term: t})
+		return
+	}
 	if p := m.cfg.Predicate; p.kind == leases {
 		if len(t.below) > p.leases {
 			// Behind another waiter: wait for it to be promoted to a

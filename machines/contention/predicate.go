@@ -125,6 +125,13 @@ func (p Predicate) mustRelist(ours, gone string) bool {
 	return p.kind == readWrite && !p.isReader(ours) && !p.isReader(gone)
 }
 
+// writerBehindReaders reports whether ours is a writer whose blockers
+// are two or more readers and nothing else: readers with no writer below
+// them, which all hold.
+func (p Predicate) writerBehindReaders(ours string, blockers []string) bool {
+	return p.kind == readWrite && !p.isReader(ours) && len(blockers) > 1 && !slices.ContainsFunc(blockers, func(n string) bool { return !p.isReader(n) })
+}
+
 // isReader reports whether node (a name or path) is a reader's: its name
 // ends with the readers' marker and a 10-character sequence.
 func (p Predicate) isReader(node string) bool {

@@ -67,29 +67,25 @@ func TestTranscriptReaderWaitsOnLastWriterBelow(t *testing.T) {
 	tr.check("rw_reader_waits_on_last_writer_below")
 }
 
-// A writer waits on its immediate predecessor, a reader. Readers below it
-// may hold together, so when that reader goes, even as a holder, the
-// writer checks the other nodes it saw, which leaves a watch on each that
-// is left (one round of requests), and holds once they are gone.
+// A writer behind readers alone: they all hold and go in any order, so it
+// watches each of them (a check that leaves a watch on each) and holds
+// when the last goes, with no read.
 func TestTranscriptWriterBehindReaders(t *testing.T) {
 	tr := newRWTranscript(t)
 	tr.step(Acquire{Req: 1})
 	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__WRIT__0000000003"})
 	out := tr.step(dirRead{Cmd: 2, Children: []string{"_c_r1-__READ__0000000001", "_c_r2-__READ__0000000002", "_c_uuid1-__WRIT__0000000003"}, Own: own(0x50), OwnExists: true})
-	if len(out.Commands) != 1 || out.Commands[0].(watchNode).Path != "/app/rw/_c_r2-__READ__0000000002" {
-		t.Fatalf("want a watch on the immediate predecessor (r2), got %+v", out.Commands)
+	if c, ok := only[checkNodes](out); !ok || len(c.Paths) != 2 {
+		t.Fatalf("want both readers watched, got %+v", out.Commands)
 	}
-	tr.step(watching{Cmd: 3, Exists: true})
-	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: ReleaseMark("/app/rw/_c_r2-__READ__0000000002")}})
-	if len(out.Replies) != 0 {
-		t.Fatalf("a writer held behind a reader with other readers below: %+v", out)
+	tr.step(nodesChecked{Cmd: 3, Exists: []bool{true, true}})
+	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_r2-__READ__0000000002"}})
+	if len(out.Replies)+len(out.Commands) != 0 {
+		t.Fatalf("one reader left below: want nothing yet, got %+v", out)
 	}
-	if out := tr.step(nodesChecked{Cmd: 4, Exists: []bool{true}}); len(out.Commands) != 0 {
-		t.Fatalf("the check's watch on r1 is all the writer needs, got %+v", out.Commands)
-	}
-	out = tr.step(watchFired{Cmd: 4, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_r1-__READ__0000000001"}})
+	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_r1-__READ__0000000001"}})
 	if !grantedAtOnce(out, 1) {
-		t.Fatalf("want a grant with no read once r1 is gone, got %+v", out)
+		t.Fatalf("want a grant with no read once both are gone, got %+v", out)
 	}
 	tr.check("rw_writer_behind_readers")
 }
@@ -231,6 +227,8 @@ func waitFor(p Predicate, markers, children []string, ours string) (holds bool, 
 		return true, ""
 	case p.kind == leases && len(blockers) == p.leases:
 		return false, "holders"
+	case p.writerBehindReaders("/d/"+ours, blockers):
+		return false, "readers"
 	}
 	return false, blockers[len(blockers)-1]
 }
@@ -259,7 +257,7 @@ func TestPredicateWaitFor(t *testing.T) {
 		{"reader behind readers holds", ReadWrite(rd), rwm, kazoo, "_c_r1-__READ__0000000001", true, ""},
 		{"reader behind a writer waits on it", ReadWrite(rd), rwm, kazoo, "_c_r3-__READ__0000000003", false, "/d/_c_w2-__WRIT__0000000002"},
 		{"reader waits on the last writer below, not the one above", ReadWrite(rd), rwm, kazoo, "_c_r5-__READ__0000000005", false, "/d/_c_w4-__WRIT__0000000004"},
-		{"writer behind readers waits on its immediate predecessor", ReadWrite(rd), rwm, kazoo, "_c_w2-__WRIT__0000000002", false, "/d/_c_r1-__READ__0000000001"},
+		{"writer behind readers watches each", ReadWrite(rd), rwm, kazoo, "_c_w2-__WRIT__0000000002", false, "readers"},
 		{"writer behind a reader behind a writer", ReadWrite(rd), rwm, kazoo, "_c_w4-__WRIT__0000000004", false, "/d/_c_r3-__READ__0000000003"},
 		{"first writer holds", ReadWrite(rd), rwm, []string{"_c_w0-__WRIT__0000000000", "_c_r1-__READ__0000000001"}, "_c_w0-__WRIT__0000000000", true, ""},
 		{"reader across the wrap waits on the last writer below", ReadWrite(rd), rwm, wrapped, "_c_r9-__READ__-2147483647", false, "/d/_c_w8-__WRIT__-2147483648"},
