@@ -47,8 +47,15 @@ func TestHolders(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A Curator participant's node, with its id as data, holds.
+		// The lock's directory is a container: empty now, the server may
+		// reap it at any moment, so make it again if the create finds it
+		// gone (a new container is not reaped before its first child).
 		cur := tg.Connect(t)
 		node, err := cur.Create(ctx, path+"/_c_0f0f0f0f-1111-2222-3333-444444444444-lock-", []byte("curator-1"), zk.ModeEphemeralSequential)
+		for errors.Is(err, zk.ErrNoNode) {
+			ensureDir(t, cur, path)
+			node, err = cur.Create(ctx, path+"/_c_0f0f0f0f-1111-2222-3333-444444444444-lock-", []byte("curator-1"), zk.ModeEphemeralSequential)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
