@@ -129,9 +129,15 @@ func (cfg Config) validate() error {
 // Lifecycle of a term: START → OFFER (create our protected ephemeral
 // sequential node; after a lost create reply, find it by uuid) → DETERMINE
 // (list the directory and read our node together; our node must belong to
-// the term's session; its czxid is the fencing token) → READY (watch only
-// the node the predicate waits for: exclusive, the next lower node) →
-// LEADER → STOP (released) or FAILED.
+// the term's session; its czxid is the fencing token; the read leaves the
+// watch that tells of our node's deletion for the whole term) → READY
+// (watch what the predicate waits for: the next lower node, with its
+// release mark; a writer behind readers alone, each of them; the first
+// leases waiter, each holder; a later one, the promotion of the waiter
+// ahead. When a watched node goes, the waiter holds at once if it left as
+// a holder, else checks the others it saw, which leaves a watch on each,
+// or lists once more where a node may have appeared below) → LEADER →
+// STOP (released) or FAILED.
 type Machine struct {
 	cfg       Config
 	fsm       *runtime.FSM
