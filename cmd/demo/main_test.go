@@ -62,3 +62,25 @@ func TestSemaphoreScenarioOnSim(t *testing.T) {
 		}
 	}
 }
+
+// Every scenario on a real server: there a crash closes the connection
+// (the server deletes the session's nodes at once) where the simulator
+// expires the session, so the causes the scenarios check differ.
+func TestScenariosOnARealServer(t *testing.T) {
+	srv := testkit.StartServer(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	p := newPrinter(&out)
+	c := &cluster{servers: []string{srv.Addr()}, where: "ZooKeeper " + srv.Addr()}
+	for name, run := range map[string]func() error{
+		"lock":      func() error { return lockScenario(ctx, c, p, 3, 2, time.Millisecond) },
+		"election":  func() error { return electionScenario(ctx, c, p) },
+		"semaphore": func() error { return semaphoreScenario(ctx, c, p, 2, time.Millisecond) },
+		"rwlock":    func() error { return rwlockScenario(ctx, c, p) },
+	} {
+		if err := run(); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out.String())
+		}
+	}
+}

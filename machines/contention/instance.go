@@ -383,7 +383,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 			sh.Post(r, false)
 			select {
 			case ev := <-ownW:
-				return ownNodeGone{Cmd: c.Cmd, Event: ev}, true
+				return ownNodeGone{Cmd: c.Cmd, Event: ev, ConnClosed: conn.State() == zk.StateClosed}, true
 			case <-ctx.Done():
 				return nil, false
 			}

@@ -127,6 +127,9 @@ type watchFired struct {
 type ownNodeGone struct {
 	Cmd   uint64
 	Event zk.WatchEvent
+	// ConnClosed: our connection was being closed when the event came;
+	// closing our session deletes our node, which is no one else's doing.
+	ConnClosed bool
 }
 
 // deleted is the reply to deleteNode.
@@ -216,7 +219,11 @@ func (i watchFired) String() string {
 	return fmt.Sprintf("WatchFired cmd=%d %s %s%s", i.Cmd, i.Event.Type, i.Event.Path, errText(i.Event.Err))
 }
 func (i ownNodeGone) String() string {
-	return fmt.Sprintf("OwnNodeGone cmd=%d %s %s%s", i.Cmd, i.Event.Type, i.Event.Path, errText(i.Event.Err))
+	closed := ""
+	if i.ConnClosed {
+		closed = " conn-closed"
+	}
+	return fmt.Sprintf("OwnNodeGone cmd=%d %s %s%s%s", i.Cmd, i.Event.Type, i.Event.Path, closed, errText(i.Event.Err))
 }
 func (i deleted) String() string { return fmt.Sprintf("Deleted cmd=%d%s", i.Cmd, errText(i.Err)) }
 func (i announced) String() string {

@@ -670,6 +670,11 @@ func (m *Machine) ownNodeGone(in ownNodeGone) {
 	if t == nil || in.Cmd != t.ownWatch || in.Event.Type != zk.EventNodeDeleted || in.Event.Path != t.node {
 		return // stale, or the end of the watch with the session: LOST follows
 	}
+	if in.ConnClosed {
+		// Our own connection's close deleted it (our session's end).
+		m.fail(t, m.cfg.Errors.Closed)
+		return
+	}
 	// fail deletes the node all the same (NoNode, one request in this rare
 	// case), for the hold mark that follows it must go too.
 	m.fail(t, m.vanished(t))

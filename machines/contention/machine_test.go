@@ -726,3 +726,18 @@ func TestReplyOfAnExpiredSessionIsSessionLost(t *testing.T) {
 		})
 	}
 }
+
+// Our node deleted by our own connection's close (the session ends with
+// it): the term ends with Closed, not with NodeDeleted, which says someone
+// else deleted it.
+func TestTranscriptOwnNodeGoneWithOurConnection(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007"}, Own: own(0x50), OwnExists: true})
+	out := tr.step(ownNodeGone{Cmd: 2, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_uuid1-lock-0000000007"}, ConnClosed: true})
+	if len(out.TermEnded) != 1 || !errors.Is(out.TermEnded[0].Cause, testErrors.Closed) {
+		t.Fatalf("want the term ended with Closed, got %+v", out)
+	}
+	tr.check("own_node_gone_with_our_connection")
+}
