@@ -1220,12 +1220,17 @@ func splitSeq(name string, markers []string) (string, int32, bool) {
 		if len(name) < n || (n == 11 && (name[len(name)-11] != '-' || name[len(name)-10] == '0')) {
 			continue
 		}
-		prefix := name[:len(name)-n]
+		prefix, suffix := name[:len(name)-n], name[len(name)-n:]
 		if !slices.ContainsFunc(markers, func(m string) bool { return strings.HasSuffix(prefix, m) }) {
 			continue
 		}
-		if s, err := strconv.ParseInt(name[len(name)-n:], 10, 32); err == nil {
-			return name[len(name)-n:], int32(s), true
+		// As ZooKeeper writes it (%010d): digits, after a minus only when
+		// negative (ParseInt alone would take "+000000001" or "-000000000").
+		if strings.Trim(strings.TrimPrefix(suffix, "-"), "0123456789") != "" {
+			continue
+		}
+		if s, err := strconv.ParseInt(suffix, 10, 32); err == nil && (s < 0) == (suffix[0] == '-') {
+			return suffix, int32(s), true
 		}
 	}
 	return "", 0, false

@@ -422,6 +422,9 @@ func TestParseSeq(t *testing.T) {
 		{"_c_x-latch-0000000001", 0, false},
 		{"lock-00000001", 0, false},
 		{"lock-00000000x1", 0, false},
+		// Found by FuzzNodeNames: a sign ZooKeeper never writes.
+		{"lock-+000000001", 0, false},
+		{"lock--000000000", 0, false},
 	} {
 		seq, ok := parseSeq(tc.name, []string{"lock-"})
 		if seq != tc.seq || ok != tc.ok {
