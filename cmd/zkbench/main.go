@@ -49,6 +49,9 @@ const usage = `usage: zkbench BENCH -zk ADDR [flags]
   semaphore  C clients (one session, one semaphore handle, one goroutine each)
          loop Acquire / hold / Release of one lease of a semaphore of L leases
 
+  scale  H lock handles (one actor each) on P paths over C connections:
+         what an idle handle costs, then all acquire and release once
+
 ADDR is host:port[,host:port...] or "sim" (the in-memory simulator).
 "zkbench BENCH -h" lists a bench's flags.
 `
@@ -61,6 +64,7 @@ var benches = map[string]func(ctx context.Context, args []string) (obj, error){
 	"election":  electionBench,
 	"rwlock":    rwlockBench,
 	"semaphore": semaphoreBench,
+	"scale":     scaleBench,
 }
 
 func main() {

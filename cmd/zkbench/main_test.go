@@ -199,3 +199,20 @@ func TestSemaphoreBenchOnSim(t *testing.T) {
 		t.Errorf("params = %v", params)
 	}
 }
+
+func TestScaleBenchOnSim(t *testing.T) {
+	out := runBench(t, "scale", "-zk", "sim", "-handles", "300", "-paths", "10", "-conns", "3", "-idle", "500")
+	if out["ok"] != true || out["goroutines_left_after_close"] != 0.0 {
+		t.Errorf("ok %v, goroutines left %v, errors %v", out["ok"], out["goroutines_left_after_close"], out["errors"])
+	}
+	for _, k := range []string{"idle_goroutines_per_handle", "idle_pass_goroutines_per_handle"} {
+		if g, _ := out[k].(float64); g > 1 {
+			t.Errorf("%s = %v: an idle handle costs more than one goroutine", k, g)
+		}
+	}
+	for _, k := range []string{"idle_heap_bytes_per_handle", "idle_pass_heap_bytes_per_handle"} {
+		if h, _ := out[k].(float64); h <= 0 || h > 16<<10 {
+			t.Errorf("%s = %v, want (0, 16 KiB]", k, h)
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/machines/lock"
+)
+
+// scaleBench is the runtime at the size of a service: -handles lock
+// handles (one actor each) on -paths paths over -conns connections. It
+// measures what an idle handle costs (heap after a GC, goroutines), then
+// has every handle acquire and release once, all at once (wall time, peak
+// goroutines), closes them all and reports any goroutine left above the
+// baseline: on a real server those are the connections' watches that
+// never fired (an exists watch on the release mark of a node already gone
+// when the watch was set: go-zookeeper cannot remove a watch, so its
+// goroutine waits until the session ends). -idle adds a pass that only
+// creates and closes that many more handles (on "sim" 100000 is quick).
+func scaleBench(ctx context.Context, args []string) (obj, error) {
+	c := newCommon("scale")
+	handles := c.fs.Int("handles", 10000, "lock handles that each acquire and release once")
+	paths := c.fs.Int("paths", 100, "lock paths the handles share")
+	conns := c.fs.Int("conns", 8, "connections the handles share")
+	idle := c.fs.Int("idle", 0, "handles of an extra pass that are only created, measured and closed")
+	if err := c.parse(args); err != nil {
+		return nil, err
+	}
+	defer c.done()
+	if *handles < 1 || *paths < 1 || *conns < 1 || *idle < 0 {
+		return nil, errors.New("-handles, -paths and -conns must be at least 1, -idle not negative")
+	}
+	tg := c.target()
+	cs := make([]zk.Conn, *conns)
+	defer func() {
+		for _, cn := range cs {
+			if cn != nil {
+				cn.Close()
+			}
+		}
+	}()
+	for i := range cs {
+		var err error
+		if cs[i], err = tg.connect(ctx); err != nil {
+			return nil, fmt.Errorf("connection %d: %w", i, err)
+		}
+	}
+	baseG, baseHeap := settled()
+
+	perHandle, perHandleG, err := idleCost(cs, c.path+"/idle", *handles, *paths)
+	if err != nil {
+		return nil, err
+	}
+
+	ls := make([]*lock.Lock, *handles)
+	for i := range ls {
+		if ls[i], err = lock.New(cs[i%len(cs)], fmt.Sprintf("%s/p%d", c.path, i%*paths)); err != nil {
+			return nil, err
+		}
+	}
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if g := int64(runtime.NumGoroutine()); g > peak.Load() {
+				peak.Store(g)
+			}
+			select {
+			case <-t.C:
+			case <-stop:
+				return
+			}
+		}
+	})
+	var failed atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		wg.Go(func() {
+			if _, err := l.Acquire(ctx); err != nil {
+				failed.Add(1)
+				errOnce.Do(func() { firstErr = err })
+				return
+			}
+			if err := l.Release(ctx); err != nil {
+				failed.Add(1)
+				errOnce.Do(func() { firstErr = err })
+			}
+		})
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	close(stop)
+	sampler.Wait()
+	for _, l := range ls {
+		l.Close()
+	}
+	leftG := settledTo(baseG, 5*time.Second)
+
+	var idlePer, idlePerG any
+	if *idle > 0 {
+		h, g, err := idleCost(cs, c.path+"/idle2", *idle, *paths)
+		if err != nil {
+			return nil, err
+		}
+		idlePer, idlePerG = h, g
+	}
+	if err := deleteTree(ctx, cs[0], c.path); err != nil {
+		return nil, fmt.Errorf("cleanup %s: %w", c.path, err)
+	}
+	errs := []string{}
+	if firstErr != nil {
+		errs = append(errs, fmt.Sprintf("%d handles failed, first: %v", failed.Load(), firstErr))
+	}
+	leaked := leftG - baseG
+	params := obj{{"handles", *handles}, {"paths", *paths}, {"conns", *conns}, {"idle", *idle}, {"path", c.path}}
+	return append(c.header("scale", params),
+		field{"handles", *handles}, field{"wall_s", round(wall.Seconds(), 3)},
+		field{"acq_per_s", round(float64(*handles-int(failed.Load()))/wall.Seconds(), 1)},
+		field{"peak_goroutines", peak.Load() - int64(baseG)},
+		field{"idle_heap_bytes_per_handle", perHandle}, field{"idle_goroutines_per_handle", perHandleG},
+		field{"idle_pass_heap_bytes_per_handle", idlePer}, field{"idle_pass_goroutines_per_handle", idlePerG},
+		field{"goroutines_left_after_close", leaked}, field{"base_heap_bytes", baseHeap},
+		field{"errors", errs}, field{"ok", len(errs) == 0},
+	), nil
+}
+
+// idleCost creates n lock handles on paths under dir, measures the heap
+// and goroutines they add once the garbage is collected, and closes them.
+func idleCost(cs []zk.Conn, dir string, n, paths int) (heapPerHandle float64, goroutinesPerHandle float64, err error) {
+	g0, h0 := settled()
+	ls := make([]*lock.Lock, n)
+	for i := range ls {
+		if ls[i], err = lock.New(cs[i%len(cs)], fmt.Sprintf("%s/p%d", dir, i%paths)); err != nil {
+			return 0, 0, err
+		}
+	}
+	g1, h1 := settled()
+	for _, l := range ls {
+		l.Close()
+	}
+	return round(float64(int64(h1)-int64(h0))/float64(n), 0), round(float64(g1-g0)/float64(n), 2), nil
+}
+
+// settled returns the goroutine count and the live heap once goroutines
+// that are ending have ended and garbage is collected.
+func settled() (goroutines int, heap uint64) {
+	var m runtime.MemStats
+	for range 3 {
+		runtime.GC()
+		runtime.Gosched()
+	}
+	runtime.ReadMemStats(&m)
+	return runtime.NumGoroutine(), m.HeapAlloc
+}
+
+// settledTo waits up to d for the goroutine count to come back to base
+// (goroutines that a Close stopped may take a moment to return), and
+// returns it.
+func settledTo(base int, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		g, _ := settled()
+		if g <= base || time.Now().After(deadline) {
+			return g
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
