@@ -18,10 +18,9 @@ import (
 // measures what an idle handle costs (heap after a GC, goroutines), then
 // has every handle acquire and release once, all at once (wall time, peak
 // goroutines), closes them all and reports any goroutine left above the
-// baseline: on a real server those are the connections' watches that
-// never fired (an exists watch on the release mark of a node already gone
-// when the watch was set: go-zookeeper cannot remove a watch, so its
-// goroutine waits until the session ends). -idle adds a pass that only
+// baseline (a watch that never fires keeps a goroutine of the connection
+// until the session ends: see fireMark in machines/contention). -idle adds
+// a pass that only
 // creates and closes that many more handles (on "sim" 100000 is quick).
 func scaleBench(ctx context.Context, args []string) (obj, error) {
 	c := newCommon("scale")

@@ -311,6 +311,8 @@ func answers(i Input) uint64 {
 		return i.Cmd
 	case promoted:
 		return i.Cmd
+	case markFired:
+		return i.Cmd
 	case dataRead:
 		return i.Cmd
 	case dataChanged:
@@ -455,6 +457,17 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 			}
 			sh.Post(r, true)
 			return forwardWatches(ctx, in.shell, c.Cmd, markW, deleteW, c.Hold)
+		})
+	case fireMark:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			var err error
+			op(ctx, "multi", func(ctx context.Context) error {
+				_, err = conn.Multi(ctx,
+					&zk.CreateOp{Path: c.Path, Mode: zk.ModeEphemeral},
+					&zk.DeleteOp{Path: c.Path, Version: zk.AnyVersion})
+				return err
+			})
+			return markFired{Cmd: c.Cmd, Err: err}, true
 		})
 	case promote:
 		sh.Go(func(ctx context.Context) (Input, bool) {

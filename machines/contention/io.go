@@ -161,6 +161,7 @@ func (ownNodeGone) isInput()   {}
 func (deleted) isInput()       {}
 func (announced) isInput()     {}
 func (promoted) isInput()      {}
+func (markFired) isInput()     {}
 
 func (i Acquire) String() string {
 	s := fmt.Sprintf("Acquire req=%d", i.Req)
@@ -211,7 +212,8 @@ func (i watching) String() string {
 	}
 	return fmt.Sprintf("Watching cmd=%d exists=%t%s%s", i.Cmd, i.Exists, held, errText(i.Err))
 }
-func (i promoted) String() string { return fmt.Sprintf("Promoted cmd=%d%s", i.Cmd, errText(i.Err)) }
+func (i markFired) String() string { return fmt.Sprintf("MarkFired cmd=%d%s", i.Cmd, errText(i.Err)) }
+func (i promoted) String() string  { return fmt.Sprintf("Promoted cmd=%d%s", i.Cmd, errText(i.Err)) }
 func (i nodesChecked) String() string {
 	return fmt.Sprintf("NodesChecked cmd=%d exists=%v%s", i.Cmd, i.Exists, errText(i.Err))
 }
@@ -301,6 +303,23 @@ type watchNode struct {
 	Promotion bool
 }
 
+// fireMark makes and deletes Path (a release or hold mark) in one multi,
+// so that the exists watch we set on it fires: set when the node it marks
+// was already gone, it would never fire otherwise, and go-zookeeper (which
+// cannot remove a watch) would keep it, and a goroutine, until the session
+// ends. Exclusive predicates only: the node's successor is the only
+// current watcher of its mark. Reply: markFired (ignored: best effort).
+type fireMark struct {
+	Cmd  uint64
+	Path string
+}
+
+// markFired is the reply to fireMark.
+type markFired struct {
+	Cmd uint64
+	Err error
+}
+
 // promote sets our node's data (Data, as created; version 0 → 1) once it
 // holds after waiting, under Leases: the waiter behind it, which watches
 // its data (watchNode.Promotion), becomes the first waiter and watches the
@@ -347,6 +366,7 @@ func (c checkNodes) ID() uint64   { return c.Cmd }
 func (c deleteNode) ID() uint64   { return c.Cmd }
 func (c announceMark) ID() uint64 { return c.Cmd }
 func (c promote) ID() uint64      { return c.Cmd }
+func (c fireMark) ID() uint64     { return c.Cmd }
 
 func (createNode) isCommand()   {}
 func (ensureDir) isCommand()    {}
@@ -357,6 +377,7 @@ func (checkNodes) isCommand()   {}
 func (deleteNode) isCommand()   {}
 func (announceMark) isCommand() {}
 func (promote) isCommand()      {}
+func (fireMark) isCommand()     {}
 
 func (c createNode) String() string {
 	if c.Beside != "" {
@@ -383,6 +404,7 @@ func (c watchNode) String() string {
 	}
 	return fmt.Sprintf("WatchNode cmd=%d path=%s", c.Cmd, c.Path)
 }
+func (c fireMark) String() string { return fmt.Sprintf("FireMark cmd=%d path=%s", c.Cmd, c.Path) }
 func (c promote) String() string {
 	return fmt.Sprintf("Promote cmd=%d node=%s data=%q", c.Cmd, c.Node, c.Data)
 }

@@ -305,6 +305,8 @@ func (m *Machine) Step(in Input) Output {
 		m.watchFired(in)
 	case promoted:
 		m.promoted(in)
+	case markFired:
+		m.take(in.Cmd) // best effort: nothing to do either way
 	case ownNodeGone:
 		m.ownNodeGone(in)
 	case deleted:
@@ -627,8 +629,25 @@ func (m *Machine) watching(in watching) {
 		t.predHeld = in.Held
 		if !in.Exists {
 			m.predecessorGone(t) // gone already: a watch left by the race is stale
+			if !in.Held {        // the mark was not there: its watch waits for a creation
+				m.fireDanglingMark(r.cmd.(watchNode))
+			}
 		}
 	}
+}
+
+// fireDanglingMark makes the mark w watched fire, when the node it marks
+// was gone before the watch was set (see fireMark): under an exclusive
+// predicate only, where no one else watches that mark now.
+func (m *Machine) fireDanglingMark(w watchNode) {
+	if m.cfg.Predicate.kind != exclusive || w.Promotion {
+		return
+	}
+	mark := ReleaseMark(w.Path)
+	if w.Hold {
+		mark = HoldMark(w.Path)
+	}
+	m.send(&request{cmd: fireMark{Cmd: m.nextCmd(), Path: mark}})
 }
 
 func (m *Machine) watchFired(in watchFired) {
@@ -656,7 +675,13 @@ func (m *Machine) watchFired(in watchFired) {
 	case in.Event.Type == zk.EventNodeCreated && in.Event.Path == HoldMark(pred):
 		t.predHeld = true // the deletion's event follows on the same watch
 	case in.Event.Type == zk.EventNodeDeleted && in.Event.Path == pred:
+		held := t.predHeld
 		m.predecessorGone(t)
+		if !held {
+			// No mark came before the deletion (events keep the server's
+			// order): the mark's watch waits for a creation that never comes.
+			m.fireDanglingMark(watchNode{Path: pred, Hold: m.cfg.HoldMarks})
+		}
 	}
 	// Anything else is the end of the watch: LOST follows.
 }

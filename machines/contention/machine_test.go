@@ -240,11 +240,14 @@ func TestTranscriptHoldMarkMissing(t *testing.T) {
 	tr.waitBehind("/app/election")
 	tr.step(watching{Cmd: 3, Exists: true})
 	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/election/_c_b-latch-0000000002"}})
-	if len(out.Commands) != 1 {
-		t.Fatalf("want a check of the lower nodes, got %v", out.Commands)
+	if len(out.Commands) != 2 {
+		t.Fatalf("want a check of the lower nodes and the dangling hold mark fired, got %v", out.Commands)
 	}
 	if _, ok := out.Commands[0].(checkNodes); !ok {
 		t.Fatalf("want a check of the lower nodes, got %v", out.Commands[0])
+	}
+	if f, ok := out.Commands[1].(fireMark); !ok || f.Path != HoldMark("/app/election/_c_b-latch-0000000002") {
+		t.Fatalf("want the hold mark's watch fired, got %v", out.Commands[1])
 	}
 	tr.step(nodesChecked{Cmd: 4, Exists: []bool{false}})
 	tr.check("hold_mark_missing")
@@ -743,4 +746,25 @@ func TestTranscriptOwnNodeGoneWithOurConnection(t *testing.T) {
 		t.Fatalf("want the term ended with Closed, got %+v", out)
 	}
 	tr.check("own_node_gone_with_our_connection")
+}
+
+// The node ahead is gone before our watch on it is set (released between
+// our listing and the watch): its release mark's exists watch would wait
+// for a creation that never comes, and go-zookeeper cannot remove it; we
+// make and delete the mark ourselves so that it fires, and go on as for a
+// gone predecessor (here: hold, nothing else below).
+func TestTranscriptDanglingMarkWatchFired(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000002"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_a-lock-0000000001", "_c_uuid1-lock-0000000002"}, Own: own(0x50), OwnExists: true})
+	out := tr.step(watching{Cmd: 3, Exists: false})
+	if f, ok := out.Commands[0].(fireMark); len(out.Commands) != 1 || !ok || f.Path != ReleaseMark("/app/lock/_c_a-lock-0000000001") {
+		t.Fatalf("want the dangling mark fired and nothing else, got %+v", out.Commands)
+	}
+	if len(out.Replies) != 1 || !out.Replies[0].Granted {
+		t.Fatalf("want a grant (nothing else below), got %+v", out.Replies)
+	}
+	tr.step(markFired{Cmd: 4})
+	tr.check("dangling_mark_watch_fired")
 }
