@@ -431,18 +431,20 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 			var markErr, childErr error
 			var held bool
 			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				mark := ReleaseMark(c.Path)
-				if c.Hold {
-					mark = HoldMark(c.Path)
-				}
-				op(ctx, "exists", func(ctx context.Context) error {
-					_, held, markW, markErr = conn.ExistsW(ctx, mark)
-					return markErr
-				})
-			}()
+			if !c.Plain {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					mark := ReleaseMark(c.Path)
+					if c.Hold {
+						mark = HoldMark(c.Path)
+					}
+					op(ctx, "exists", func(ctx context.Context) error {
+						_, held, markW, markErr = conn.ExistsW(ctx, mark)
+						return markErr
+					})
+				}()
+			}
 			op(ctx, "children", func(ctx context.Context) error {
 				_, _, deleteW, childErr = conn.ChildrenW(ctx, c.Path)
 				return childErr

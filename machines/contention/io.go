@@ -296,6 +296,10 @@ type watchNode struct {
 	Cmd  uint64
 	Path string
 	Hold bool
+	// Plain: only the child watch is set, no mark's (a reader with one
+	// writer below: its deletion, whatever its mark, leaves no writer
+	// below).
+	Plain bool
 	// Promotion: only a data watch on Path is set (a leases waiter behind
 	// another waiter): it fires when Path is promoted to a holder (its
 	// data set, see promote) or deleted. watching.Held says it was
@@ -398,6 +402,9 @@ func (c listDir) String() string {
 func (c watchNode) String() string {
 	if c.Promotion {
 		return fmt.Sprintf("WatchNode cmd=%d path=%s promotion", c.Cmd, c.Path)
+	}
+	if c.Plain {
+		return fmt.Sprintf("WatchNode cmd=%d path=%s plain", c.Cmd, c.Path)
 	}
 	if c.Hold {
 		return fmt.Sprintf("WatchNode cmd=%d path=%s hold", c.Cmd, c.Path)

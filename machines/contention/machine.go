@@ -891,7 +891,10 @@ func (m *Machine) advance(t *term) {
 		m.send(&request{cmd: checkNodes{Cmd: id, Paths: slices.Clone(t.below)}, term: t})
 		return
 	}
-	m.send(&request{cmd: watchNode{Cmd: id, Path: t.below[len(t.below)-1], Hold: m.cfg.HoldMarks}, term: t})
+	// A reader with one writer below needs no mark: when that writer goes,
+	// no writer is left below, however it went.
+	plain := m.cfg.Predicate.isReader(t.node) && len(t.below) == 1
+	m.send(&request{cmd: watchNode{Cmd: id, Path: t.below[len(t.below)-1], Hold: m.cfg.HoldMarks, Plain: plain}, term: t})
 }
 
 // reread lists the directory again, for a waiter that must see nodes made

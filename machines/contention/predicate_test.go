@@ -439,3 +439,22 @@ func TestAcquireBesideRefused(t *testing.T) {
 		t.Errorf("an unknown marker: %+v", out)
 	}
 }
+
+// A reader with one writer below watches only that writer's node (no mark):
+// when it goes, however it went (a release, a give-up, an expiry), no
+// writer is left below, and the reader holds with no read.
+func TestTranscriptReaderBehindOneWriter(t *testing.T) {
+	tr := newRWTranscript(t)
+	tr.step(Acquire{Req: 1, Marker: rd})
+	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__READ__0000000002"})
+	out := tr.step(dirRead{Cmd: 2, Children: []string{"_c_w-__WRIT__0000000001", "_c_uuid1-__READ__0000000002"}, Own: own(0x50), OwnExists: true})
+	if w, ok := only[watchNode](out); !ok || !w.Plain || w.Path != "/app/rw/_c_w-__WRIT__0000000001" {
+		t.Fatalf("want a plain watch on the writer, got %+v", out.Commands)
+	}
+	tr.step(watching{Cmd: 3, Exists: true})
+	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w-__WRIT__0000000001"}})
+	if !grantedAtOnce(out, 1) {
+		t.Fatalf("want a grant with no read, got %+v", out)
+	}
+	tr.check("rw_reader_behind_one_writer")
+}
