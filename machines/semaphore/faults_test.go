@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/semaphore"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
@@ -290,6 +291,10 @@ func TestAcquireNRetakesALostLease(t *testing.T) {
 		}()
 		waitQueued(t, sub) // the first held, the second waits behind it and the other's
 		tg.Disconnect(t, c)
+		// The first lease's actor has taken the loss in (a lease can be
+		// lost at any moment; what AcquireN promises is that one lost
+		// before it returns is taken again).
+		testkit.WaitEvent(t, sub, events.Failed)
 		tg.Reconnect(t, c)
 		if err := lo.Release(ctx); err != nil {
 			t.Fatal(err)
