@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -528,13 +529,18 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 	case deleteNode:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var err error
-			if c.Release {
+			if c.Release || len(c.Fire) > 0 {
+				marks := c.Fire
+				if c.Release {
+					marks = append(slices.Clone(c.Fire), ReleaseMark(c.Path))
+				}
+				var ops []zk.Op
+				for _, mark := range marks {
+					ops = append(ops, &zk.CreateOp{Path: mark, Mode: zk.ModePersistent}, &zk.DeleteOp{Path: mark, Version: zk.AnyVersion})
+				}
+				ops = append(ops, &zk.DeleteOp{Path: c.Path, Version: zk.AnyVersion})
 				op(ctx, "multi", func(ctx context.Context) error {
-					mark := ReleaseMark(c.Path)
-					_, err = conn.Multi(ctx,
-						&zk.CreateOp{Path: mark, Mode: zk.ModePersistent},
-						&zk.DeleteOp{Path: mark, Version: zk.AnyVersion},
-						&zk.DeleteOp{Path: c.Path, Version: zk.AnyVersion})
+					_, err = conn.Multi(ctx, ops...)
 					return err
 				})
 			} else {

@@ -312,7 +312,9 @@ type watchNode struct {
 // was already gone, it would never fire otherwise, and go-zookeeper (which
 // cannot remove a watch) would keep it, and a goroutine, until the session
 // ends. Exclusive predicates only: the node's successor is the only
-// current watcher of its mark. Reply: markFired (ignored: best effort).
+// current watcher of its mark. A release mark rides on the term's own
+// delete instead (deleteNode.Fire); fireMark is for a hold mark, whose
+// directory may be gone. Reply: markFired (ignored: best effort).
 type fireMark struct {
 	Cmd  uint64
 	Path string
@@ -359,6 +361,10 @@ type deleteNode struct {
 	Cmd     uint64
 	Path    string
 	Release bool
+	// Fire: release marks to make and delete in the same multi, whose
+	// exists watches (ours) wait for a creation that would never come
+	// (see fireMark): at no cost of a write of their own.
+	Fire []string
 }
 
 func (c createNode) ID() uint64   { return c.Cmd }
@@ -419,6 +425,9 @@ func (c checkNodes) String() string {
 	return fmt.Sprintf("CheckNodes cmd=%d paths=%v", c.Cmd, c.Paths)
 }
 func (c deleteNode) String() string {
+	if len(c.Fire) > 0 {
+		return fmt.Sprintf("DeleteNode cmd=%d path=%s release=%t fire=%v", c.Cmd, c.Path, c.Release, c.Fire)
+	}
 	return fmt.Sprintf("DeleteNode cmd=%d path=%s release=%t", c.Cmd, c.Path, c.Release)
 }
 func (c announceMark) String() string { return fmt.Sprintf("Announce cmd=%d path=%s", c.Cmd, c.Path) }

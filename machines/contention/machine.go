@@ -184,13 +184,14 @@ type term struct {
 	// predHeld: the node we watch holds or held (its hold mark was seen),
 	// so when it goes nothing below ours is left.
 	predHeld  bool
-	announced bool   // our hold mark was asked for (HoldMarks)
-	ownWatch  uint64 // the readDir whose watch on our node tells of its deletion
-	dataWatch uint64 // Revocable: the readData whose watch on our node's data is armed
-	revoked   bool   // Revocable: the revocation was requested
-	try       bool   // only TryAcquire callers: give up instead of waiting
-	plain     bool   // a Release asked for no release mark (Release.NoMark)
-	followed  bool   // DETERMINE's listing had contenders after ours
+	announced bool     // our hold mark was asked for (HoldMarks)
+	ownWatch  uint64   // the readDir whose watch on our node tells of its deletion
+	dataWatch uint64   // Revocable: the readData whose watch on our node's data is armed
+	revoked   bool     // Revocable: the revocation was requested
+	try       bool     // only TryAcquire callers: give up instead of waiting
+	plain     bool     // a Release asked for no release mark (Release.NoMark)
+	followed  bool     // DETERMINE's listing had contenders after ours
+	fire      []string // release marks whose watches of ours wait in vain (deleteNode.Fire)
 }
 
 // request is a command in flight (or stalled) and what it is for.
@@ -640,14 +641,15 @@ func (m *Machine) watching(in watching) {
 // was gone before the watch was set (see fireMark): under an exclusive
 // predicate only, where no one else watches that mark now.
 func (m *Machine) fireDanglingMark(w watchNode) {
-	if m.cfg.Predicate.kind != exclusive || w.Promotion {
-		return
+	switch {
+	case m.cfg.Predicate.kind != exclusive || w.Promotion || w.Plain:
+	case w.Hold:
+		m.send(&request{cmd: fireMark{Cmd: m.nextCmd(), Path: HoldMark(w.Path)}})
+	case m.term != nil:
+		// In the multi that deletes our node at the term's end: the
+		// mark's directory is ours, and no write of its own.
+		m.term.fire = append(m.term.fire, ReleaseMark(w.Path))
 	}
-	mark := ReleaseMark(w.Path)
-	if w.Hold {
-		mark = HoldMark(w.Path)
-	}
-	m.send(&request{cmd: fireMark{Cmd: m.nextCmd(), Path: mark}})
 }
 
 func (m *Machine) watchFired(in watchFired) {
@@ -775,9 +777,9 @@ func (m *Machine) deleted(in deleted) {
 		// is still ours to delete.
 		m.send(r)
 	case errors.Is(in.Err, zk.ErrNodeExists):
-		// Someone made a node by the release mark's name: delete plainly.
+		// Someone made a node by a mark's name: delete plainly.
 		d := r.cmd.(deleteNode)
-		d.Release = false
+		d.Release, d.Fire = false, nil
 		r.cmd = d
 		m.send(r)
 	case errors.Is(in.Err, zk.ErrClosed):
@@ -985,7 +987,7 @@ func (m *Machine) announced(in announced) {
 // deletion, and a delete of the mark sent with it could reach the server
 // first and take a log write of its own before it.
 func (m *Machine) deleteTermNode(t *term, release bool, releasers []uint64, stopTerm uint64) {
-	r := &request{cmd: deleteNode{Cmd: m.nextCmd(), Path: t.node, Release: release}, releasers: releasers, stopTerm: stopTerm}
+	r := &request{cmd: deleteNode{Cmd: m.nextCmd(), Path: t.node, Release: release, Fire: t.fire}, releasers: releasers, stopTerm: stopTerm}
 	if t.announced {
 		r.then = HoldMark(t.node)
 	}
@@ -1017,7 +1019,7 @@ func (m *Machine) abandon(t *term, cause error) {
 	m.emit(events.StopStart, cause)
 	m.endTerm(t, cause)
 	if t.node != "" {
-		m.deleteNode(t.node, false, nil, t.n)
+		m.deleteTermNode(t, false, nil, t.n)
 		return
 	}
 	m.out.Events = append(m.out.Events, Event{Type: events.StopComplete, State: m.State(), Term: t.n, Node: t.prefix, Err: cause})
