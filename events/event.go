@@ -55,6 +55,16 @@ const (
 	// revocable lock's node was written "__REVOKE__" or "unlock"). The
 	// holder decides; the grant goes on until it releases.
 	RevokeRequested
+	// Queue events: an item was offered, taken (removed), claimed
+	// (acknowledged consumption), acked, nacked, or claimed again after
+	// an earlier claim on it ended without an ack (REDELIVERED, before
+	// its CLAIMED).
+	Offered
+	Taken
+	Claimed
+	Acked
+	Nacked
+	Redelivered
 )
 
 var typeNames = [...]string{
@@ -75,6 +85,12 @@ var typeNames = [...]string{
 	Lost:              "LOST",
 	Overflow:          "OVERFLOW",
 	RevokeRequested:   "REVOKE_REQUESTED",
+	Offered:           "OFFERED",
+	Taken:             "TAKEN",
+	Claimed:           "CLAIMED",
+	Acked:             "ACKED",
+	Nacked:            "NACKED",
+	Redelivered:       "REDELIVERED",
 }
 
 func (t Type) String() string {

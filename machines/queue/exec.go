@@ -1,0 +1,258 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// exec makes one command's requests off the actor and posts their replies
+// (and a watch's event) back as inputs.
+func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.Op) {
+	conn, path := q.conn, q.path
+	item := func(name string) string { return zk.Join(path, name) }
+	switch c := cmd.(type) {
+	case listItems:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r, w := q.list(ctx, c, op)
+			if w == nil {
+				return r, true
+			}
+			sh.Post(r, true)
+			select {
+			case <-w:
+				return childrenChanged{Cmd: c.Cmd}, true
+			case <-ctx.Done():
+				return nil, false
+			}
+		})
+	case readItem:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := dataRead{Cmd: c.Cmd, Name: c.Name}
+			op(ctx, "get", func(ctx context.Context) error {
+				r.Data, _, r.Err = conn.Get(ctx, item(c.Name))
+				return r.Err
+			})
+			return r, true
+		})
+	case removeItem:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := removed{Cmd: c.Cmd, Name: c.Name}
+			op(ctx, "delete", func(ctx context.Context) error {
+				r.Err = conn.Delete(ctx, item(c.Name), zk.AnyVersion)
+				return r.Err
+			})
+			return r, true
+		})
+	case claimItem:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := claimed{Cmd: c.Cmd, Name: c.Name}
+			op(ctx, "create", func(ctx context.Context) error {
+				_, r.Err = conn.Create(ctx, zk.Join(item(c.Name), ClaimName), c.Data, zk.ModeEphemeral)
+				return r.Err
+			})
+			return r, true
+		})
+	case watchClaim:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := claimWatched{Cmd: c.Cmd, Name: c.Name}
+			var w <-chan zk.WatchEvent
+			op(ctx, "exists", func(ctx context.Context) error {
+				_, r.Exists, w, r.Err = conn.ExistsW(ctx, zk.Join(item(c.Name), ClaimName))
+				return r.Err
+			})
+			if r.Err != nil || !r.Exists {
+				return r, true
+			}
+			sh.Post(r, true)
+			select {
+			case ev := <-w:
+				return claimGone{Cmd: c.Cmd, Name: c.Name, Deleted: ev.Type == zk.EventNodeDeleted}, true
+			case <-ctx.Done():
+				return nil, false
+			}
+		})
+	case endClaim:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := acked{Cmd: c.Cmd, Name: c.Name}
+			name := "multi"
+			if c.Nack {
+				name = "delete"
+			}
+			op(ctx, name, func(ctx context.Context) error {
+				claim := zk.Join(item(c.Name), ClaimName)
+				if c.Nack {
+					r.Err = conn.Delete(ctx, claim, zk.AnyVersion)
+				} else {
+					_, r.Err = conn.Multi(ctx, &zk.DeleteOp{Path: claim, Version: zk.AnyVersion},
+						&zk.DeleteOp{Path: item(c.Name), Version: zk.AnyVersion})
+				}
+				return r.Err
+			})
+			return r, true
+		})
+	case checkItem:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := checked{Cmd: c.Cmd, Name: c.Name}
+			op(ctx, "exists", func(ctx context.Context) error {
+				var st zk.Stat
+				var ok bool
+				if _, r.ItemExists, r.Err = conn.Exists(ctx, item(c.Name)); r.Err != nil {
+					return r.Err
+				}
+				st, ok, r.Err = conn.Exists(ctx, zk.Join(item(c.Name), ClaimName))
+				if ok {
+					r.ClaimOwner = st.EphemeralOwner
+				}
+				return r.Err
+			})
+			return r, true
+		})
+	case createItems:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := offered{Cmd: c.Cmd}
+			op(ctx, createName(len(c.Items)), func(ctx context.Context) error {
+				r.Names, r.Err = q.create(ctx, c.Prefix, c.Items)
+				return r.Err
+			})
+			return r, true
+		})
+	case restoreItem:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := restored{Cmd: c.Cmd, Name: c.Name}
+			op(ctx, "create", func(ctx context.Context) error {
+				_, r.Err = conn.Create(ctx, item(c.Name), c.Data, zk.ModePersistent)
+				return r.Err
+			})
+			return r, true
+		})
+	case countItems:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := counted{Cmd: c.Cmd}
+			op(ctx, "exists", func(ctx context.Context) error {
+				st, _, err := conn.Exists(ctx, path)
+				r.N, r.Err = int(st.NumChildren), err
+				return err
+			})
+			return r, true
+		})
+	default:
+		panic(fmt.Sprintf("queue: unknown command %T", cmd))
+	}
+}
+
+func createName(n int) string {
+	if n == 1 {
+		return "create"
+	}
+	return "multi"
+}
+
+// list lists the queue's children (after a sync when asked), leaving a
+// child watch when asked; when the path does not exist yet, it leaves a
+// watch on its creation instead and answers with no items.
+func (q *Queue) list(ctx context.Context, c listItems, op runtime.Op) (listed, <-chan zk.WatchEvent) {
+	r := listed{Cmd: c.Cmd}
+	if c.Sync {
+		op(ctx, "sync", func(ctx context.Context) error {
+			r.Err = q.conn.Sync(ctx, q.path)
+			if errors.Is(r.Err, zk.ErrNoNode) {
+				r.Err = nil
+			}
+			return r.Err
+		})
+		if r.Err != nil {
+			return r, nil
+		}
+	}
+	for {
+		var w <-chan zk.WatchEvent
+		op(ctx, "children", func(ctx context.Context) error {
+			if c.Watch {
+				r.Children, _, w, r.Err = q.conn.ChildrenW(ctx, q.path)
+			} else {
+				r.Children, _, r.Err = q.conn.Children(ctx, q.path)
+			}
+			return r.Err
+		})
+		if !errors.Is(r.Err, zk.ErrNoNode) {
+			r.Watched = w != nil
+			return r, w
+		}
+		r.Err = nil
+		if !c.Watch {
+			return r, nil
+		}
+		var exists bool
+		op(ctx, "exists", func(ctx context.Context) error {
+			_, exists, w, r.Err = q.conn.ExistsW(ctx, q.path)
+			return r.Err
+		})
+		if r.Err != nil || !exists {
+			r.Watched = w != nil
+			return r, w
+		}
+		// Created meanwhile: the exists watch stays set on the node (a data
+		// watch); list it again for its children.
+	}
+}
+
+// create creates items under the queue's path (one create, or a multi for
+// several), creating the path (and its parents) as containers first when
+// it is missing.
+func (q *Queue) create(ctx context.Context, prefix string, items [][]byte) ([]string, error) {
+	for attempt := 0; ; attempt++ {
+		names, err := q.createOnce(ctx, prefix, items)
+		if !errors.Is(err, zk.ErrNoNode) || attempt == 2 {
+			return names, err
+		}
+		if err := ensurePath(ctx, q.conn, q.path); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (q *Queue) createOnce(ctx context.Context, prefix string, items [][]byte) ([]string, error) {
+	p := zk.Join(q.path, prefix)
+	if len(items) == 1 {
+		n, err := q.conn.Create(ctx, p, items[0], zk.ModePersistentSequential)
+		if err != nil {
+			return nil, err
+		}
+		return []string{zk.Base(n)}, nil
+	}
+	ops := make([]zk.Op, len(items))
+	for i, it := range items {
+		ops[i] = &zk.CreateOp{Path: p, Data: it, Mode: zk.ModePersistentSequential}
+	}
+	res, err := q.conn.Multi(ctx, ops...)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(res))
+	for i, r := range res {
+		names[i] = zk.Base(r.Path)
+	}
+	return names, nil
+}
+
+// ensurePath creates path and its missing parents as containers (the
+// server deletes a container once its last child is gone).
+func ensurePath(ctx context.Context, conn zk.Conn, path string) error {
+	if path == "/" {
+		return nil
+	}
+	_, err := conn.Create(ctx, path, nil, zk.ModeContainer)
+	if errors.Is(err, zk.ErrNoNode) {
+		if err = ensurePath(ctx, conn, zk.Parent(path)); err == nil {
+			_, err = conn.Create(ctx, path, nil, zk.ModeContainer)
+		}
+	}
+	if errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	return err
+}

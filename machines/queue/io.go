@@ -1,0 +1,377 @@
+package queue
+
+import (
+	"fmt"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+)
+
+// Input is everything that can happen to a consumer's Machine: a call, a
+// reply to one of its commands, a watch firing, a session change. The set
+// is closed: the types below are all there is.
+type Input interface {
+	isInput()
+	String() string
+}
+
+// takeKind is what a take call wants.
+type takeKind int
+
+const (
+	kindPeek  takeKind = iota + 1 // the head's data, left in place; ErrEmpty when empty
+	kindPoll                      // the head, removed; ErrEmpty when empty
+	kindTake                      // the head, removed; waits for one
+	kindClaim                     // the head, claimed (acknowledged consumption); waits for one
+)
+
+var kindNames = map[takeKind]string{kindPeek: "peek", kindPoll: "poll", kindTake: "take", kindClaim: "claim"}
+
+func (k takeKind) String() string { return kindNames[k] }
+
+// takeCall asks for the head of the queue.
+type takeCall struct {
+	Req  uint64
+	Kind takeKind
+}
+
+// offerCall adds items (one, or a batch made in one multi), each created
+// with name prefix Prefix.
+type offerCall struct {
+	Req    uint64
+	Prefix string
+	Items  [][]byte
+}
+
+// lenCall asks for the number of items (the parent's child count).
+type lenCall struct{ Req uint64 }
+
+// ackCall ends a claim on item Name made on session Session: Ack deletes
+// the item and the claim, Nack only the claim.
+type ackCall struct {
+	Req     uint64
+	Name    string
+	Session int64
+	Nack    bool
+}
+
+// cancelReq withdraws call Req: its caller stopped waiting.
+type cancelReq struct{ Req uint64 }
+
+// shutdown fails the waiting calls, gives back our claims and ends the
+// machine once nothing it still owes is in flight.
+type shutdown struct{ Req uint64 }
+
+// handover ends a machine whose shutdown could not finish: the reply's
+// value is the claims left to delete (runtime.Leftovers).
+type handover struct{ Req uint64 }
+
+// sessionChange is a change of the connection's session state.
+type sessionChange struct {
+	State     zk.SessionState
+	SessionID int64
+}
+
+// listed is the reply to listItems. Watched: a watch was left (on the
+// children, or on the path's creation when it does not exist yet).
+type listed struct {
+	Cmd      uint64
+	Children []string
+	Watched  bool
+	Err      error
+}
+
+// childrenChanged: the watch listItems left fired (or ended with the
+// session).
+type childrenChanged struct{ Cmd uint64 }
+
+// dataRead is the reply to readItem.
+type dataRead struct {
+	Cmd  uint64
+	Name string
+	Data []byte
+	Err  error
+}
+
+// removed is the reply to removeItem.
+type removed struct {
+	Cmd  uint64
+	Name string
+	Err  error
+}
+
+// claimed is the reply to claimItem.
+type claimed struct {
+	Cmd  uint64
+	Name string
+	Err  error
+}
+
+// claimWatched is the reply to watchClaim: whether another consumer's
+// claim still exists (then a watch was left on it).
+type claimWatched struct {
+	Cmd    uint64
+	Name   string
+	Exists bool
+	Err    error
+}
+
+// claimGone: the watch on another consumer's claim fired: it was deleted
+// (acked, nacked, or its session ended), or the watch ended.
+type claimGone struct {
+	Cmd     uint64
+	Name    string
+	Deleted bool
+}
+
+// acked is the reply to endClaim.
+type acked struct {
+	Cmd  uint64
+	Name string
+	Err  error
+}
+
+// checked is the reply to checkItem: whether the item and its claim exist,
+// and the claim's owner.
+type checked struct {
+	Cmd        uint64
+	Name       string
+	ItemExists bool
+	ClaimOwner int64 // 0: no claim
+	Err        error
+}
+
+// offered is the reply to createItems.
+type offered struct {
+	Cmd   uint64
+	Names []string
+	Err   error
+}
+
+// restored is the reply to restoreItem.
+type restored struct {
+	Cmd  uint64
+	Name string
+	Err  error
+}
+
+// counted is the reply to countItems.
+type counted struct {
+	Cmd uint64
+	N   int
+	Err error
+}
+
+func (takeCall) isInput()        {}
+func (offerCall) isInput()       {}
+func (lenCall) isInput()         {}
+func (ackCall) isInput()         {}
+func (cancelReq) isInput()       {}
+func (shutdown) isInput()        {}
+func (handover) isInput()        {}
+func (sessionChange) isInput()   {}
+func (listed) isInput()          {}
+func (childrenChanged) isInput() {}
+func (dataRead) isInput()        {}
+func (removed) isInput()         {}
+func (claimed) isInput()         {}
+func (claimWatched) isInput()    {}
+func (claimGone) isInput()       {}
+func (acked) isInput()           {}
+func (checked) isInput()         {}
+func (offered) isInput()         {}
+func (restored) isInput()        {}
+func (counted) isInput()         {}
+
+func (i takeCall) String() string { return fmt.Sprintf("Take req=%d kind=%s", i.Req, i.Kind) }
+func (i offerCall) String() string {
+	return fmt.Sprintf("Offer req=%d prefix=%s items=%d", i.Req, i.Prefix, len(i.Items))
+}
+func (i lenCall) String() string { return fmt.Sprintf("Len req=%d", i.Req) }
+func (i ackCall) String() string {
+	verb := "Ack"
+	if i.Nack {
+		verb = "Nack"
+	}
+	return fmt.Sprintf("%s req=%d item=%s session=%#x", verb, i.Req, i.Name, i.Session)
+}
+func (i cancelReq) String() string { return fmt.Sprintf("Cancel req=%d", i.Req) }
+func (i shutdown) String() string  { return fmt.Sprintf("Shutdown req=%d", i.Req) }
+func (i handover) String() string  { return fmt.Sprintf("Handover req=%d", i.Req) }
+func (i sessionChange) String() string {
+	return fmt.Sprintf("Session %s session=%#x", i.State, i.SessionID)
+}
+func (i listed) String() string {
+	return fmt.Sprintf("Listed cmd=%d children=%v watched=%t%s", i.Cmd, i.Children, i.Watched, errText(i.Err))
+}
+func (i childrenChanged) String() string { return fmt.Sprintf("ChildrenChanged cmd=%d", i.Cmd) }
+func (i dataRead) String() string {
+	return fmt.Sprintf("Read cmd=%d item=%s data=%q%s", i.Cmd, i.Name, i.Data, errText(i.Err))
+}
+func (i removed) String() string {
+	return fmt.Sprintf("Removed cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
+}
+func (i claimed) String() string {
+	return fmt.Sprintf("Claimed cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
+}
+func (i claimWatched) String() string {
+	return fmt.Sprintf("ClaimWatched cmd=%d item=%s exists=%t%s", i.Cmd, i.Name, i.Exists, errText(i.Err))
+}
+func (i claimGone) String() string {
+	return fmt.Sprintf("ClaimGone cmd=%d item=%s deleted=%t", i.Cmd, i.Name, i.Deleted)
+}
+func (i acked) String() string {
+	return fmt.Sprintf("Acked cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
+}
+func (i checked) String() string {
+	return fmt.Sprintf("Checked cmd=%d item=%s exists=%t claim=%#x%s", i.Cmd, i.Name, i.ItemExists, i.ClaimOwner, errText(i.Err))
+}
+func (i offered) String() string {
+	return fmt.Sprintf("Offered cmd=%d names=%v%s", i.Cmd, i.Names, errText(i.Err))
+}
+func (i restored) String() string {
+	return fmt.Sprintf("Restored cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
+}
+func (i counted) String() string {
+	return fmt.Sprintf("Counted cmd=%d n=%d%s", i.Cmd, i.N, errText(i.Err))
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " err=" + err.Error()
+}
+
+// Command is a request the machine asks its shell to make; the inputs
+// that answer it carry its ID.
+type Command interface {
+	ID() uint64
+	String() string
+}
+
+// listItems lists the queue's children, after a sync when Sync is set,
+// leaving a child watch when Watch is set (an existence watch when the
+// path does not exist yet).
+type listItems struct {
+	Cmd   uint64
+	Sync  bool
+	Watch bool
+}
+
+// readItem reads an item's data.
+type readItem struct {
+	Cmd  uint64
+	Name string
+}
+
+// removeItem deletes an item: the consumer whose delete succeeds owns it.
+type removeItem struct {
+	Cmd  uint64
+	Name string
+}
+
+// claimItem creates our ephemeral claim under an item.
+type claimItem struct {
+	Cmd  uint64
+	Name string
+	Data []byte
+}
+
+// watchClaim watches another consumer's claim on an item.
+type watchClaim struct {
+	Cmd  uint64
+	Name string
+}
+
+// endClaim deletes our claim and, unless Nack, the item with it, in one
+// multi.
+type endClaim struct {
+	Cmd  uint64
+	Name string
+	Nack bool
+}
+
+// checkItem reads whether an item and its claim exist, after a request
+// whose reply was lost.
+type checkItem struct {
+	Cmd  uint64
+	Name string
+}
+
+// createItems creates items, one create or one multi for several,
+// creating the queue's path first when it is missing.
+type createItems struct {
+	Cmd    uint64
+	Prefix string
+	Items  [][]byte
+}
+
+// restoreItem puts back, under its own name, an item whose removal
+// succeeded after its caller had stopped waiting.
+type restoreItem struct {
+	Cmd  uint64
+	Name string
+	Data []byte
+}
+
+// countItems reads the number of the path's children.
+type countItems struct{ Cmd uint64 }
+
+func (c listItems) ID() uint64   { return c.Cmd }
+func (c readItem) ID() uint64    { return c.Cmd }
+func (c removeItem) ID() uint64  { return c.Cmd }
+func (c claimItem) ID() uint64   { return c.Cmd }
+func (c watchClaim) ID() uint64  { return c.Cmd }
+func (c endClaim) ID() uint64    { return c.Cmd }
+func (c checkItem) ID() uint64   { return c.Cmd }
+func (c createItems) ID() uint64 { return c.Cmd }
+func (c restoreItem) ID() uint64 { return c.Cmd }
+func (c countItems) ID() uint64  { return c.Cmd }
+
+func (c listItems) String() string {
+	return fmt.Sprintf("ListItems cmd=%d sync=%t watch=%t", c.Cmd, c.Sync, c.Watch)
+}
+func (c readItem) String() string   { return fmt.Sprintf("ReadItem cmd=%d item=%s", c.Cmd, c.Name) }
+func (c removeItem) String() string { return fmt.Sprintf("RemoveItem cmd=%d item=%s", c.Cmd, c.Name) }
+func (c claimItem) String() string  { return fmt.Sprintf("ClaimItem cmd=%d item=%s", c.Cmd, c.Name) }
+func (c watchClaim) String() string { return fmt.Sprintf("WatchClaim cmd=%d item=%s", c.Cmd, c.Name) }
+func (c endClaim) String() string {
+	return fmt.Sprintf("EndClaim cmd=%d item=%s nack=%t", c.Cmd, c.Name, c.Nack)
+}
+func (c checkItem) String() string { return fmt.Sprintf("CheckItem cmd=%d item=%s", c.Cmd, c.Name) }
+func (c createItems) String() string {
+	return fmt.Sprintf("CreateItems cmd=%d prefix=%s items=%d", c.Cmd, c.Prefix, len(c.Items))
+}
+func (c restoreItem) String() string { return fmt.Sprintf("RestoreItem cmd=%d item=%s", c.Cmd, c.Name) }
+func (c countItems) String() string  { return fmt.Sprintf("CountItems cmd=%d", c.Cmd) }
+
+// answers is the command an input answers (0: none).
+func answers(in Input) uint64 {
+	switch i := in.(type) {
+	case listed:
+		return i.Cmd
+	case childrenChanged:
+		return i.Cmd
+	case dataRead:
+		return i.Cmd
+	case removed:
+		return i.Cmd
+	case claimed:
+		return i.Cmd
+	case claimWatched:
+		return i.Cmd
+	case claimGone:
+		return i.Cmd
+	case acked:
+		return i.Cmd
+	case checked:
+		return i.Cmd
+	case offered:
+		return i.Cmd
+	case restored:
+		return i.Cmd
+	case counted:
+		return i.Cmd
+	}
+	return 0
+}

@@ -1,0 +1,874 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// Config is what a consumer's Machine is made for.
+type Config struct {
+	Path      string // the queue's path
+	ClaimData []byte // what our claims hold (the handle's id)
+	SessionID int64  // the connection's session when the machine starts
+	Seed      uint64 // the pick under contention; a fixed seed replays a transcript
+}
+
+// window is how many items at the head a consumer that lost a race picks
+// among, so that consumers racing for the head spread over the first few
+// instead of all deleting the same one.
+const window = 4
+
+// The machine's states: START before its first listing, DETERMINE while
+// a listing is in flight, READY with the queue's items cached and watched,
+// FAILED after the session was lost (until the next listing), STOP once
+// shut down.
+var states = []events.State{events.StateStart, events.StateDetermine, events.StateReady, events.StateFailed, events.StateStop}
+
+const (
+	trList    runtime.Trigger = "list"
+	trListed  runtime.Trigger = "listed"
+	trLost    runtime.Trigger = "lost"
+	trStopped runtime.Trigger = "stopped"
+)
+
+var transitions = []runtime.Transition{
+	{Trigger: trList, From: []events.State{events.StateStart, events.StateReady, events.StateFailed, events.StateDetermine}, To: events.StateDetermine},
+	{Trigger: trListed, From: []events.State{events.StateDetermine}, To: events.StateReady},
+	{Trigger: trLost, From: []events.State{events.StateStart, events.StateDetermine, events.StateReady, events.StateFailed}, To: events.StateFailed},
+	{Trigger: trStopped, From: states, To: events.StateStop},
+}
+
+// Machine is one queue handle's consumer and producer: a pure machine,
+// (state, input) → (state, commands, events, replies). It keeps a sorted
+// cache of the queue's items, fed by one child watch, and gives the head
+// to its waiting calls: a take deletes it (the consumer whose delete
+// succeeds owns it), a claim creates an ephemeral claim under it. The next
+// item's data is read while the head's delete or claim is in flight.
+type Machine struct {
+	cfg       Config
+	fsm       *runtime.FSM
+	session   int64
+	connected bool
+	nextCmd   uint64
+	rng       uint64
+
+	entries    map[string]*entry
+	order      []*entry          // entries, sorted by compareItems
+	gone       map[string]uint64 // items known gone → the listing count when learnt
+	lists      uint64            // listings issued
+	listing    bool              // a listing is in flight
+	listSynced bool              // the listing in flight was made after a sync
+	freshNext  bool              // a takers wants a listing made after a sync
+	listed     bool              // a listing completed: the cache means something
+	watchArmed bool              // our child watch is set
+	stale      bool              // the children changed since the last listing
+	contended  bool              // our last attempt on an item lost a race
+
+	takers   []*taker          // calls waiting for an item, in arrival order
+	claims   map[string]int64  // our claims: item → the session they were made on
+	acks     map[string]ackOp  // endClaim in flight, by item
+	uncert   map[string]bool   // items whose last write of ours has an unknown outcome
+	offers   map[uint64]uint64 // createItems in flight → the call
+	counts   map[uint64]uint64 // countItems in flight → the call
+	owed     int               // writes in flight the shutdown waits for
+	closing  uint64            // the shutdown call, once one came
+	connGone bool              // the connection was closed
+	restore  map[string][]byte // items taken for a withdrawn call, to put back
+}
+
+// entry is one cached item.
+type entry struct {
+	itemName
+	data     []byte
+	hasData  bool
+	reading  bool
+	taker    *taker // the call it is being taken or claimed for
+	busy     bool   // our remove or claim of it is in flight
+	mine     bool   // we hold its claim (an Item is out)
+	others   bool   // another consumer holds its claim
+	watching bool   // our watch on that claim is set
+	again    bool   // its claim went away: the next delivery is a redelivery
+}
+
+// ackOp is an endClaim in flight: for the call req (0: the machine's own,
+// giving back a claim no one waits for).
+type ackOp struct {
+	req  uint64
+	nack bool
+}
+
+// taker is a waiting call.
+type taker struct {
+	req       uint64
+	kind      takeKind
+	fresh     bool   // a listing made after a sync completed since it came
+	wantFresh bool   // it needs one
+	freshList uint64 // the synced listing in flight it waits for
+	withdrawn bool   // its caller stopped waiting; what it gets is given back
+}
+
+// taken is the reply value of a take or a claim.
+type taken struct {
+	Name    string
+	Data    []byte
+	Session int64 // the claim's session
+}
+
+// Errors the machine answers with; the handle exports them.
+var errs = struct{ empty, claimLost, closed, sessionLost error }{ErrEmpty, ErrClaimLost, ErrClosed, ErrSessionLost}
+
+// NewMachine returns a machine for cfg.
+func NewMachine(cfg Config) (*Machine, error) {
+	f, err := runtime.NewFSM(states, events.StateStart, transitions)
+	if err != nil {
+		return nil, err
+	}
+	return &Machine{
+		cfg: cfg, fsm: f, session: cfg.SessionID, connected: cfg.SessionID != 0, rng: cfg.Seed | 1,
+		entries: make(map[string]*entry), gone: make(map[string]uint64),
+		claims: make(map[string]int64), acks: make(map[string]ackOp), uncert: make(map[string]bool),
+		offers: make(map[uint64]uint64), counts: make(map[uint64]uint64), restore: make(map[string][]byte),
+	}, nil
+}
+
+// State is the machine's state.
+func (m *Machine) State() events.State { return m.fsm.Current() }
+
+// Mermaid renders the machine's states as a Mermaid diagram.
+func (m *Machine) Mermaid() string { return m.fsm.Mermaid() }
+
+// out collects one step's output.
+type out = runtime.Output[Command]
+
+// Start begins: nothing is read until a call needs it.
+func (m *Machine) Start() out {
+	var o out
+	m.event(&o, events.Start, "", nil)
+	return o
+}
+
+// Step handles one input.
+func (m *Machine) Step(in Input) out {
+	var o out
+	switch i := in.(type) {
+	case takeCall:
+		if m.closing != 0 {
+			m.reply(&o, i.Req, nil, errs.closed)
+			break
+		}
+		m.takers = append(m.takers, &taker{req: i.Req, kind: i.Kind})
+	case offerCall:
+		if m.closing != 0 {
+			m.reply(&o, i.Req, nil, errs.closed)
+			break
+		}
+		c := m.cmd()
+		m.offers[c] = i.Req
+		m.owed++
+		o.Commands = append(o.Commands, createItems{Cmd: c, Prefix: i.Prefix, Items: i.Items})
+	case lenCall:
+		c := m.cmd()
+		m.counts[c] = i.Req
+		o.Commands = append(o.Commands, countItems{Cmd: c})
+	case ackCall:
+		m.ack(&o, i)
+	case cancelReq:
+		m.cancel(&o, i.Req)
+	case shutdown:
+		m.shutdown(&o, i.Req)
+	case handover:
+		m.handover(&o, i.Req)
+	case sessionChange:
+		m.sessionChange(&o, i)
+	case listed:
+		m.listedItems(&o, i)
+	case childrenChanged:
+		m.watchArmed, m.stale = false, true
+	case dataRead:
+		m.dataRead(&o, i)
+	case removed:
+		m.removed(&o, i)
+	case claimed:
+		m.claimed(&o, i)
+	case claimWatched:
+		if e := m.entries[i.Name]; e != nil {
+			e.watching = i.Err == nil && i.Exists
+			if i.Err == nil && !i.Exists {
+				e.others, e.again = false, true
+			}
+		}
+	case claimGone:
+		if e := m.entries[i.Name]; e != nil {
+			e.watching = false
+			if i.Deleted {
+				e.others, e.again = false, true
+			}
+		}
+	case acked:
+		m.acked(&o, i)
+	case checked:
+		m.checked(&o, i)
+	case offered:
+		m.offered(&o, i)
+	case restored:
+		m.owed--
+		delete(m.restore, i.Name)
+		if i.Err != nil && !errors.Is(i.Err, zk.ErrNodeExists) {
+			m.event(&o, events.Failed, m.node(i.Name), fmt.Errorf("%w: putting back an item taken for a withdrawn call: %w", ErrItemLost, i.Err))
+		}
+	case counted:
+		req := m.counts[i.Cmd]
+		delete(m.counts, i.Cmd)
+		m.reply(&o, req, i.N, i.Err)
+	}
+	m.pump(&o)
+	m.finishShutdown(&o)
+	return o
+}
+
+// pump gives the waiting calls what the cache has, and asks for what it
+// lacks: a listing, an item's data, a watch.
+func (m *Machine) pump(o *out) {
+	if m.closing != 0 || !m.connected {
+		return
+	}
+	needList := !m.listed && len(m.takers) > 0
+	for _, t := range slices.Clone(m.takers) {
+		if m.bound(t) {
+			continue
+		}
+		if t.withdrawn {
+			m.dropTaker(t)
+			continue
+		}
+		e := m.candidate(t)
+		switch {
+		case e == nil && (!m.listed || m.stale || m.listing):
+			needList = needList || !m.listing
+		case e == nil && (t.kind == kindPeek || t.kind == kindPoll):
+			if !t.fresh {
+				t.wantFresh, m.freshNext = true, true
+				continue
+			}
+			m.dropTaker(t)
+			m.reply(o, t.req, nil, errs.empty)
+		case e == nil:
+			needList = needList || !m.watchArmed // wait for the watch
+		case e.prio > 0 && !t.fresh:
+			// An item of a higher priority offered meanwhile must not be
+			// passed over: choose after a sync and a listing.
+			t.wantFresh, m.freshNext = true, true
+		case t.kind == kindPeek:
+			if e.hasData {
+				m.dropTaker(t)
+				m.reply(o, t.req, taken{Name: e.name, Data: e.data}, nil)
+			} else {
+				m.read(o, e)
+			}
+		default:
+			e.taker = t
+			m.advance(o, e)
+		}
+	}
+	// Read ahead: the next item's data comes while the head is taken.
+	if e := m.candidate(nil); e != nil && len(m.takers) > 0 {
+		m.read(o, e)
+	}
+	switch {
+	case m.listing:
+	case m.freshNext:
+		m.list(o, true)
+	case needList, m.stale && m.contended && len(m.takers) > 0:
+		m.list(o, false)
+	}
+}
+
+// advance takes the next step for an entry bound to a take or claim.
+func (m *Machine) advance(o *out, e *entry) {
+	if e.busy || m.uncert[e.name] {
+		return
+	}
+	switch {
+	case e.taker.kind == kindClaim:
+		e.busy = true
+		m.owed++
+		o.Commands = append(o.Commands, claimItem{Cmd: m.cmd(), Name: e.name, Data: m.cfg.ClaimData})
+		m.read(o, e) // the claim and the read go out together
+	case !e.hasData:
+		m.read(o, e)
+	default:
+		e.busy = true
+		m.owed++
+		o.Commands = append(o.Commands, removeItem{Cmd: m.cmd(), Name: e.name})
+	}
+}
+
+// candidate is the item t gets next (nil: none cached): the head, or
+// after a lost race a pick among the first few. With t nil, the next
+// unbound item (for reading ahead).
+func (m *Machine) candidate(t *taker) *entry {
+	var free []*entry
+	for _, e := range m.order {
+		if e.taker != nil || e.mine || e.others || m.uncert[e.name] {
+			continue
+		}
+		free = append(free, e)
+		if t == nil || t.kind == kindPeek || !m.contended || len(free) == window {
+			break
+		}
+	}
+	if len(free) == 0 {
+		return nil
+	}
+	if len(free) == 1 {
+		return free[0]
+	}
+	m.rng ^= m.rng << 13
+	m.rng ^= m.rng >> 7
+	m.rng ^= m.rng << 17
+	return free[m.rng%uint64(len(free))]
+}
+
+func (m *Machine) bound(t *taker) bool {
+	for _, e := range m.order {
+		if e.taker == t {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Machine) read(o *out, e *entry) {
+	if e.hasData || e.reading {
+		return
+	}
+	e.reading = true
+	o.Commands = append(o.Commands, readItem{Cmd: m.cmd(), Name: e.name})
+}
+
+func (m *Machine) list(o *out, synced bool) {
+	m.listing, m.listSynced, m.lists = true, synced, m.lists+1
+	if synced {
+		// The takers that wanted a fresh listing when this one went out
+		// get it when it comes back.
+		m.freshNext = false
+		for _, t := range m.takers {
+			if t.wantFresh {
+				t.wantFresh, t.freshList = false, m.lists
+			}
+		}
+	}
+	_ = m.fsm.Fire(trList)
+	o.Commands = append(o.Commands, listItems{Cmd: m.cmd(), Sync: synced, Watch: !m.watchArmed})
+	if !m.watchArmed {
+		m.watchArmed = true // a second one would fire twice
+	}
+}
+
+func (m *Machine) listedItems(o *out, i listed) {
+	m.listing = false
+	synced := m.listSynced
+	if i.Err != nil {
+		m.watchArmed = false
+		if !errors.Is(i.Err, zk.ErrConnectionLoss) && !errors.Is(i.Err, zk.ErrSessionExpired) && !errors.Is(i.Err, zk.ErrClosed) {
+			m.event(o, events.Failed, "", i.Err)
+			m.failTakers(o, i.Err)
+		}
+		for _, t := range m.takers {
+			if synced && t.freshList == m.lists {
+				t.wantFresh, m.freshNext = true, true
+			}
+		}
+		return
+	}
+	m.watchArmed = i.Watched
+	m.stale, m.listed = false, true
+	_ = m.fsm.Fire(trListed)
+	present := make(map[string]bool, len(i.Children))
+	for _, c := range i.Children {
+		n, ok := parseItem(c)
+		if !ok {
+			continue
+		}
+		present[c] = true
+		if _, gone := m.gone[c]; gone || m.entries[c] != nil {
+			continue
+		}
+		m.entries[c] = &entry{itemName: n}
+	}
+	for name, e := range m.entries {
+		if !present[name] && e.taker == nil && !e.mine && !e.busy && !m.uncert[name] {
+			delete(m.entries, name)
+		}
+	}
+	for name, at := range m.gone {
+		if at < m.lists { // this listing went out after we learnt it
+			delete(m.gone, name)
+		}
+	}
+	m.sortOrder()
+	for _, t := range m.takers {
+		if synced && t.freshList == m.lists {
+			t.fresh = true
+		}
+	}
+}
+
+func (m *Machine) sortOrder() {
+	m.order = m.order[:0]
+	for _, e := range m.entries {
+		m.order = append(m.order, e)
+	}
+	slices.SortFunc(m.order, func(a, b *entry) int { return compareItems(a.itemName, b.itemName) })
+}
+
+// markGone forgets an item that is no longer in the queue.
+func (m *Machine) markGone(e *entry) {
+	delete(m.entries, e.name)
+	delete(m.uncert, e.name)
+	m.gone[e.name] = m.lists
+	if i := slices.Index(m.order, e); i >= 0 {
+		m.order = slices.Delete(m.order, i, i+1)
+	}
+}
+
+func (m *Machine) dataRead(o *out, i dataRead) {
+	e := m.entries[i.Name]
+	if e == nil {
+		return
+	}
+	e.reading = false
+	switch {
+	case i.Err == nil:
+		e.data, e.hasData = i.Data, true
+	case errors.Is(i.Err, zk.ErrNoNode):
+		if e.busy || e.mine {
+			return // our own remove or ack took it; its reply says the rest
+		}
+		if e.taker != nil {
+			e.taker = nil
+			m.contended = true
+		}
+		m.markGone(e)
+		return
+	default:
+		return // read again when the connection is back
+	}
+	switch {
+	case e.mine && e.taker != nil: // claimed before the data came
+		m.deliverClaim(o, e)
+	case e.taker != nil:
+		m.advance(o, e)
+	}
+}
+
+func (m *Machine) removed(o *out, i removed) {
+	m.owed--
+	e := m.entries[i.Name]
+	if e == nil {
+		return
+	}
+	e.busy = false
+	switch {
+	case i.Err == nil:
+		m.contended = false
+		m.deliverTaken(o, e)
+	case errors.Is(i.Err, zk.ErrNoNode):
+		e.taker = nil
+		m.contended = true
+		m.markGone(e)
+	case errors.Is(i.Err, zk.ErrNotEmpty): // claimed by an acknowledged consumer
+		e.taker = nil
+		m.othersClaim(o, e)
+	default:
+		m.uncertain(o, e)
+	}
+}
+
+// deliverTaken gives a removed item to its caller, or puts it back when
+// the caller stopped waiting.
+func (m *Machine) deliverTaken(o *out, e *entry) {
+	t := e.taker
+	m.markGone(e)
+	m.dropTaker(t)
+	if t.withdrawn {
+		m.putBack(o, e)
+		return
+	}
+	m.event(o, events.Taken, m.node(e.name), nil)
+	m.reply(o, t.req, taken{Name: e.name, Data: e.data}, nil)
+}
+
+func (m *Machine) putBack(o *out, e *entry) {
+	m.restore[e.name] = e.data
+	m.owed++
+	o.Commands = append(o.Commands, restoreItem{Cmd: m.cmd(), Name: e.name, Data: e.data})
+}
+
+func (m *Machine) claimed(o *out, i claimed) {
+	m.owed--
+	e := m.entries[i.Name]
+	if e == nil {
+		return
+	}
+	e.busy = false
+	switch {
+	case i.Err == nil:
+		m.contended = false
+		e.mine = true
+		m.claims[e.name] = m.session
+		if e.hasData {
+			m.deliverClaim(o, e)
+		}
+	case errors.Is(i.Err, zk.ErrNodeExists):
+		e.taker = nil
+		m.contended = true
+		m.othersClaim(o, e)
+	case errors.Is(i.Err, zk.ErrNoNode):
+		e.taker = nil
+		m.contended = true
+		m.markGone(e)
+	default:
+		m.uncertain(o, e)
+	}
+}
+
+// deliverClaim gives a claimed item to its caller, or gives the claim
+// back when the caller stopped waiting.
+func (m *Machine) deliverClaim(o *out, e *entry) {
+	t := e.taker
+	e.taker = nil
+	m.dropTaker(t)
+	if t.withdrawn {
+		m.endClaim(o, e.name, true, 0)
+		return
+	}
+	if e.again {
+		m.event(o, events.Redelivered, m.node(e.name), nil)
+		e.again = false
+	}
+	m.event(o, events.Claimed, m.node(e.name), nil)
+	m.reply(o, t.req, taken{Name: e.name, Data: e.data, Session: m.session}, nil)
+}
+
+// othersClaim notes that another consumer holds e's claim, and watches it.
+func (m *Machine) othersClaim(o *out, e *entry) {
+	e.others = true
+	if !e.watching {
+		e.watching = true
+		o.Commands = append(o.Commands, watchClaim{Cmd: m.cmd(), Name: e.name})
+	}
+}
+
+// uncertain notes that our last write on e may or may not have been
+// applied (its reply was lost); it is checked once the session is back.
+func (m *Machine) uncertain(o *out, e *entry) {
+	m.uncert[e.name] = true
+	if m.connected {
+		m.owed++
+		o.Commands = append(o.Commands, checkItem{Cmd: m.cmd(), Name: e.name})
+	}
+}
+
+func (m *Machine) checked(o *out, i checked) {
+	m.owed--
+	e := m.entries[i.Name]
+	if e == nil {
+		delete(m.uncert, i.Name)
+		return
+	}
+	if i.Err != nil {
+		if m.connected {
+			m.uncertain(o, e)
+		}
+		return
+	}
+	delete(m.uncert, i.Name)
+	if a, ok := m.acks[i.Name]; ok { // an ack or nack whose reply was lost
+		delete(m.acks, i.Name)
+		req, nack := a.req, a.nack
+		switch {
+		case !i.ItemExists && !nack, nack && i.ClaimOwner != m.session:
+			m.claimEnded(o, i.Name, e, req, nack)
+		case i.ClaimOwner == m.session && m.claims[e.name] == m.session:
+			m.endClaim(o, e.name, nack, req)
+		default:
+			delete(m.claims, e.name)
+			e.mine = false
+			m.reply(o, req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(e.name)))
+		}
+		return
+	}
+	switch t := e.taker; {
+	case t == nil:
+	case t.kind == kindClaim && i.ClaimOwner == m.session && m.session != 0:
+		e.mine = true
+		m.claims[e.name] = m.session
+		if e.hasData {
+			m.deliverClaim(o, e)
+		}
+	case t.kind != kindClaim && !i.ItemExists:
+		// Our delete may have been the one that removed it, or another
+		// consumer's: we cannot tell, and an item is never lost, so it is
+		// delivered (documented: at least once, in that one case).
+		m.deliverTaken(o, e)
+	case !i.ItemExists:
+		e.taker = nil
+		m.markGone(e)
+	case i.ClaimOwner != 0 && t.kind == kindClaim:
+		e.taker = nil
+		m.othersClaim(o, e)
+	default:
+		e.taker = nil // not applied: try again
+	}
+}
+
+func (m *Machine) ack(o *out, i ackCall) {
+	session, ok := m.claims[i.Name]
+	switch {
+	case !ok || session != i.Session || session != m.session:
+		m.reply(o, i.Req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(i.Name)))
+	case m.acks[i.Name] != (ackOp{}):
+		m.reply(o, i.Req, nil, fmt.Errorf("%w: %s: an ack or nack is in flight", ErrAcked, m.node(i.Name)))
+	default:
+		m.endClaim(o, i.Name, i.Nack, i.Req)
+	}
+}
+
+// endClaim acks or nacks our claim on item name, for call req (0: none).
+func (m *Machine) endClaim(o *out, name string, nack bool, req uint64) {
+	m.acks[name] = ackOp{req: req, nack: nack}
+	m.owed++
+	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: name, Nack: nack})
+}
+
+func (m *Machine) acked(o *out, i acked) {
+	m.owed--
+	a, ok := m.acks[i.Name]
+	if !ok {
+		return
+	}
+	e := m.entries[i.Name]
+	req, nack := a.req, a.nack
+	switch {
+	case i.Err == nil:
+		delete(m.acks, i.Name)
+		m.claimEnded(o, i.Name, e, req, nack)
+	case errors.Is(i.Err, zk.ErrNoNode) || errors.Is(i.Err, zk.ErrConnectionLoss) && m.session != m.claims[i.Name]:
+		delete(m.acks, i.Name)
+		delete(m.claims, i.Name)
+		if e != nil {
+			e.mine = false
+		}
+		m.reply(o, req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(i.Name)))
+	case e != nil:
+		m.uncertain(o, e)
+	default:
+		delete(m.acks, i.Name)
+		m.reply(o, req, nil, i.Err)
+	}
+}
+
+// claimEnded: our ack (the item is gone) or nack (the item is back at its
+// place) went through.
+func (m *Machine) claimEnded(o *out, name string, e *entry, req uint64, nack bool) {
+	delete(m.claims, name)
+	switch {
+	case nack:
+		m.event(o, events.Nacked, m.node(name), nil)
+	default:
+		m.event(o, events.Acked, m.node(name), nil)
+	}
+	switch {
+	case e != nil && nack:
+		e.mine, e.again = false, true
+	case e != nil:
+		m.markGone(e)
+	default:
+		m.gone[name] = m.lists
+	}
+	m.reply(o, req, nil, nil)
+}
+
+func (m *Machine) offered(o *out, i offered) {
+	m.owed--
+	req := m.offers[i.Cmd]
+	delete(m.offers, i.Cmd)
+	if i.Err == nil {
+		for _, n := range i.Names {
+			m.event(o, events.Offered, n, nil)
+		}
+	}
+	m.reply(o, req, i.Names, i.Err)
+}
+
+func (m *Machine) cancel(o *out, req uint64) {
+	for _, t := range m.takers {
+		if t.req != req {
+			continue
+		}
+		for _, e := range m.order {
+			if e.taker == t && (e.busy || m.uncert[e.name] || e.mine) {
+				t.withdrawn = true // its remove or claim is in flight: what it brings is given back
+				return
+			}
+			if e.taker == t {
+				e.taker = nil
+			}
+		}
+		m.dropTaker(t)
+		return
+	}
+}
+
+func (m *Machine) sessionChange(o *out, i sessionChange) {
+	switch i.State {
+	case zk.StateSuspended:
+		m.connected = false
+		m.event(o, events.Suspended, "", nil)
+	case zk.StateReconnected:
+		m.connected = true
+		m.event(o, events.Reconnected, "", nil)
+		m.recheck(o)
+		m.giveBackClaims(o)
+		for _, e := range m.order {
+			if e.others && !e.watching {
+				m.othersClaim(o, e)
+			}
+		}
+	case zk.StateLost:
+		m.connected = false
+		m.sessionLost(o)
+	case zk.StateConnected:
+		if m.session != 0 && m.session != i.SessionID {
+			m.sessionLost(o) // a new session with no LOST seen before
+		}
+		m.session, m.connected = i.SessionID, true
+		m.recheck(o)
+	case zk.StateClosed:
+		m.connected, m.connGone = false, true
+		clear(m.claims) // gone with the session
+		m.failTakers(o, errs.closed)
+	}
+}
+
+// recheck asks, once the session is back, what became of the writes whose
+// replies were lost.
+func (m *Machine) recheck(o *out) {
+	for _, name := range slices.Sorted(maps.Keys(m.uncert)) {
+		m.owed++
+		o.Commands = append(o.Commands, checkItem{Cmd: m.cmd(), Name: name})
+	}
+}
+
+// sessionLost: the session ended, and with it our claims (their items
+// come again, to us or to another consumer) and our watches.
+func (m *Machine) sessionLost(o *out) {
+	if m.session == 0 {
+		return
+	}
+	m.session = 0
+	_ = m.fsm.Fire(trLost)
+	m.event(o, events.Lost, "", errs.sessionLost)
+	for _, e := range m.order {
+		e.mine, e.watching = false, false
+		if e.others {
+			e.others, e.again = false, true // seen again at the next listing
+		}
+	}
+	clear(m.claims)
+	m.watchArmed, m.stale = false, true
+}
+
+func (m *Machine) failTakers(o *out, err error) {
+	for _, t := range slices.Clone(m.takers) {
+		if m.bound(t) {
+			continue
+		}
+		m.dropTaker(t)
+		m.reply(o, t.req, nil, err)
+	}
+}
+
+func (m *Machine) dropTaker(t *taker) {
+	if i := slices.Index(m.takers, t); i >= 0 {
+		m.takers = slices.Delete(m.takers, i, i+1)
+	}
+}
+
+func (m *Machine) shutdown(o *out, req uint64) {
+	if m.closing != 0 {
+		m.reply(o, req, nil, nil)
+		return
+	}
+	m.closing = req
+	_ = m.fsm.Fire(trStopped)
+	m.event(o, events.StopStart, "", nil)
+	for _, t := range m.takers {
+		t.withdrawn = true
+	}
+	m.failTakers(o, errs.closed)
+	m.giveBackClaims(o)
+}
+
+// giveBackClaims nacks the claims of the Items still out when the
+// machine shuts down: their items come again.
+func (m *Machine) giveBackClaims(o *out) {
+	if m.closing == 0 || !m.connected {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.claims)) {
+		if _, ending := m.acks[name]; !ending {
+			m.endClaim(o, name, true, 0)
+		}
+	}
+}
+
+func (m *Machine) finishShutdown(o *out) {
+	if m.closing == 0 || m.owed > 0 || o.Done {
+		return
+	}
+	if (len(m.claims) > 0 || len(m.uncert) > 0) && !m.connGone {
+		return // until the session is back (or Close's timeout hands them over)
+	}
+	m.event(o, events.StopComplete, "", nil)
+	m.reply(o, m.closing, nil, nil)
+	o.Done = true
+}
+
+// handover answers with what is left to delete: our claims.
+func (m *Machine) handover(o *out, req uint64) {
+	l := runtime.Leftovers{Session: m.session}
+	for name, s := range m.claims {
+		if s == m.session {
+			l.Nodes = append(l.Nodes, zk.Join(m.node(name), ClaimName))
+		}
+	}
+	slices.Sort(l.Nodes)
+	m.reply(o, req, l, nil)
+	o.Done = true
+}
+
+func (m *Machine) node(name string) string { return zk.Join(m.cfg.Path, name) }
+
+func (m *Machine) cmd() uint64 {
+	m.nextCmd++
+	return m.nextCmd
+}
+
+func (m *Machine) reply(o *out, req uint64, v any, err error) {
+	if req == 0 {
+		return // the machine's own
+	}
+	o.Replies = append(o.Replies, runtime.Reply{Req: req, Value: v, Err: err})
+}
+
+func (m *Machine) event(o *out, t events.Type, node string, err error) {
+	o.Events = append(o.Events, events.Event{Type: t, State: m.fsm.Current(), Node: node, Err: err})
+}

@@ -1,0 +1,423 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// ScopeName is the instrumentation scope of the queue's spans.
+const ScopeName = "github.com/zkrecipes/zkrecipes/machines/queue"
+
+// Version is this package's version, reported with its spans.
+const Version = "0.1.0"
+
+// DefaultMaxItemSize is the largest item Offer accepts unless
+// WithMaxItemSize says otherwise: a ZooKeeper server refuses (by closing
+// the connection) a request over its jute.maxbuffer, 1 MiB - 1 byte by
+// default, and a create carries its path and about 50 bytes beside the
+// data.
+const DefaultMaxItemSize = 1<<20 - 1024
+
+// Errors of the queue. Match them with errors.Is.
+var (
+	// ErrEmpty: Peek or Poll found no item (after a sync: an item whose
+	// Offer returned before the call is seen).
+	ErrEmpty = errors.New("queue: empty")
+	// ErrTooLarge: an item, or a batch's items together, exceed what one
+	// request may carry (WithMaxItemSize). Nothing was sent.
+	ErrTooLarge = errors.New("queue: item too large")
+	// ErrNilItem: an item is nil. Nothing was sent. (An empty, non-nil
+	// item is fine.)
+	ErrNilItem = errors.New("queue: nil item")
+	// ErrInvalidPriority: a priority below 0 or above MaxPriority.
+	ErrInvalidPriority = errors.New("queue: invalid priority")
+	// ErrInvalidOption: an option's or argument's value is out of range.
+	ErrInvalidOption = errors.New("queue: invalid option")
+	// ErrClaimLost: Ack or Nack of an item whose claim is gone (its
+	// session ended, or Close gave it back): the item will be delivered
+	// again, to this consumer or another.
+	ErrClaimLost = errors.New("queue: claim lost")
+	// ErrAcked: Ack or Nack of an item already acked or nacked.
+	ErrAcked = errors.New("queue: item already acked or nacked")
+	// ErrSessionLost: the session ended (LOST events carry it).
+	ErrSessionLost = errors.New("queue: session lost")
+	// ErrItemLost: an item taken for a call whose caller had stopped
+	// waiting could not be put back (FAILED events carry it).
+	ErrItemLost = errors.New("queue: item could not be put back")
+	// ErrClosed: the Queue, or its connection, is closed (or the
+	// connection is nil).
+	ErrClosed = errors.New("queue: closed")
+	// ErrCleanupPending: Close could not give back the claims of items
+	// still out within its close timeout (the connection is down); the
+	// connection deletes them when the same session reconnects, or the
+	// session's end does.
+	ErrCleanupPending = errors.New("queue: cleanup pending")
+)
+
+// Queue is a handle on a distributed queue at a path: it offers items and
+// consumes them. Its consumer is an actor that keeps the queue's items in
+// a sorted cache fed by one child watch. Its methods are safe for
+// concurrent use.
+type Queue struct {
+	conn   zk.Conn
+	path   string
+	o      options
+	tracer trace.Tracer
+	shell  *runtime.Shell[Input, Command]
+	attrs  []attribute.KeyValue
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Option configures a Queue. A nil Option is ignored.
+type Option func(*options)
+
+type options struct {
+	id             string
+	tracerProvider trace.TracerProvider
+	maxItemSize    int
+	closeTimeout   time.Duration
+}
+
+// WithID names this handle: its lifecycle events' Instance and the data
+// of its claims (who holds an item). Default: a random uuid.
+func WithID(id string) Option { return func(o *options) { o.id = id } }
+
+// WithTracerProvider sets where spans go. Default: otel's global provider
+// (a no-op until the application installs one).
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tracerProvider = tp }
+}
+
+// WithMaxItemSize sets the largest item Offer accepts (bytes, at least 1),
+// for a server whose jute.maxbuffer differs from the default. A batch may
+// carry up to n + 1 KiB in all. Default DefaultMaxItemSize.
+func WithMaxItemSize(n int) Option { return func(o *options) { o.maxItemSize = n } }
+
+// WithCloseTimeout bounds how long Close waits to give back the claims of
+// items still out. Default 10s; it must be positive.
+func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.closeTimeout = d } }
+
+// New returns a handle on the queue at path. Nothing is sent: the first
+// Offer creates the path, and the consumer reads the queue at its first
+// take. Errors: zk.ErrInvalidPath, ErrInvalidOption, ErrClosed (a nil or
+// closed connection).
+func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
+	if err := zk.ValidatePath(path); err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	if path == "/" {
+		return nil, fmt.Errorf("queue: %w %q: the root cannot be a queue", zk.ErrInvalidPath, path)
+	}
+	o := options{maxItemSize: DefaultMaxItemSize, closeTimeout: 10 * time.Second}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	switch {
+	case o.maxItemSize < 1:
+		return nil, fmt.Errorf("%w: max item size %d: it must be at least 1", ErrInvalidOption, o.maxItemSize)
+	case o.closeTimeout <= 0:
+		return nil, fmt.Errorf("%w: close timeout %v: it must be positive", ErrInvalidOption, o.closeTimeout)
+	case conn == nil:
+		return nil, fmt.Errorf("%w: nil connection", ErrClosed)
+	case conn.State() == zk.StateClosed:
+		return nil, fmt.Errorf("%w: connection closed", ErrClosed)
+	}
+	if o.id == "" {
+		o.id = uuid.NewString()
+	}
+	if o.tracerProvider == nil {
+		o.tracerProvider = otel.GetTracerProvider()
+	}
+	h := fnv.New64a()
+	h.Write([]byte(o.id))
+	m, err := NewMachine(Config{Path: path, ClaimData: []byte(o.id), SessionID: conn.SessionID(), Seed: h.Sum64()})
+	if err != nil {
+		return nil, err
+	}
+	q := &Queue{conn: conn, path: path, o: o,
+		tracer: o.tracerProvider.Tracer(ScopeName, trace.WithInstrumentationVersion(Version)),
+		attrs: []attribute.KeyValue{attribute.String("db.system.name", "zookeeper"),
+			attribute.String("messaging.system", "zookeeper"), attribute.String("messaging.destination.name", path)},
+	}
+	q.shell = runtime.Run[Input, Command](conn, m, runtime.Spec[Input, Command]{
+		Recipe: "queue", Path: path, Instance: o.id, Tracer: q.tracer,
+		Exec:    q.exec,
+		Answers: answers,
+		Session: func(ev zk.SessionEvent) Input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
+		Withdraw: func(call Input, req uint64) (Input, bool) {
+			_, take := call.(takeCall)
+			return cancelReq{Req: req}, take
+		},
+		ErrorType: errorType,
+		Closed:    ErrClosed,
+	})
+	return q, nil
+}
+
+// Path is the queue's path.
+func (q *Queue) Path() string { return q.path }
+
+// State is the consumer machine's state: START before its first take,
+// DETERMINE while it lists the queue, READY with the items cached and
+// watched, FAILED after a lost session (until it lists again), STOP once
+// closed.
+func (q *Queue) State() events.State { return q.shell.State() }
+
+// Subscribe returns a subscription to the queue's lifecycle events:
+// OFFERED, TAKEN, CLAIMED, ACKED, NACKED, REDELIVERED, the session's
+// SUSPENDED, RECONNECTED and LOST, and START, STOP_START, STOP_COMPLETE.
+func (q *Queue) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
+	return q.shell.Subscribe(opts...)
+}
+
+// Offer adds data at the tail of the queue: one create of a persistent
+// sequential node. When Offer returns nil, every session sees the item.
+// An Offer that fails with a connection loss may have been applied.
+func (q *Queue) Offer(ctx context.Context, data []byte) error {
+	return q.offer(ctx, itemPrefix(0, false), [][]byte{data})
+}
+
+// OfferBatch adds items at the tail of the queue, in order, in one multi:
+// all of them or none. Errors as Offer, and ErrTooLarge when the items
+// together exceed one request.
+func (q *Queue) OfferBatch(ctx context.Context, items [][]byte) error {
+	if len(items) == 0 {
+		return nil
+	}
+	return q.offer(ctx, itemPrefix(0, false), items)
+}
+
+// OfferPriority adds data with priority prio (0 to MaxPriority): lower
+// numbers are taken first, and items of one priority in the order
+// offered. A plain Offer is priority 0.
+func (q *Queue) OfferPriority(ctx context.Context, data []byte, prio int) error {
+	if prio < 0 || int64(prio) > MaxPriority {
+		return fmt.Errorf("%w: %d: it must be 0 to %d", ErrInvalidPriority, prio, int64(MaxPriority))
+	}
+	return q.offer(ctx, itemPrefix(int64(prio), true), [][]byte{data})
+}
+
+func (q *Queue) offer(ctx context.Context, prefix string, items [][]byte) error {
+	total := 0
+	for i, it := range items {
+		switch {
+		case it == nil:
+			return fmt.Errorf("%w: item %d", ErrNilItem, i)
+		case len(it) > q.o.maxItemSize:
+			return fmt.Errorf("%w: item %d has %d bytes, over %d", ErrTooLarge, i, len(it), q.o.maxItemSize)
+		}
+		total += len(it) + len(q.path) + len(prefix) + 64
+	}
+	if len(items) > 1 && total > q.o.maxItemSize+1024 {
+		return fmt.Errorf("%w: the batch's %d items need about %d bytes in one multi, over %d", ErrTooLarge, len(items), total, q.o.maxItemSize+1024)
+	}
+	ctx, span := q.tracer.Start(ctx, "queue.offer "+q.path, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(append(q.attrs, attribute.String("messaging.operation.type", "send"),
+			attribute.Int("messaging.batch.message_count", len(items)))...))
+	defer span.End()
+	_, err := q.shell.Do(ctx, func(req uint64) Input { return offerCall{Req: req, Prefix: prefix, Items: items} })
+	if err != nil {
+		q.fail(span, err)
+	}
+	return err
+}
+
+// Peek returns the head item's data without removing it, or ErrEmpty at
+// once when the queue is empty.
+func (q *Queue) Peek(ctx context.Context) ([]byte, error) {
+	t, err := q.take(ctx, kindPeek, "queue.peek")
+	return t.Data, err
+}
+
+// Poll removes and returns the head item, or returns ErrEmpty at once
+// when the queue is empty.
+func (q *Queue) Poll(ctx context.Context) ([]byte, error) {
+	t, err := q.take(ctx, kindPoll, "queue.poll")
+	return t.Data, err
+}
+
+// Take removes and returns the head item, waiting for one until ctx ends.
+//
+// The item is removed before Take returns it: if the process dies before
+// it is handled, it is gone. Use TakeItem when every item must be handled.
+// Take delivers every item at most once, except in one case: when the
+// reply to its delete is lost (the connection dropped meanwhile) and the
+// item is gone afterwards, it cannot tell whether its delete or another
+// consumer's removed it, and returns it (an item is never lost).
+func (q *Queue) Take(ctx context.Context) ([]byte, error) {
+	t, err := q.take(ctx, kindTake, "queue.take")
+	return t.Data, err
+}
+
+// TakeItem claims the head item, waiting for one until ctx ends, and
+// returns it: it stays in the queue, claimed by this consumer's session,
+// until Ack removes it or Nack gives it back. If this consumer's session
+// ends first, the claim goes with it and the item is delivered again, to
+// this consumer or another.
+func (q *Queue) TakeItem(ctx context.Context) (*Item, error) {
+	t, err := q.take(ctx, kindClaim, "queue.take")
+	if err != nil {
+		return nil, err
+	}
+	return &Item{q: q, name: t.Name, data: t.Data, session: t.Session}, nil
+}
+
+func (q *Queue) take(ctx context.Context, kind takeKind, name string) (taken, error) {
+	ctx, span := q.tracer.Start(ctx, name+" "+q.path, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(append(q.attrs, attribute.String("messaging.operation.type", "receive"))...))
+	defer span.End()
+	a, err := q.shell.Do(ctx, func(req uint64) Input { return takeCall{Req: req, Kind: kind} })
+	if err != nil {
+		if !errors.Is(err, ErrEmpty) {
+			q.fail(span, err)
+		}
+		return taken{}, err
+	}
+	t := a.Value.(taken)
+	span.SetAttributes(attribute.String("zookeeper.node", zk.Join(q.path, t.Name)))
+	return t, nil
+}
+
+// Len returns the number of items, claimed ones included: one read of the
+// queue's path (its child count), not a listing.
+func (q *Queue) Len(ctx context.Context) (int, error) {
+	a, err := q.shell.Do(ctx, func(req uint64) Input { return lenCall{Req: req} })
+	if err != nil {
+		return 0, err
+	}
+	return a.Value.(int), nil
+}
+
+// Close fails the calls waiting for items with ErrClosed, gives back the
+// claims of items still out (they are delivered again), and stops the
+// consumer. It waits at most the close timeout; claims it could not give
+// back by then go to the connection, which deletes them when the same
+// session reconnects, and Close returns ErrCleanupPending. Every later
+// call returns the first one's result.
+func (q *Queue) Close() error {
+	q.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), q.o.closeTimeout)
+		_, err := q.shell.Do(ctx, func(req uint64) Input { return shutdown{Req: req} })
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = q.handOver()
+		}
+		q.shell.Stop()
+		if errors.Is(err, ErrClosed) {
+			err = nil // the connection is closed: its session's end removed our claims
+		}
+		q.closeErr = err
+	})
+	return q.closeErr
+}
+
+func (q *Queue) handOver() error {
+	a, err := q.shell.Do(context.Background(), func(req uint64) Input { return handover{Req: req} })
+	if err != nil {
+		return err
+	}
+	l := a.Value.(runtime.Leftovers)
+	select {
+	case <-runtime.HandOver(q.conn, l):
+		return nil
+	default:
+		return fmt.Errorf("%w: %d claims are deleted when the session reconnects", ErrCleanupPending, len(l.Nodes))
+	}
+}
+
+func (q *Queue) fail(span trace.Span, err error) {
+	span.SetStatus(codes.Error, err.Error())
+	span.SetAttributes(attribute.String("error.type", errorType(err)))
+}
+
+// Item is an item claimed by TakeItem. Its methods are safe for
+// concurrent use.
+type Item struct {
+	q       *Queue
+	name    string
+	data    []byte
+	session int64
+
+	mu   sync.Mutex
+	done bool
+}
+
+// Data is the item's data.
+func (it *Item) Data() []byte { return it.data }
+
+// Node is the item's node.
+func (it *Item) Node() string { return zk.Join(it.q.path, it.name) }
+
+// Ack removes the item and our claim on it, in one multi. ErrClaimLost:
+// the claim had gone (the session ended): the item is delivered again.
+// ErrAcked: Ack or Nack was called before.
+func (it *Item) Ack(ctx context.Context) error { return it.end(ctx, false) }
+
+// Nack gives the item back: our claim is deleted and the item is
+// delivered again at its place. Errors as Ack.
+func (it *Item) Nack(ctx context.Context) error { return it.end(ctx, true) }
+
+func (it *Item) end(ctx context.Context, nack bool) error {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	if it.done {
+		return fmt.Errorf("%w: %s", ErrAcked, it.Node())
+	}
+	name := "queue.ack "
+	if nack {
+		name = "queue.nack "
+	}
+	ctx, span := it.q.tracer.Start(ctx, name+it.q.path, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(append(it.q.attrs, attribute.String("messaging.operation.type", "settle"),
+			attribute.String("zookeeper.node", it.Node()))...))
+	defer span.End()
+	_, err := it.q.shell.Do(ctx, func(req uint64) Input {
+		return ackCall{Req: req, Name: it.name, Session: it.session, Nack: nack}
+	})
+	if err == nil || errors.Is(err, ErrClaimLost) {
+		it.done = true
+	}
+	if err != nil {
+		it.q.fail(span, err)
+	}
+	return err
+}
+
+// errorType names err for a span's error.type.
+func errorType(err error) string {
+	for _, c := range []struct {
+		err  error
+		name string
+	}{
+		{ErrEmpty, "empty"}, {ErrTooLarge, "too_large"}, {ErrNilItem, "nil_item"},
+		{ErrInvalidPriority, "invalid_priority"}, {ErrClaimLost, "claim_lost"}, {ErrAcked, "acked"},
+		{ErrSessionLost, "session_lost"}, {ErrItemLost, "item_lost"}, {ErrClosed, "closed"},
+		{ErrCleanupPending, "cleanup_pending"}, {context.Canceled, "canceled"}, {context.DeadlineExceeded, "deadline_exceeded"},
+		{zk.ErrConnectionLoss, "connection_loss"}, {zk.ErrSessionExpired, "session_expired"}, {zk.ErrClosed, "closed"},
+		{zk.ErrNoNode, "no_node"}, {zk.ErrNodeExists, "node_exists"}, {zk.ErrNotEmpty, "not_empty"},
+		{zk.ErrNoAuth, "no_auth"}, {zk.ErrBadArguments, "bad_arguments"},
+	} {
+		if errors.Is(err, c.err) {
+			return c.name
+		}
+	}
+	return "_OTHER"
+}
