@@ -59,7 +59,9 @@ type Machine struct {
 	rng       uint64
 
 	entries    map[string]*entry
-	order      []*entry          // entries, sorted by compareItems
+	order      []*entry          // entries, sorted by compareItems, and some dead ones
+	head       int               // order[:head] are dead
+	dead       int               // dead entries in order
 	gone       map[string]uint64 // items known gone → the listing count when learnt
 	lists      uint64            // listings issued
 	listing    bool              // a listing is in flight
@@ -94,6 +96,7 @@ type entry struct {
 	others   bool   // another consumer holds its claim
 	watching bool   // our watch on that claim is set
 	again    bool   // its claim went away: the next delivery is a redelivery
+	dead     bool   // gone from the queue (and from entries)
 }
 
 // ackOp is an endClaim in flight: for the call req (0: the machine's own,
@@ -110,6 +113,7 @@ type taker struct {
 	fresh     bool   // a listing made after a sync completed since it came
 	wantFresh bool   // it needs one
 	freshList uint64 // the synced listing in flight it waits for
+	entry     *entry // the item it is being given, if any
 	withdrawn bool   // its caller stopped waiting; what it gets is given back
 }
 
@@ -272,7 +276,7 @@ func (m *Machine) pump(o *out) {
 				m.read(o, e)
 			}
 		default:
-			e.taker = t
+			m.bind(e, t)
 			m.advance(o, e)
 		}
 	}
@@ -284,7 +288,7 @@ func (m *Machine) pump(o *out) {
 	case m.listing:
 	case m.freshNext:
 		m.list(o, true)
-	case needList, m.stale && m.contended && len(m.takers) > 0:
+	case needList:
 		m.list(o, false)
 	}
 }
@@ -314,8 +318,12 @@ func (m *Machine) advance(o *out, e *entry) {
 // unbound item (for reading ahead).
 func (m *Machine) candidate(t *taker) *entry {
 	var free []*entry
-	for _, e := range m.order {
-		if e.taker != nil || e.mine || e.others || m.uncert[e.name] {
+	for i := m.head; i < len(m.order); i++ {
+		e := m.order[i]
+		if e.dead && i == m.head {
+			m.head++
+		}
+		if e.dead || e.taker != nil || e.mine || e.others || m.uncert[e.name] {
 			continue
 		}
 		free = append(free, e)
@@ -335,13 +343,17 @@ func (m *Machine) candidate(t *taker) *entry {
 	return free[m.rng%uint64(len(free))]
 }
 
-func (m *Machine) bound(t *taker) bool {
-	for _, e := range m.order {
-		if e.taker == t {
-			return true
-		}
+func (m *Machine) bound(t *taker) bool { return t.entry != nil }
+
+// bind gives e to t.
+func (m *Machine) bind(e *entry, t *taker) { e.taker, t.entry = t, e }
+
+// unbind takes e back from its taker, which waits for another item.
+func (m *Machine) unbind(e *entry) {
+	if e.taker != nil {
+		e.taker.entry = nil
+		e.taker = nil
 	}
-	return false
 }
 
 func (m *Machine) read(o *out, e *entry) {
@@ -421,7 +433,7 @@ func (m *Machine) listedItems(o *out, i listed) {
 }
 
 func (m *Machine) sortOrder() {
-	m.order = m.order[:0]
+	m.order, m.head, m.dead = m.order[:0], 0, 0
 	for _, e := range m.entries {
 		m.order = append(m.order, e)
 	}
@@ -433,8 +445,11 @@ func (m *Machine) markGone(e *entry) {
 	delete(m.entries, e.name)
 	delete(m.uncert, e.name)
 	m.gone[e.name] = m.lists
-	if i := slices.Index(m.order, e); i >= 0 {
-		m.order = slices.Delete(m.order, i, i+1)
+	// Removed lazily: order keeps it, marked, until half of it is dead.
+	e.dead = true
+	if m.dead++; m.dead > 64 && m.dead > len(m.order)/2 {
+		m.order = slices.DeleteFunc(m.order, func(e *entry) bool { return e.dead })
+		m.head, m.dead = 0, 0
 	}
 }
 
@@ -452,7 +467,7 @@ func (m *Machine) dataRead(o *out, i dataRead) {
 			return // our own remove or ack took it; its reply says the rest
 		}
 		if e.taker != nil {
-			e.taker = nil
+			m.unbind(e)
 			m.contended = true
 		}
 		m.markGone(e)
@@ -478,13 +493,13 @@ func (m *Machine) removed(o *out, i removed) {
 	switch {
 	case i.Err == nil:
 		m.contended = false
-		m.deliverTaken(o, e)
+		m.deliverTaken(o, e, nil)
 	case errors.Is(i.Err, zk.ErrNoNode):
-		e.taker = nil
+		m.unbind(e)
 		m.contended = true
 		m.markGone(e)
 	case errors.Is(i.Err, zk.ErrNotEmpty): // claimed by an acknowledged consumer
-		e.taker = nil
+		m.unbind(e)
 		m.othersClaim(o, e)
 	default:
 		m.uncertain(o, e)
@@ -493,7 +508,7 @@ func (m *Machine) removed(o *out, i removed) {
 
 // deliverTaken gives a removed item to its caller, or puts it back when
 // the caller stopped waiting.
-func (m *Machine) deliverTaken(o *out, e *entry) {
+func (m *Machine) deliverTaken(o *out, e *entry, uncertain error) {
 	t := e.taker
 	m.markGone(e)
 	m.dropTaker(t)
@@ -501,7 +516,7 @@ func (m *Machine) deliverTaken(o *out, e *entry) {
 		m.putBack(o, e)
 		return
 	}
-	m.event(o, events.Taken, m.node(e.name), nil)
+	m.event(o, events.Taken, m.node(e.name), uncertain)
 	m.reply(o, t.req, taken{Name: e.name, Data: e.data}, nil)
 }
 
@@ -527,11 +542,11 @@ func (m *Machine) claimed(o *out, i claimed) {
 			m.deliverClaim(o, e)
 		}
 	case errors.Is(i.Err, zk.ErrNodeExists):
-		e.taker = nil
+		m.unbind(e)
 		m.contended = true
 		m.othersClaim(o, e)
 	case errors.Is(i.Err, zk.ErrNoNode):
-		e.taker = nil
+		m.unbind(e)
 		m.contended = true
 		m.markGone(e)
 	default:
@@ -543,7 +558,7 @@ func (m *Machine) claimed(o *out, i claimed) {
 // back when the caller stopped waiting.
 func (m *Machine) deliverClaim(o *out, e *entry) {
 	t := e.taker
-	e.taker = nil
+	m.unbind(e)
 	m.dropTaker(t)
 	if t.withdrawn {
 		m.endClaim(o, e.name, true, 0)
@@ -593,8 +608,13 @@ func (m *Machine) checked(o *out, i checked) {
 	if a, ok := m.acks[i.Name]; ok { // an ack or nack whose reply was lost
 		delete(m.acks, i.Name)
 		req, nack := a.req, a.nack
+		ours := m.session != 0 && m.claims[e.name] == m.session // no session ended since the claim
 		switch {
-		case !i.ItemExists && !nack, nack && i.ClaimOwner != m.session:
+		// While our claim lived, no one else could remove the item or
+		// claim it: gone means our ack went through. Once the session has
+		// ended, someone else may have claimed and acked it since: the
+		// ack is not counted as ours (the item may come again).
+		case ours && !i.ItemExists && !nack, ours && nack && i.ClaimOwner != m.session:
 			m.claimEnded(o, i.Name, e, req, nack)
 		case i.ClaimOwner == m.session && m.claims[e.name] == m.session:
 			m.endClaim(o, e.name, nack, req)
@@ -616,16 +636,16 @@ func (m *Machine) checked(o *out, i checked) {
 	case t.kind != kindClaim && !i.ItemExists:
 		// Our delete may have been the one that removed it, or another
 		// consumer's: we cannot tell, and an item is never lost, so it is
-		// delivered (documented: at least once, in that one case).
-		m.deliverTaken(o, e)
+		// delivered, and its TAKEN event says so (ErrUncertain).
+		m.deliverTaken(o, e, fmt.Errorf("%w: %s", ErrUncertain, m.node(e.name)))
 	case !i.ItemExists:
-		e.taker = nil
+		m.unbind(e)
 		m.markGone(e)
 	case i.ClaimOwner != 0 && t.kind == kindClaim:
-		e.taker = nil
+		m.unbind(e)
 		m.othersClaim(o, e)
 	default:
-		e.taker = nil // not applied: try again
+		m.unbind(e) // not applied: try again
 	}
 }
 
@@ -713,14 +733,12 @@ func (m *Machine) cancel(o *out, req uint64) {
 		if t.req != req {
 			continue
 		}
-		for _, e := range m.order {
-			if e.taker == t && (e.busy || m.uncert[e.name] || e.mine) {
+		if e := t.entry; e != nil {
+			if e.busy || m.uncert[e.name] || e.mine {
 				t.withdrawn = true // its remove or claim is in flight: what it brings is given back
 				return
 			}
-			if e.taker == t {
-				e.taker = nil
-			}
+			m.unbind(e)
 		}
 		m.dropTaker(t)
 		return
@@ -738,7 +756,7 @@ func (m *Machine) sessionChange(o *out, i sessionChange) {
 		m.recheck(o)
 		m.giveBackClaims(o)
 		for _, e := range m.order {
-			if e.others && !e.watching {
+			if !e.dead && e.others && !e.watching {
 				m.othersClaim(o, e)
 			}
 		}

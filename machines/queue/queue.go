@@ -53,6 +53,12 @@ var (
 	ErrClaimLost = errors.New("queue: claim lost")
 	// ErrAcked: Ack or Nack of an item already acked or nacked.
 	ErrAcked = errors.New("queue: item already acked or nacked")
+	// ErrUncertain is on the TAKEN event of an item Take or Poll returned
+	// after the reply to its delete was lost: the item was gone when
+	// looked at again, removed by our delete or by another consumer's at
+	// the same moment; it is returned, so it is never lost, and may have
+	// been returned to that other consumer too.
+	ErrUncertain = errors.New("queue: uncertain removal")
 	// ErrSessionLost: the session ended (LOST events carry it).
 	ErrSessionLost = errors.New("queue: session lost")
 	// ErrItemLost: an item taken for a call whose caller had stopped
@@ -261,7 +267,8 @@ func (q *Queue) Poll(ctx context.Context) ([]byte, error) {
 // Take delivers every item at most once, except in one case: when the
 // reply to its delete is lost (the connection dropped meanwhile) and the
 // item is gone afterwards, it cannot tell whether its delete or another
-// consumer's removed it, and returns it (an item is never lost).
+// consumer's removed it, and returns it (an item is never lost), with
+// ErrUncertain on its TAKEN event.
 func (q *Queue) Take(ctx context.Context) ([]byte, error) {
 	t, err := q.take(ctx, kindTake, "queue.take")
 	return t.Data, err

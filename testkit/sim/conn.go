@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -349,11 +351,12 @@ func (c *simConn) children(ctx context.Context, path string, watch bool) ([]stri
 // the server's hash-set order: stable, unrelated to creation order, and
 // never ascending (a sorted outcome is reversed).
 func (s *Sim) scramble(set map[string]struct{}) []string {
-	names := make([]string, 0, len(set))
-	for name := range set {
-		names = append(names, name)
+	type ranked struct {
+		rank uint64
+		name string
 	}
-	rank := func(name string) uint64 {
+	rs := make([]ranked, 0, len(set))
+	for name := range set {
 		h := fnv.New64a()
 		h.Write([]byte(name))
 		x := h.Sum64() ^ s.seed
@@ -361,20 +364,18 @@ func (s *Sim) scramble(set map[string]struct{}) []string {
 		x *= 0xbf58476d1ce4e5b9
 		x ^= x >> 27
 		x *= 0x94d049bb133111eb
-		return x ^ x>>31
+		rs = append(rs, ranked{x ^ x>>31, name})
 	}
-	slices.SortFunc(names, func(a, b string) int {
-		if ra, rb := rank(a), rank(b); ra != rb {
-			if ra < rb {
-				return -1
-			}
-			return 1
+	slices.SortFunc(rs, func(a, b ranked) int {
+		if c := cmp.Compare(a.rank, b.rank); c != 0 {
+			return c
 		}
-		if a < b {
-			return -1
-		}
-		return 1
+		return strings.Compare(a.name, b.name)
 	})
+	names := make([]string, len(rs))
+	for i, r := range rs {
+		names[i] = r.name
+	}
 	if len(names) > 1 && slices.IsSorted(names) {
 		slices.Reverse(names)
 	}

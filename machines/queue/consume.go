@@ -1,0 +1,82 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// ConsumeOption configures Consume. A nil ConsumeOption is ignored.
+type ConsumeOption func(*consumeOptions)
+
+type consumeOptions struct{ concurrency int }
+
+// WithConcurrency sets how many items Consume handles at once (at least
+// 1; default 1).
+func WithConcurrency(n int) ConsumeOption { return func(o *consumeOptions) { o.concurrency = n } }
+
+// Consume claims items (TakeItem) and calls handle for each, with up to
+// the configured concurrency at once, until ctx ends: an item whose handle
+// returns nil is acked, one whose handle returns an error is nacked
+// (delivered again). An item whose claim was lost meanwhile (the session
+// ended), or whose ack failed, is delivered again too. handle gets ctx; the ack or nack of an
+// item whose handle returned is sent even when ctx has ended since.
+//
+// Consume returns nil when ctx ends, and the first error that stops it
+// otherwise (ErrClosed once the Queue is closed).
+func (q *Queue) Consume(ctx context.Context, handle func(ctx context.Context, data []byte) error, opts ...ConsumeOption) error {
+	o := consumeOptions{concurrency: 1}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.concurrency < 1 {
+		return fmt.Errorf("%w: concurrency %d: it must be at least 1", ErrInvalidOption, o.concurrency)
+	}
+	if handle == nil {
+		return fmt.Errorf("%w: nil handle", ErrInvalidOption)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		first   error
+	)
+	stop := func(err error) {
+		errOnce.Do(func() { first = err })
+		cancel()
+	}
+	for range o.concurrency {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				it, err := q.TakeItem(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						stop(err)
+					}
+					return
+				}
+				herr := handle(ctx, it.Data())
+				sctx, done := context.WithTimeout(context.WithoutCancel(ctx), q.o.closeTimeout)
+				if herr == nil {
+					err = it.Ack(sctx)
+				} else {
+					err = it.Nack(sctx)
+				}
+				done()
+				if errors.Is(err, ErrClosed) {
+					stop(err)
+					return
+				}
+				// Any other error leaves the item to come again: its claim
+				// is lost (ErrClaimLost), or will be given back when the
+				// session ends or the Queue is closed.
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}

@@ -1,0 +1,317 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/queue"
+	"github.com/zkrecipes/zkrecipes/testkit"
+)
+
+const (
+	propProducers = 4
+	propConsumers = 4
+	propItems     = 20_000
+	propFaults    = 6 // consumer sessions expired, spread over the run
+)
+
+// produce fills path with propItems items "p<producer>-<n>" from
+// propProducers producers, each on its own session, in batches and single
+// offers.
+func produce(t *testing.T, ctx context.Context, tg testkit.Target, path string) {
+	var wg sync.WaitGroup
+	for p := range propProducers {
+		q := newQueue(t, tg.Connect(t), path)
+		wg.Go(func() {
+			per := propItems / propProducers
+			for n := 0; n < per; {
+				if n%500 == 0 { // one in every 500 alone, the rest in batches
+					if err := q.Offer(ctx, []byte(fmt.Sprintf("p%d-%05d", p, n))); err != nil {
+						t.Error(err)
+						return
+					}
+					n++
+					continue
+				}
+				var batch [][]byte
+				for ; n < per && len(batch) < 49 && n%500 != 0; n++ {
+					batch = append(batch, []byte(fmt.Sprintf("p%d-%05d", p, n)))
+				}
+				if err := q.OfferBatch(ctx, batch); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// drained waits until path has no child left. It reads the child count
+// (one Exists) every few milliseconds: a child watch would list the whole
+// queue at every change.
+func drained(t *testing.T, ctx context.Context, c zk.Conn, path string) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, _, err := c.Exists(ctx, path)
+		if err != nil {
+			t.Fatalf("waiting for the queue to drain: %v", err)
+		}
+		if st.NumChildren == 0 {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("the queue did not drain: %d items left", st.NumChildren)
+		}
+	}
+}
+
+// faulter expires a random consumer's session each time the deliveries
+// pass the next of propFaults marks, spread over the run.
+type faulter struct {
+	t     *testing.T
+	tg    testkit.Target
+	conns []zk.Conn
+	rng   *rand.Rand
+	done  atomic.Int64 // deliveries so far
+	kick  chan struct{}
+	n     int
+}
+
+func newFaulter(t *testing.T, tg testkit.Target, conns []zk.Conn) *faulter {
+	return &faulter{t: t, tg: tg, conns: conns, rng: rand.New(rand.NewPCG(1, 2)), kick: make(chan struct{}, 1)}
+}
+
+func (f *faulter) delivered() {
+	if n := f.done.Add(1); n%(propItems/(propFaults+1)) == 0 {
+		select {
+		case f.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (f *faulter) run(ctx context.Context) {
+	for {
+		select {
+		case <-f.kick:
+			if f.n == propFaults {
+				continue
+			}
+			f.n++
+			f.tg.Expire(f.t, f.conns[f.rng.IntN(len(f.conns))])
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// delivery is one item given to a consumer, and how it ended.
+type delivery struct {
+	consumer int
+	ack      error // Ack's (or Nack's) result
+	nacked   bool
+}
+
+func (d delivery) String() string {
+	verb := "ack"
+	if d.nacked {
+		verb = "nack"
+	}
+	return fmt.Sprintf("{consumer %d %s: %v}", d.consumer, verb, d.ack)
+}
+
+// Acknowledged consumption under session expiry: every item is acked by
+// exactly one Ack that returned nil (or, when an ack's reply was lost with
+// the session, it is gone and that Ack said ErrClaimLost); an item is
+// delivered again only after a nack or a lost claim; nothing is lost.
+func TestPropertyAcknowledged(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		defer cancel()
+		const path = "/queue/property/ack"
+		var conns []zk.Conn
+		var qs []*queue.Queue
+		for i := range propConsumers {
+			c := tg.Connect(t)
+			conns = append(conns, c)
+			qs = append(qs, newQueue(t, c, path, queue.WithID(fmt.Sprint("consumer-", i))))
+		}
+		f := newFaulter(t, tg, conns)
+		var (
+			mu         sync.Mutex
+			deliveries = make(map[string][]delivery)
+		)
+		cctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { f.run(cctx) })
+		for i, q := range qs {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(i), 3))
+				for {
+					it, err := q.TakeItem(cctx)
+					if err != nil {
+						if cctx.Err() == nil {
+							t.Errorf("consumer %d: TakeItem: %v", i, err)
+						}
+						return
+					}
+					// Recorded in the order of the claims, before the ack.
+					nack := rng.IntN(100) == 0
+					mu.Lock()
+					ds := deliveries[string(it.Data())]
+					k := len(ds)
+					deliveries[string(it.Data())] = append(ds, delivery{consumer: i, nacked: nack})
+					mu.Unlock()
+					actx, done := context.WithTimeout(ctx, 30*time.Second)
+					if nack {
+						err = it.Nack(actx)
+					} else {
+						err = it.Ack(actx)
+					}
+					done()
+					mu.Lock()
+					deliveries[string(it.Data())][k].ack = err
+					mu.Unlock()
+					f.delivered()
+				}
+			})
+		}
+		produce(t, ctx, tg, path)
+		drained(t, ctx, tg.Connect(t), path)
+		stop()
+		wg.Wait()
+
+		var acked, uncertain, again int
+		for p := range propProducers {
+			for n := range propItems / propProducers {
+				item := fmt.Sprintf("p%d-%05d", p, n)
+				ds := deliveries[item]
+				if len(ds) == 0 {
+					t.Errorf("%s: never delivered", item)
+					continue
+				}
+				ok := 0
+				for k, d := range ds {
+					switch {
+					case d.ack == nil && !d.nacked:
+						ok++
+					case d.ack == nil, errors.Is(d.ack, queue.ErrClaimLost):
+					default:
+						t.Errorf("%s: delivery %d to consumer %d: ack: %v", item, k, d.consumer, d.ack)
+					}
+					if k < len(ds)-1 && d.ack == nil && !d.nacked {
+						t.Errorf("%s: delivered again after consumer %d acked it: %v", item, d.consumer, ds)
+					}
+				}
+				again += len(ds) - 1
+				switch {
+				case ok == 1:
+					acked++
+				case ok == 0 && errors.Is(ds[len(ds)-1].ack, queue.ErrClaimLost):
+					uncertain++ // its last ack's reply was lost with the session
+				default:
+					t.Errorf("%s: acked %d times: %+v", item, ok, ds)
+				}
+			}
+		}
+		if f.n != propFaults {
+			t.Errorf("%d faults injected, want %d", f.n, propFaults)
+		}
+		t.Logf("%d items: %d acked, %d whose ack's reply was lost with its session; %d deliveries again; %d sessions expired",
+			propItems, acked, uncertain, again, f.n)
+	})
+}
+
+// Plain takes under session expiry: every item is taken, and only once,
+// except an item whose TAKEN event says ErrUncertain (the reply to its
+// delete was lost), which may have been taken twice.
+func TestPropertyPlain(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		defer cancel()
+		const path = "/queue/property/plain"
+		var conns []zk.Conn
+		var qs []*queue.Queue
+		var subs []*events.Subscription
+		for range propConsumers {
+			c := tg.Connect(t)
+			conns = append(conns, c)
+			q := newQueue(t, c, path)
+			qs = append(qs, q)
+			subs = append(subs, q.Subscribe())
+		}
+		f := newFaulter(t, tg, conns)
+		var (
+			mu    sync.Mutex
+			taken = make(map[string]int)
+		)
+		cctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { f.run(cctx) })
+		for i, q := range qs {
+			wg.Go(func() {
+				for {
+					data, err := q.Take(cctx)
+					if err != nil {
+						if cctx.Err() == nil {
+							t.Errorf("consumer %d: Take: %v", i, err)
+						}
+						return
+					}
+					mu.Lock()
+					taken[string(data)]++
+					mu.Unlock()
+					f.delivered()
+				}
+			})
+		}
+		produce(t, ctx, tg, path)
+		drained(t, ctx, tg.Connect(t), path)
+		stop()
+		wg.Wait()
+		uncertain := make(map[string]bool)
+		for i, q := range qs {
+			q.Close()
+			for ev := range subs[i].C {
+				if ev.Type == events.Taken && errors.Is(ev.Err, queue.ErrUncertain) {
+					uncertain[ev.Node] = true
+				}
+			}
+		}
+		twice := 0
+		for p := range propProducers {
+			for n := range propItems / propProducers {
+				item := fmt.Sprintf("p%d-%05d", p, n)
+				switch k := taken[item]; {
+				case k == 1:
+				case k == 0:
+					t.Errorf("%s: lost", item)
+				case k == 2 && len(uncertain) > 0:
+					twice++
+				default:
+					t.Errorf("%s: taken %d times", item, k)
+				}
+			}
+		}
+		if twice > len(uncertain) {
+			t.Errorf("%d items taken twice, and only %d uncertain removals", twice, len(uncertain))
+		}
+		if f.n != propFaults {
+			t.Errorf("%d faults injected, want %d", f.n, propFaults)
+		}
+		t.Logf("%d items taken; %d uncertain removals, %d items taken twice; %d sessions expired", propItems, len(uncertain), twice, f.n)
+	})
+}
