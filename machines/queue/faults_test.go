@@ -1,0 +1,260 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/queue"
+	"github.com/zkrecipes/zkrecipes/testkit"
+)
+
+// A take whose delete was applied but whose reply was lost still returns
+// the item, once: the consumer looks again after reconnecting.
+func TestTakeDeleteReplyLost(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/faults/delete"
+		q := newQueue(t, c, path)
+		offer(t, ctx, q, "a", "b")
+		sub := q.Subscribe()
+		defer sub.Close()
+		f := tg.LoseNextReply(t, c, testkit.OpDelete, path+"/qn-")
+		if got := take(t, ctx, q); got != "a" {
+			t.Fatalf("Take = %q, want a", got)
+		}
+		<-f.Fired()
+		ev := testkit.WaitEvent(t, sub, events.Taken)
+		if !errors.Is(ev.Err, queue.ErrUncertain) {
+			t.Fatalf("TAKEN after a lost delete reply: err %v, want ErrUncertain", ev.Err)
+		}
+		if got := take(t, ctx, q); got != "b" {
+			t.Fatalf("next Take = %q, want b", got)
+		}
+		if kids := children(t, c, path); len(kids) != 0 {
+			t.Fatalf("left %v", kids)
+		}
+	})
+}
+
+// A claim whose create was applied but whose reply was lost is found
+// ours (same session) and delivered; nothing is left behind after its ack.
+func TestClaimReplyLost(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/faults/claim"
+		q := newQueue(t, c, path)
+		offer(t, ctx, q, "a")
+		f := tg.LoseNextReply(t, c, testkit.OpCreate, path+"/qn-")
+		it, err := q.TakeItem(ctx)
+		if err != nil || string(it.Data()) != "a" {
+			t.Fatalf("TakeItem = %v, %v", it, err)
+		}
+		<-f.Fired()
+		other := newQueue(t, tg.Connect(t), path)
+		if _, err := other.Poll(ctx); !errors.Is(err, queue.ErrEmpty) {
+			t.Fatalf("another consumer's Poll of the claimed item = %v, want ErrEmpty", err)
+		}
+		if err := it.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if kids := children(t, c, path); len(kids) != 0 {
+			t.Fatalf("left %v", kids)
+		}
+	})
+}
+
+// An ack whose multi was applied but whose reply was lost returns nil
+// (our claim, on our live session, kept everyone else off the item).
+func TestAckReplyLost(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/faults/ack"
+		q := newQueue(t, c, path)
+		offer(t, ctx, q, "a")
+		it, err := q.TakeItem(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := tg.LoseNextReply(t, c, testkit.OpMulti, path)
+		if err := it.Ack(ctx); err != nil {
+			t.Fatalf("Ack with its reply lost = %v", err)
+		}
+		<-f.Fired()
+		if kids := children(t, c, path); len(kids) != 0 {
+			t.Fatalf("left %v", kids)
+		}
+	})
+}
+
+// A consumer whose session ends while it holds an item loses the claim:
+// the item goes to another consumer, and the first one's Ack says
+// ErrClaimLost.
+func TestSessionExpiryGivesTheItemBack(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/faults/expiry"
+		q := newQueue(t, c, path)
+		other := newQueue(t, tg.Connect(t), path)
+		offer(t, ctx, q, "job")
+		it, err := q.TakeItem(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The other consumer sees the item claimed (its delete is refused:
+		// the item has a child) and watches the claim.
+		if _, err := other.Poll(ctx); !errors.Is(err, queue.ErrEmpty) {
+			t.Fatalf("Poll of a claimed item = %v, want ErrEmpty", err)
+		}
+		got := make(chan *queue.Item, 1)
+		go func() {
+			it, err := other.TakeItem(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- it
+		}()
+		sub := other.Subscribe()
+		defer sub.Close()
+		tg.Expire(t, c)
+		again := <-got
+		if again == nil || string(again.Data()) != "job" {
+			t.Fatalf("the other consumer got %v", again)
+		}
+		testkit.WaitEvent(t, sub, events.Redelivered)
+		if err := it.Ack(ctx); !errors.Is(err, queue.ErrClaimLost) {
+			t.Fatalf("Ack after the session expired = %v, want ErrClaimLost", err)
+		}
+		if err := again.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if kids := children(t, c, path); len(kids) != 0 {
+			t.Fatalf("left %v", kids)
+		}
+	})
+}
+
+// A consumer that dies mid-item (its connection closed) gives it back.
+func TestCrashMidItem(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/faults/crash"
+		q := newQueue(t, c, path)
+		offer(t, ctx, q, "job")
+		if _, err := q.TakeItem(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		other := newQueue(t, tg.Connect(t), path)
+		it, err := other.TakeItem(ctx)
+		if err != nil || string(it.Data()) != "job" {
+			t.Fatalf("after the crash: %v, %v", it, err)
+		}
+		if err := it.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Close(); err != nil {
+			t.Fatalf("Close after the connection closed = %v", err)
+		}
+	})
+}
+
+// Close gives back the claims of items still out: they come again.
+func TestCloseGivesClaimsBack(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/faults/close"
+		q, err := queue.New(c, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offer(t, ctx, q, "job")
+		it, err := q.TakeItem(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := it.Ack(ctx); !errors.Is(err, queue.ErrClosed) {
+			t.Fatalf("Ack after Close = %v, want ErrClosed", err)
+		}
+		if _, err := q.Take(ctx); !errors.Is(err, queue.ErrClosed) {
+			t.Fatalf("Take after Close = %v, want ErrClosed", err)
+		}
+		other := newQueue(t, c, path)
+		again, err := other.Poll(ctx)
+		if err != nil || string(again) != "job" {
+			t.Fatalf("after Close: %q, %v", again, err)
+		}
+	})
+}
+
+// A take whose caller gives up while its delete is in flight puts the
+// item back, under its own name: nothing is lost.
+func TestCancelDuringRemovePutsTheItemBack(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/faults/cancel"
+		q := newQueue(t, c, path)
+		offer(t, ctx, q, "job")
+		before := children(t, c, path)
+		f := tg.HoldNextReply(t, c, testkit.OpDelete, path+"/qn-")
+		tctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := q.Take(tctx)
+			done <- err
+		}()
+		<-f.Fired()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Take = %v, want Canceled", err)
+		}
+		f.Release()
+		other := newQueue(t, tg.Connect(t), path)
+		got, err := other.Take(ctx)
+		if err != nil || string(got) != "job" {
+			t.Fatalf("after the cancelled take: %q, %v", got, err)
+		}
+		if len(before) != 1 {
+			t.Fatalf("before: %v", before)
+		}
+	})
+}
+
+// A Take waiting through a connection loss and an expiry still gets the
+// next item.
+func TestTakeWaitsThroughFaults(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/faults/wait"
+		q := newQueue(t, c, path)
+		producer := newQueue(t, tg.Connect(t), path)
+		got := make(chan string, 1)
+		go func() {
+			d, err := q.Take(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- string(d)
+		}()
+		waitState(t, q, events.StateReady)
+		tg.Disconnect(t, c)
+		tg.Reconnect(t, c)
+		tg.Expire(t, c)
+		offer(t, ctx, producer, "after")
+		if g := <-got; g != "after" {
+			t.Fatalf("Take = %q", g)
+		}
+	})
+}
