@@ -244,7 +244,8 @@ func (m *Machine) pump(o *out) {
 	}
 	needList := !m.listed && len(m.takers) > 0
 	for _, t := range slices.Clone(m.takers) {
-		if m.bound(t) {
+		if e := t.entry; e != nil {
+			m.read(o, e) // again, if a lost connection failed it
 			continue
 		}
 		if t.withdrawn {
@@ -463,8 +464,8 @@ func (m *Machine) dataRead(o *out, i dataRead) {
 	case i.Err == nil:
 		e.data, e.hasData = i.Data, true
 	case errors.Is(i.Err, zk.ErrNoNode):
-		if e.busy || e.mine {
-			return // our own remove or ack took it; its reply says the rest
+		if e.busy || e.mine || m.uncert[e.name] {
+			return // our own remove, claim or ack took it; its reply says the rest
 		}
 		if e.taker != nil {
 			m.unbind(e)
