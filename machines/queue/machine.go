@@ -770,6 +770,9 @@ func (m *Machine) sessionChange(o *out, i sessionChange) {
 		}
 		m.session, m.connected = i.SessionID, true
 		m.recheck(o)
+		if m.listed && !m.listing {
+			m.list(o, false) // the cache, and its watch, again
+		}
 	case zk.StateClosed:
 		m.connected, m.connGone = false, true
 		clear(m.claims) // gone with the session
@@ -796,10 +799,10 @@ func (m *Machine) sessionLost(o *out) {
 	_ = m.fsm.Fire(trLost)
 	m.event(o, events.Lost, "", errs.sessionLost)
 	for _, e := range m.order {
-		e.mine, e.watching = false, false
-		if e.others {
-			e.others, e.again = false, true // seen again at the next listing
+		if e.mine || e.others {
+			e.again = true // it comes again, claimed by no one
 		}
+		e.mine, e.others, e.watching = false, false, false
 	}
 	clear(m.claims)
 	m.watchArmed, m.stale = false, true

@@ -1,0 +1,225 @@
+package queue
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden transcripts in testdata")
+
+const sess = 0x100
+
+// transcript drives a Machine with scripted inputs and records, for each
+// input, the events, replies and commands it produced and the state after.
+type transcript struct {
+	t *testing.T
+	m *Machine
+	b strings.Builder
+}
+
+func newTranscript(t *testing.T) *transcript {
+	m, err := NewMachine(Config{Path: "/app/q", ClaimData: []byte("me"), SessionID: sess, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &transcript{t: t, m: m}
+	tr.record("(start)", m.Start())
+	return tr
+}
+
+func (tr *transcript) step(in Input) runtime.Output[Command] {
+	out := tr.m.Step(in)
+	tr.record(in.String(), out)
+	return out
+}
+
+func (tr *transcript) record(in string, out runtime.Output[Command]) {
+	fmt.Fprintf(&tr.b, "> %s\n", in)
+	for _, e := range out.Events {
+		fmt.Fprintf(&tr.b, "  Event %s state=%s", e.Type, e.State)
+		if e.Node != "" {
+			fmt.Fprintf(&tr.b, " node=%s", e.Node)
+		}
+		if e.Err != nil {
+			fmt.Fprintf(&tr.b, " err=%v", e.Err)
+		}
+		fmt.Fprintln(&tr.b)
+	}
+	for _, r := range out.Replies {
+		fmt.Fprintf(&tr.b, "  Reply req=%d", r.Req)
+		switch v := r.Value.(type) {
+		case taken:
+			fmt.Fprintf(&tr.b, " item=%s data=%q", v.Name, v.Data)
+			if v.Session != 0 {
+				fmt.Fprintf(&tr.b, " claim.session=%#x", v.Session)
+			}
+		case nil:
+		default:
+			fmt.Fprintf(&tr.b, " %v", v)
+		}
+		if r.Err != nil {
+			fmt.Fprintf(&tr.b, " err=%v", r.Err)
+		}
+		fmt.Fprintln(&tr.b)
+	}
+	for _, c := range out.Commands {
+		fmt.Fprintf(&tr.b, "  %s\n", c)
+	}
+	if out.Done {
+		fmt.Fprintf(&tr.b, "  Done\n")
+	}
+	fmt.Fprintf(&tr.b, "  = %s\n", tr.m.State())
+}
+
+func (tr *transcript) check(name string) {
+	tr.t.Helper()
+	golden := filepath.Join("testdata", name+".txt")
+	got := tr.b.String()
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			tr.t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		tr.t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		tr.t.Errorf("transcript %s differs from %s (run with -update after checking):\n%s", name, golden, got)
+	}
+}
+
+// replies returns the replies of out to req.
+func replied(out runtime.Output[Command], req uint64) (runtime.Reply, bool) {
+	for _, r := range out.Replies {
+		if r.Req == req {
+			return r, true
+		}
+	}
+	return runtime.Reply{}, false
+}
+
+// One take: listed, the head's data read (and the next one's ahead), the
+// head deleted; the next take finds the next item's data already there.
+func TestTranscriptTakeReadsAhead(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindTake})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000002", "qn-0000000001", "lock"}, Watched: true})
+	tr.step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
+	tr.step(takeCall{Req: 2, Kind: kindTake})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
+	out := tr.step(removed{Cmd: 4, Name: "qn-0000000001"})
+	if r, ok := replied(out, 1); !ok || string(r.Value.(taken).Data) != "a" {
+		t.Fatalf("the first take got %v", out.Replies)
+	}
+	tr.step(removed{Cmd: 5, Name: "qn-0000000002"})
+	tr.check("take_reads_ahead")
+}
+
+// The head was taken by another consumer: our delete finds no node, and
+// the take moves on to the next item (picking among the first few, now
+// that a race was lost).
+func TestTranscriptHeadTakenByAnother(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindPoll})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002", "qn-0000000003"}, Watched: true})
+	tr.step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
+	tr.step(removed{Cmd: 4, Name: "qn-0000000001", Err: zk.ErrNoNode})
+	tr.step(childrenChanged{Cmd: 1})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
+	tr.step(dataRead{Cmd: 5, Name: "qn-0000000003", Data: []byte("c")})
+	tr.step(removed{Cmd: 6, Name: "qn-0000000003"})
+	tr.check("head_taken_by_another")
+}
+
+// Our claim's session ends before the ack: the ack is refused with
+// ErrClaimLost, and the item comes again (here to us, after a listing).
+func TestTranscriptClaimLost(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001"}, Watched: true})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("job")})
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(sessionChange{State: zk.StateLost})
+	tr.step(childrenChanged{Cmd: 1})
+	tr.step(sessionChange{State: zk.StateConnected, SessionID: 0x200})
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
+	tr.step(listed{Cmd: 4, Children: []string{"qn-0000000001"}, Watched: true})
+	tr.step(takeCall{Req: 3, Kind: kindClaim})
+	tr.step(claimed{Cmd: 5, Name: "qn-0000000001"})
+	tr.check("claim_lost")
+}
+
+// Another consumer holds the head's claim; when its claim goes (nack or
+// expiry), our waiting claim gets the item: REDELIVERED, then CLAIMED.
+func TestTranscriptRedelivery(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001"}, Watched: true})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000001", Err: zk.ErrNodeExists})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("job")})
+	tr.step(claimWatched{Cmd: 4, Name: "qn-0000000001", Exists: true})
+	tr.step(claimGone{Cmd: 4, Name: "qn-0000000001", Deleted: true})
+	tr.step(claimed{Cmd: 5, Name: "qn-0000000001"})
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
+	tr.step(acked{Cmd: 6, Name: "qn-0000000001"})
+	tr.check("redelivery")
+}
+
+// An item of a higher priority arrives while a take chooses among cached
+// items of a lower one: the take syncs and lists before it chooses, and
+// gets the new item.
+func TestTranscriptPriorityArrivesDuringTake(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindTake})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000005-0000000001", "qn-0000000005-0000000002"}, Watched: true})
+	// Offered meanwhile, priority 1; the watch has not fired yet.
+	tr.step(listed{Cmd: 3, Children: []string{"qn-0000000005-0000000001", "qn-0000000005-0000000002", "qn-0000000001-0000000003"}})
+	tr.step(dataRead{Cmd: 4, Name: "qn-0000000001-0000000003", Data: []byte("urgent")})
+	out := tr.step(removed{Cmd: 5, Name: "qn-0000000001-0000000003"})
+	if r, ok := replied(out, 1); !ok || string(r.Value.(taken).Data) != "urgent" {
+		t.Fatalf("the take got %v, want the urgent item", out.Replies)
+	}
+	tr.check("priority_arrives_during_take")
+}
+
+func TestItemNames(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ok   bool
+		prio int64
+		seq  uint32
+	}{
+		{"qn-0000000007", true, 0, 7},
+		{"qn-0000000003-0000000007", true, 3, 7},
+		{"qn-4294967295", true, 0, 4294967295},
+		{"qn-4294967296", false, 0, 0},
+		{"qn-000000007", false, 0, 0},
+		{"qn-00000000a7", false, 0, 0},
+		{"qn-0000000003_0000000007", false, 0, 0},
+		{"_c_x-lock-0000000001", false, 0, 0},
+		{"qn-", false, 0, 0},
+	} {
+		n, ok := parseItem(c.name)
+		if ok != c.ok || ok && (n.prio != c.prio || n.seq != c.seq) {
+			t.Errorf("parseItem(%q) = %+v, %t", c.name, n, ok)
+		}
+	}
+	if p := itemPrefix(42, true); p != "qn-0000000042-" {
+		t.Errorf("itemPrefix(42) = %q", p)
+	}
+	// Serial order: a sequence that wrapped past 2^32 stays after the
+	// ones before the wrap.
+	if compareItems(itemName{seq: 4294967295}, itemName{seq: 2}) >= 0 {
+		t.Error("a wrapped sequence sorts before the ones before the wrap")
+	}
+}
