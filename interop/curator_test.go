@@ -88,18 +88,28 @@ type curatorPeer struct {
 // connected. It quits when the test ends.
 func startCurator(t *testing.T, t0 time.Time, addr, role, dir, id string) *curatorPeer {
 	t.Helper()
+	p := startJava(t, t0, id, "CuratorPeer.java", addr, role, dir, id)
+	t.Logf("%s: Curator %s on %s, session %s, up in %v", id, role, dir, p.session, time.Since(t0).Round(time.Millisecond))
+	return p
+}
+
+// startJava starts the single-file Java program java/<src> with args,
+// named name in the log, and waits until it prints CONNECTED. It quits
+// when the test ends.
+func startJava(t *testing.T, t0 time.Time, name, src string, args ...string) *curatorPeer {
+	t.Helper()
 	java, cp := needCurator(t)
-	src, err := filepath.Abs(filepath.Join("java", "CuratorPeer.java"))
+	abs, err := filepath.Abs(filepath.Join("java", src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &curatorPeer{t: t, name: id, t0: t0, lines: make(chan string, 1024)}
-	p.cmd = exec.Command(java,
+	p := &curatorPeer{t: t, name: name, t0: t0, lines: make(chan string, 1024)}
+	p.cmd = exec.Command(java, append([]string{
 		"-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
 		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 		"-Dorg.slf4j.simpleLogger.logFile=System.err",
 		"-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.ClientCnxn=error",
-		"-cp", cp, src, addr, role, dir, id)
+		"-cp", cp, abs}, args...)...)
 	p.cmd.Stderr = &p.err
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -109,18 +119,18 @@ func startCurator(t *testing.T, t0 time.Time, addr, role, dir, id string) *curat
 		t.Fatal(err)
 	}
 	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting Curator peer: %v", err)
+		t.Fatalf("starting %s: %v", src, err)
 	}
 	go func() {
 		defer close(p.lines)
 		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 		for sc.Scan() {
 			p.lines <- sc.Text()
 		}
 	}()
 	t.Cleanup(p.quit)
 	p.session = "0x" + p.await("CONNECTED")
-	t.Logf("%s: Curator %s on %s, session %s, up in %v", id, role, dir, p.session, time.Since(t0).Round(time.Millisecond))
 	return p
 }
 

@@ -1,11 +1,8 @@
 package interop
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -23,38 +20,7 @@ import (
 // test ends.
 func startCuratorSemaphore(t *testing.T, t0 time.Time, addr, path string, maxLeases int) *curatorPeer {
 	t.Helper()
-	java, cp := needCurator(t)
-	src, err := filepath.Abs(filepath.Join("java", "CuratorSemaphore.java"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &curatorPeer{t: t, name: "curator", t0: t0, lines: make(chan string, 1024)}
-	p.cmd = exec.Command(java,
-		"-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-		"-Dorg.slf4j.simpleLogger.logFile=System.err",
-		"-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.ClientCnxn=error",
-		"-cp", cp, src, addr, path, strconv.Itoa(maxLeases))
-	p.cmd.Stderr = &p.err
-	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting the Curator semaphore: %v", err)
-	}
-	go func() {
-		defer close(p.lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-	}()
-	t.Cleanup(p.quit)
-	p.session = "0x" + p.await("CONNECTED")
+	p := startJava(t, t0, "curator", "CuratorSemaphore.java", addr, path, strconv.Itoa(maxLeases))
 	t.Logf("Curator InterProcessSemaphoreV2(%s, %d), session %s, up in %v", path, maxLeases, p.session, time.Since(t0).Round(time.Millisecond))
 	return p
 }

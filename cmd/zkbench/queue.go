@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/machines/queue"
+)
+
+// queueBench is the peers' QueueBench: the producers (one session and
+// queue handle each) offer every item, then the consumers (the same) take
+// them all. Items carry their number, so the consumers' order is checked:
+// fifo is true when every item arrived once and each consumer took each
+// producer's items in the order offered (priority: lower priority first,
+// then in the order offered). Before the items, raw_create_us and
+// raw_delete_us time -raw sequential creates and deletes of persistent
+// sequential nodes on the first producer's session: an offer costs at
+// least one create and a take one delete, in this run, on this server.
+func queueBench(ctx context.Context, args []string) (obj, error) {
+	c := newCommon("queue")
+	kind := c.fs.String("kind", "fifo", "fifo (Take) | ack (TakeItem, then Ack) | priority (OfferPriority, then Take)")
+	producers := c.fs.Int("producers", 1, "producers: one session, one queue handle and one goroutine each")
+	consumers := c.fs.Int("consumers", 1, "consumers: one session, one queue handle and one goroutine each")
+	items := c.fs.Int("items", 2000, "items offered and taken")
+	batch := c.fs.Int("batch", 1, "items per offer (OfferBatch when above 1; not with -kind priority)")
+	payload := c.fs.Int("payload", 32, "item size in bytes (at least 10)")
+	warmup := c.fs.Int("warmup-items", 200, "unmeasured offer and take round first")
+	raw := c.fs.Int("raw", 500, "raw creates and deletes timed first")
+	if err := c.parse(args); err != nil {
+		return nil, err
+	}
+	defer c.done()
+	switch {
+	case *kind != "fifo" && *kind != "ack" && *kind != "priority":
+		return nil, fmt.Errorf("-kind %q: want fifo, ack or priority", *kind)
+	case *producers < 1 || *consumers < 1:
+		return nil, errors.New("-producers and -consumers must be at least 1")
+	case *items < 1:
+		return nil, errors.New("-items must be at least 1")
+	case *batch < 1 || (*batch > 1 && *kind == "priority"):
+		return nil, errors.New("-batch must be at least 1, and 1 with -kind priority")
+	case *payload < 10:
+		return nil, errors.New("-payload must be at least 10")
+	case *raw < 1:
+		return nil, errors.New("-raw must be at least 1")
+	}
+	tg := c.target()
+	var conns []zk.Conn
+	defer func() {
+		for _, cn := range conns {
+			cn.Close()
+		}
+	}()
+	open := func(n int, role string) ([]*queue.Queue, error) {
+		qs := make([]*queue.Queue, n)
+		for i := range qs {
+			cn, err := tg.connect(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("%s %d: %w", role, i, err)
+			}
+			conns = append(conns, cn)
+			if qs[i], err = queue.New(cn, c.path, queue.WithID(fmt.Sprintf("%s-%d", role, i))); err != nil {
+				return nil, err
+			}
+		}
+		return qs, nil
+	}
+	prods, err := open(*producers, "producer")
+	if err != nil {
+		return nil, err
+	}
+	cons, err := open(*consumers, "consumer")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, q := range append(prods, cons...) {
+			q.Close()
+		}
+	}()
+
+	rawCreate, rawDelete, err := rawWrites(ctx, conns[0], c.path+"-raw", *raw)
+	if err != nil {
+		return nil, fmt.Errorf("raw writes: %w", err)
+	}
+	run := queueRun{kind: *kind, producers: prods, consumers: cons, batch: *batch, payload: *payload}
+	if *warmup > 0 {
+		if _, err := run.offer(ctx, *warmup); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+		if err := run.take(ctx, *warmup); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	run.reset()
+	offerS, err := run.offer(ctx, *items)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	takeErr := run.take(ctx, *items)
+	takeS := time.Since(start).Seconds()
+
+	errs := []string{}
+	if takeErr != nil {
+		errs = append(errs, takeErr.Error())
+	}
+	received, outOfOrder, dups := run.check(*items)
+	left := nodesLeft(ctx, conns[0], c.path)
+	if err := deleteTree(ctx, conns[0], c.path); err != nil {
+		fmt.Fprintf(os.Stderr, "zkbench queue: cleanup %s: %v\n", c.path, err)
+	}
+	var takePerS any
+	if takeS > 0 && received > 0 {
+		takePerS = round(float64(received)/takeS, 1)
+	}
+	out := append(c.header("queue", obj{{"kind", *kind}, {"producers", *producers}, {"consumers", *consumers},
+		{"items", *items}, {"batch", *batch}, {"payload", *payload}, {"warmup_items", *warmup}, {"raw", *raw},
+		{"session_ms", c.session.Milliseconds()}, {"path", c.path}}),
+		field{"queue", *kind}, field{"items", *items},
+		field{"offer_per_s", round(float64(*items)/offerS, 1)}, field{"take_per_s", takePerS},
+		field{"offer_us", summary(run.offerLat, micros)}, field{"take_us", summary(run.takeLat, micros)})
+	if *kind == "ack" {
+		out = append(out, field{"ack_us", summary(run.ackLat, micros)})
+	}
+	return append(out,
+		field{"raw_create_us", summary(rawCreate, micros)}, field{"raw_delete_us", summary(rawDelete, micros)},
+		field{"offer_p50_per_create_p50", round(ratio(run.offerLat, rawCreate), 2)},
+		field{"take_p50_per_delete_p50", round(ratio(run.takeLat, rawDelete), 2)},
+		field{"received", received}, field{"duplicates", dups}, field{"out_of_order", outOfOrder},
+		field{"fifo", received == *items && dups == 0 && outOfOrder == 0},
+		field{"errors", errs}, field{"ok", len(errs) == 0 && received == *items && dups == 0},
+		field{"nodes_left", left},
+	), nil
+}
+
+// queueRun is one bench's producers and consumers and what they measured.
+type queueRun struct {
+	kind            string
+	producers       []*queue.Queue
+	consumers       []*queue.Queue
+	batch, payload  int
+	mu              sync.Mutex
+	offerLat        []time.Duration // per Offer or OfferBatch call
+	takeLat, ackLat []time.Duration // per item
+	taken           [][]int         // per consumer: item numbers in the order taken
+}
+
+func (r *queueRun) reset() {
+	r.offerLat, r.takeLat, r.ackLat, r.taken = nil, nil, nil, nil
+}
+
+// prio is item n's priority with -kind priority: 10 levels, interleaved.
+func prio(n int) int { return n * 7 % 10 }
+
+// offer offers items numbered 0..n-1, item g by producer g%P, each
+// producer in increasing order, and returns the seconds it took.
+func (r *queueRun) offer(ctx context.Context, n int) (float64, error) {
+	P := len(r.producers)
+	errs := make([]error, P)
+	lats := make([][]time.Duration, P)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for p, q := range r.producers {
+		wg.Go(func() {
+			var chunk [][]byte
+			flush := func() error {
+				t0 := time.Now()
+				var err error
+				switch {
+				case r.kind == "priority":
+					err = q.OfferPriority(ctx, chunk[0], prio(itemNumber(chunk[0])))
+				case len(chunk) == 1:
+					err = q.Offer(ctx, chunk[0])
+				default:
+					err = q.OfferBatch(ctx, chunk)
+				}
+				lats[p] = append(lats[p], time.Since(t0))
+				chunk = nil
+				return err
+			}
+			for g := p; g < n; g += P {
+				chunk = append(chunk, itemData(g, r.payload))
+				if len(chunk) == r.batch {
+					if errs[p] = flush(); errs[p] != nil {
+						return
+					}
+				}
+			}
+			if len(chunk) > 0 {
+				errs[p] = flush()
+			}
+		})
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	for _, l := range lats {
+		r.offerLat = append(r.offerLat, l...)
+	}
+	return secs, errors.Join(errs...)
+}
+
+// take has the consumers take n items between them, each waiting at most
+// 30s for one.
+func (r *queueRun) take(ctx context.Context, n int) error {
+	var left atomic.Int64
+	left.Store(int64(n))
+	errs := make([]error, len(r.consumers))
+	taken := make([][]int, len(r.consumers))
+	var wg sync.WaitGroup
+	for i, q := range r.consumers {
+		wg.Go(func() {
+			var takeLat, ackLat []time.Duration
+			defer func() {
+				r.mu.Lock()
+				r.takeLat, r.ackLat = append(r.takeLat, takeLat...), append(r.ackLat, ackLat...)
+				r.mu.Unlock()
+			}()
+			for left.Add(-1) >= 0 {
+				tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				t0 := time.Now()
+				var data []byte
+				var err error
+				if r.kind == "ack" {
+					var it *queue.Item
+					if it, err = q.TakeItem(tctx); err == nil {
+						t1 := time.Now()
+						data, err = it.Data(), it.Ack(tctx)
+						ackLat = append(ackLat, time.Since(t1))
+						takeLat = append(takeLat, t1.Sub(t0))
+					}
+				} else {
+					data, err = q.Take(tctx)
+					takeLat = append(takeLat, time.Since(t0))
+				}
+				cancel()
+				if err != nil {
+					errs[i] = fmt.Errorf("consumer %d after %d items: %w", i, len(taken[i]), err)
+					return
+				}
+				taken[i] = append(taken[i], itemNumber(data))
+			}
+		})
+	}
+	wg.Wait()
+	r.taken = taken
+	return errors.Join(errs...)
+}
+
+// check counts the items received, those received more than once, and
+// those a consumer took before an item it should have taken first.
+func (r *queueRun) check(n int) (received, outOfOrder, duplicates int) {
+	P := len(r.producers)
+	seen := make([]bool, n)
+	for _, took := range r.taken {
+		last := map[int]int{} // producer (and priority) → its last item number
+		lastPrio := -1
+		for _, g := range took {
+			if g < 0 || g >= n || seen[g] {
+				duplicates++
+				continue
+			}
+			seen[g] = true
+			received++
+			key := g % P
+			if r.kind == "priority" {
+				if prio(g) < lastPrio {
+					outOfOrder++
+				}
+				lastPrio, key = prio(g), prio(g)*P+g%P
+			}
+			if l, ok := last[key]; ok && g < l {
+				outOfOrder++
+			}
+			last[key] = g
+		}
+	}
+	return received, outOfOrder, duplicates
+}
+
+// itemData is item g: its number in 10 digits, then x up to size bytes.
+func itemData(g, size int) []byte {
+	b := make([]byte, size)
+	copy(b, fmt.Sprintf("%010d", g))
+	for i := 10; i < size; i++ {
+		b[i] = 'x'
+	}
+	return b
+}
+
+func itemNumber(data []byte) int {
+	if len(data) < 10 {
+		return -1
+	}
+	g, err := strconv.Atoi(string(data[:10]))
+	if err != nil {
+		return -1
+	}
+	return g
+}
+
+// rawWrites times n sequential creates of persistent sequential nodes in
+// dir, then n deletes of them, and deletes dir.
+func rawWrites(ctx context.Context, c zk.Conn, dir string, n int) (create, del []time.Duration, err error) {
+	if err := createParents(ctx, c, dir); err != nil {
+		return nil, nil, err
+	}
+	data := make([]byte, 32)
+	names := make([]string, n)
+	for i := range n {
+		t0 := time.Now()
+		if names[i], err = c.Create(ctx, dir+"/"+queue.Prefix, data, zk.ModePersistentSequential); err != nil {
+			return nil, nil, err
+		}
+		create = append(create, time.Since(t0))
+	}
+	for _, name := range names {
+		t0 := time.Now()
+		if err := c.Delete(ctx, name, zk.AnyVersion); err != nil {
+			return nil, nil, err
+		}
+		del = append(del, time.Since(t0))
+	}
+	return create, del, deleteTree(ctx, c, dir)
+}
+
+// ratio is a's median over b's.
+func ratio(a, b []time.Duration) float64 {
+	if len(a) == 0 || len(b) == 0 || median(b) == 0 {
+		return 0
+	}
+	return float64(median(a)) / float64(median(b))
+}
