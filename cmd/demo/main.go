@@ -1,7 +1,9 @@
 // Command demo is a tour of zkrecipes: workers contending on a lock,
 // participants electing a leader while the leader resigns and then
 // crashes, readers and writers sharing a read/write lock, and workers
-// sharing the leases of a semaphore while a holder's session ends. It
+// sharing the leases of a semaphore while a holder's session ends, and
+// consumers acking the items of a work queue while one crashes holding an
+// item. It
 // prints every lifecycle event as it happens and ends with a
 // summary.
 //
@@ -9,11 +11,13 @@
 //	go run ./cmd/demo -zk 127.0.0.1:2181       # on a real server or ensemble
 //	go run ./cmd/demo -scenario lock -workers 8 -rounds 5
 //	go run ./cmd/demo -scenario semaphore      # 8 workers, 3 leases
+//	go run ./cmd/demo -scenario queue -orders 20
 //
 // Each worker and participant has its own session, as separate processes
 // would. The exit code is 0 when every check held (one holder at a time,
 // a leader after each change, never more holders than leases and the
-// lease of an ended session back), 1 otherwise.
+// lease of an ended session back, every queue item acked exactly once),
+// 1 otherwise.
 package main
 
 import (
@@ -31,12 +35,13 @@ import (
 
 func main() {
 	addr := flag.String("zk", "", "ZooKeeper servers, host:port[,host:port...]; empty: the embedded simulator")
-	scenario := flag.String("scenario", "all", "lock, election, rwlock, semaphore or all")
+	scenario := flag.String("scenario", "all", "lock, election, rwlock, semaphore, queue or all")
 	workers := flag.Int("workers", 5, "lock: workers contending on one lock")
 	rounds := flag.Int("rounds", 3, "lock, semaphore: acquisitions per worker")
-	hold := flag.Duration("hold", 5*time.Millisecond, "lock, semaphore: how long a worker holds the lock or a lease")
+	orders := flag.Int("orders", 6, "queue: items each of the 2 producers offers")
+	hold := flag.Duration("hold", 5*time.Millisecond, "lock, semaphore, queue: how long a worker holds the lock or a lease, or works on an item")
 	flag.Parse()
-	if *workers < 1 || *rounds < 1 || flag.NArg() > 0 {
+	if *workers < 1 || *rounds < 1 || *orders < 1 || flag.NArg() > 0 {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -58,6 +63,8 @@ func main() {
 		err = rwlockScenario(ctx, c, p)
 	case "semaphore":
 		err = semaphoreScenario(ctx, c, p, *rounds, *hold)
+	case "queue":
+		err = queueScenario(ctx, c, p, *orders, *hold)
 	case "all":
 		if err = lockScenario(ctx, c, p, *workers, *rounds, *hold); err == nil {
 			if err = electionScenario(ctx, c, p); err == nil {
@@ -66,6 +73,9 @@ func main() {
 		}
 		if err == nil {
 			err = rwlockScenario(ctx, c, p)
+		}
+		if err == nil {
+			err = queueScenario(ctx, c, p, *orders, *hold)
 		}
 	default:
 		flag.Usage()

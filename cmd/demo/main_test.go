@@ -28,6 +28,9 @@ func TestScenariosOnSim(t *testing.T) {
 	if err := rwlockScenario(ctx, c, p); err != nil {
 		t.Fatalf("rwlock: %v\n%s", err, out.String())
 	}
+	if err := queueScenario(ctx, c, p, 5, time.Millisecond); err != nil {
+		t.Fatalf("queue: %v\n%s", err, out.String())
+	}
 	for _, want := range []string{
 		"acquisitions per worker: worker-1 2, worker-2 2, worker-3 2, worker-4 2",
 		"maximum concurrent holders (measured): 1",
@@ -36,6 +39,11 @@ func TestScenariosOnSim(t *testing.T) {
 		"(crashed) → ",
 		"holders: reader-1 reader-2 reader-3",
 		"holders: writer-1 reader-1",
+		"orders acked: 11 of 11; per consumer:",
+		"consumer-3 0 (crashed holding order-0)",
+		"REDELIVERED        READY     seq=0000000000",
+		"consumer-3 crashes: its session expired",
+		"items left in the queue: 0",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -78,6 +86,7 @@ func TestScenariosOnARealServer(t *testing.T) {
 		"election":  func() error { return electionScenario(ctx, c, p) },
 		"semaphore": func() error { return semaphoreScenario(ctx, c, p, 2, time.Millisecond) },
 		"rwlock":    func() error { return rwlockScenario(ctx, c, p) },
+		"queue":     func() error { return queueScenario(ctx, c, p, 5, time.Millisecond) },
 	} {
 		if err := run(); err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, out.String())
