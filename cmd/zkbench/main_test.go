@@ -123,7 +123,9 @@ func TestRttBenchOnSim(t *testing.T) {
 func TestBadArguments(t *testing.T) {
 	for _, args := range [][]string{nil, {"nosuch"}, {"lock"}, {"lock", "-zk", "sim", "-clients", "0"}, {"rtt", "-zk", "sim", "extra"},
 		{"rwlock", "-zk", "sim", "-readers", "0", "-writers", "0"},
-		{"semaphore", "-zk", "sim", "-leases", "0"}, {"semaphore", "-zk", "sim", "-clients", "0"}, {"semaphore", "-zk", "sim", "-hold-us", "-1"}} {
+		{"semaphore", "-zk", "sim", "-leases", "0"}, {"semaphore", "-zk", "sim", "-clients", "0"}, {"semaphore", "-zk", "sim", "-hold-us", "-1"},
+		{"queue", "-zk", "sim", "-kind", "lifo"}, {"queue", "-zk", "sim", "-items", "0"}, {"queue", "-zk", "sim", "-consumers", "0"},
+		{"queue", "-zk", "sim", "-kind", "priority", "-batch", "5"}, {"queue", "-zk", "sim", "-payload", "9"}} {
 		var stdout, stderr bytes.Buffer
 		if code := run(t.Context(), args, &stdout, &stderr); code == 0 || stdout.Len() > 0 {
 			t.Errorf("zkbench %q: exit %d, stdout %q; want a failure and no line", args, code, stdout.String())
@@ -197,6 +199,37 @@ func TestSemaphoreBenchOnSim(t *testing.T) {
 	params := out["params"].(map[string]any)
 	if params["hold_us"] != 200.0 || params["leases"] != 2.0 {
 		t.Errorf("params = %v", params)
+	}
+}
+
+func TestQueueBenchOnSim(t *testing.T) {
+	for _, args := range [][]string{
+		{"-kind", "fifo"},
+		{"-kind", "fifo", "-batch", "7", "-producers", "2"},
+		{"-kind", "ack", "-consumers", "3"},
+		{"-kind", "priority", "-producers", "2"},
+	} {
+		out := runBench(t, append([]string{"queue", "-zk", "sim", "-items", "300", "-warmup-items", "20", "-raw", "50"}, args...)...)
+		for _, k := range []string{"offer_us", "take_us", "raw_create_us", "raw_delete_us"} {
+			latency(t, out, k)
+		}
+		if out["ok"] != true || out["received"] != 300.0 || out["duplicates"] != 0.0 || out["nodes_left"] != 0.0 {
+			t.Errorf("%v: ok %v, received %v, duplicates %v, nodes left %v, errors %v", args, out["ok"], out["received"], out["duplicates"], out["nodes_left"], out["errors"])
+		}
+		// One consumer takes in queue order (priority: by priority).
+		if args[len(args)-2] != "-consumers" && out["fifo"] != true {
+			t.Errorf("%v: fifo %v, out of order %v", args, out["fifo"], out["out_of_order"])
+		}
+		if args[1] == "ack" {
+			if n := latency(t, out, "ack_us")["n"]; n != 300.0 {
+				t.Errorf("ack_us.n = %v, want 300", n)
+			}
+		}
+		for _, k := range []string{"offer_per_s", "take_per_s", "offer_p50_per_create_p50", "take_p50_per_delete_p50"} {
+			if v, _ := out[k].(float64); v <= 0 {
+				t.Errorf("%v: %s = %v", args, k, out[k])
+			}
+		}
 	}
 }
 
