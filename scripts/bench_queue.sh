@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# bench_queue.sh [OUTDIR]: the queue against the peers on one standalone
+# ZooKeeper (forceSync=yes), interleaved.
+#
+# Each repetition runs, on one server: zkbench queue (fifo, ack, priority,
+# batches of 100, and 4 consumers), Curator's QueueBench (simple:
+# SimpleDistributedQueue; distributed: DistributedQueue) and kazoo's
+# queuebench.py (Queue, LockingQueue). Each program offers every item, then
+# takes them all; zkbench also times raw creates and deletes on the same
+# server first, so its take and offer are compared with a delete and a
+# create of the same run. A cost pass reads the server's packets_received
+# (mntr) around one single-offer run of each (no warm-up) and divides by
+# the items: requests per item, offer and take together. JSON lines land
+# in OUTDIR (default: a new temp dir); a summary of medians and same-run
+# ratios is printed at the end.
+#
+#   REPS=3 ITEMS=2000 PORT=22192 PEERS=<repo>/../shared/peers
+#
+# bench_queue.sh --summary OUTDIR prints the summary of an earlier run.
+set -euo pipefail
+
+summarize() {
+/usr/bin/python3 - "$1" <<'PY'
+import glob, json, os, re, statistics, sys
+out = sys.argv[1]
+def load(p):
+    try:
+        d = json.loads(open(p).read().strip().splitlines()[-1])
+        return d if d.get("ok") else None
+    except Exception:
+        return None
+reps = {}
+for p in glob.glob(os.path.join(out, "*-rep*.json")):
+    m = re.match(r"(.+)-rep(\d+)\.json", os.path.basename(p))
+    reps.setdefault(int(m[2]), {})[m[1]] = load(p)
+def p50(d, k):
+    return d[k]["p50_us"] if d and d.get(k) else None
+rows = {
+    "fifo take p50 / raw delete p50": lambda r: r["zk-fifo"]["take_p50_per_delete_p50"],
+    "ack take+ack p50 / raw delete p50": lambda r: (p50(r["zk-ack"], "take_us") + p50(r["zk-ack"], "ack_us")) / p50(r["zk-ack"], "raw_delete_us"),
+    "offer p50 / raw create p50": lambda r: r["zk-fifo"]["offer_p50_per_create_p50"],
+    "priority take p50 / raw delete p50": lambda r: r["zk-priority"]["take_p50_per_delete_p50"],
+    "OfferBatch(100) items/s / Offer items/s": lambda r: r["zk-batch100"]["offer_per_s"] / r["zk-fifo"]["offer_per_s"],
+    "4 consumers take/s / 1 consumer take/s": lambda r: r["zk-4consumers"]["take_per_s"] / r["zk-fifo"]["take_per_s"],
+    "take/s vs Curator SimpleDistributedQueue": lambda r: r["zk-fifo"]["take_per_s"] / r["curator-simple"]["take_per_s"],
+    "take/s vs Curator DistributedQueue": lambda r: r["zk-fifo"]["take_per_s"] / r["curator-distributed"]["take_per_s"],
+    "take/s vs kazoo Queue": lambda r: r["zk-fifo"]["take_per_s"] / r["kazoo-queue"]["take_per_s"],
+    "ack take/s vs kazoo LockingQueue": lambda r: r["zk-ack"]["take_per_s"] / r["kazoo-locking"]["take_per_s"],
+    "offer/s vs Curator SimpleDistributedQueue": lambda r: r["zk-fifo"]["offer_per_s"] / r["curator-simple"]["offer_per_s"],
+}
+print("per repetition (same server, interleaved):")
+for rep in sorted(reps):
+    r = reps[rep]
+    print("  rep %d take/s: " % rep + "  ".join("%s %s" % (k, (r[k] or {}).get("take_per_s")) for k in sorted(r)))
+    print("  rep %d take p50 us: " % rep + "  ".join("%s %s" % (k, p50(r[k], "take_us")) for k in sorted(r)))
+print("same-run ratios, median over repetitions [each]:")
+for name, f in rows.items():
+    vals = []
+    for rep in sorted(reps):
+        try:
+            vals.append(f(reps[rep]))
+        except (KeyError, TypeError, ZeroDivisionError):
+            pass
+    if vals:
+        print("  %-44s %6.2f  [%s]" % (name, statistics.median(vals), " ".join("%.2f" % v for v in vals)))
+print("requests per item, offer and take (server packets_received / items, no warm-up)")
+for p in sorted(glob.glob(os.path.join(out, "cost-*.json"))):
+    d = load(p)
+    pk = open(p[:-5] + ".packets").read().split()
+    if d:
+        print("  %-24s %6.2f  (%d packets, %d items)" % (os.path.basename(p)[5:-5], (int(pk[1]) - int(pk[0])) / d["items"], int(pk[1]) - int(pk[0]), d["items"]))
+PY
+}
+
+if [[ ${1:-} == --summary ]]; then
+  summarize "$2"
+  exit 0
+fi
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PEERS=${PEERS:-$root/../shared/peers}
+REPS=${REPS:-3} ITEMS=${ITEMS:-2000} PORT=${PORT:-22192}
+out=${1:-$(mktemp -d)}
+mkdir -p "$out"
+work=$(mktemp -d)
+trap '"$PEERS/zk.sh" stop "$work/zk" >/dev/null 2>&1 || true' EXIT
+(cd "$root" && go build -o "$work/zkbench" ./cmd/zkbench)
+[[ -f $PEERS/curator/build/peers.jar ]] || "$PEERS/curator/build.sh" >&2
+"$PEERS/zk.sh" start-standalone "$PORT" "$work/zk" >&2
+A=127.0.0.1:$PORT
+packets() { "$PEERS/zk.sh" 4lw "$PORT" mntr | awk '/zk_packets_received/{print $2}'; }
+# run NAME CMD...: the program's last line into OUTDIR/NAME.json, with the
+# server's packets_received before and after in OUTDIR/NAME.packets.
+run() {
+  local name=$1; shift
+  local before; before=$(packets)
+  "$@" 2>>"$out/stderr.log" | tail -1 >"$out/$name.json" || true
+  echo "$before $(packets)" >"$out/$name.packets"
+  echo "$name: $(cut -c1-200 "$out/$name.json")" >&2
+}
+py=/usr/bin/python3
+zb="$work/zkbench"
+n=$ITEMS
+for rep in $(seq 1 "$REPS"); do
+  run zk-fifo-rep$rep "$zb" queue -zk "$A" -kind fifo -items "$n"
+  run curator-simple-rep$rep "$PEERS/curator/run.sh" QueueBench "$A" queue=simple items="$n"
+  run kazoo-queue-rep$rep $py "$PEERS/kazoo/queuebench.py" "$A" queue=queue items="$n"
+  run zk-ack-rep$rep "$zb" queue -zk "$A" -kind ack -items "$n"
+  run curator-distributed-rep$rep "$PEERS/curator/run.sh" QueueBench "$A" queue=distributed items="$n"
+  run kazoo-locking-rep$rep $py "$PEERS/kazoo/queuebench.py" "$A" queue=locking items="$n"
+  run zk-priority-rep$rep "$zb" queue -zk "$A" -kind priority -items "$n"
+  run zk-batch100-rep$rep "$zb" queue -zk "$A" -kind fifo -items $((n * 10)) -batch 100
+  run zk-4consumers-rep$rep "$zb" queue -zk "$A" -kind fifo -items "$n" -consumers 4
+done
+run cost-zkrecipes-fifo "$zb" queue -zk "$A" -kind fifo -items "$n" -warmup-items 0 -raw 1
+run cost-zkrecipes-ack "$zb" queue -zk "$A" -kind ack -items "$n" -warmup-items 0 -raw 1
+run cost-curator-simple "$PEERS/curator/run.sh" QueueBench "$A" queue=simple items="$n" warmup_items=0
+run cost-kazoo-queue $py "$PEERS/kazoo/queuebench.py" "$A" queue=queue items="$n" warmup_items=0
+"$PEERS/zk.sh" 4lw "$PORT" mntr >"$out/mntr.txt"
+echo "results in $out" >&2
+summarize "$out"
