@@ -65,6 +65,17 @@ const (
 	Acked
 	Nacked
 	Redelivered
+	// Barrier events: a member entered a double barrier (ENTERED, once
+	// all members are in) or left it (LEFT, once all have left).
+	Entered
+	Left
+	// Two-phase commit events: a participant's handler prepared a
+	// transaction (PREPARED), its vote was written (VOTED), and the
+	// decision (COMMITTED, or ABORTED with the reason in Err).
+	Prepared
+	Voted
+	Committed
+	Aborted
 )
 
 var typeNames = [...]string{
@@ -91,6 +102,12 @@ var typeNames = [...]string{
 	Acked:             "ACKED",
 	Nacked:            "NACKED",
 	Redelivered:       "REDELIVERED",
+	Entered:           "ENTERED",
+	Left:              "LEFT",
+	Prepared:          "PREPARED",
+	Voted:             "VOTED",
+	Committed:         "COMMITTED",
+	Aborted:           "ABORTED",
 }
 
 func (t Type) String() string {
