@@ -1,0 +1,224 @@
+// Package barrier is ZooKeeper's barrier and double barrier recipes.
+//
+// A Barrier is one node: Set creates it, Remove deletes it, and Wait
+// returns once it does not exist (one watch, no polling), the layout of
+// Curator's DistributedBarrier.
+//
+// A DoubleBarrier makes a fixed number of members enter together and leave
+// together, in the layout of Curator's DistributedDoubleBarrier: each
+// member is an ephemeral node named by a UUID under the barrier's path, and
+// the member whose arrival completes the count creates <path>/ready, which
+// the others watch. Enter is a synchronized start: it returns once every
+// member has arrived. Leave uses the exit protocol of ZooKeeper's recipe:
+// the member with the lowest name waits on the highest, every other member
+// deletes its node and waits on the lowest, so no one is woken by every
+// departure.
+package barrier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+)
+
+// ScopeName is the instrumentation scope of the barriers' spans.
+const ScopeName = "github.com/zkrecipes/zkrecipes/machines/barrier"
+
+// Version is this package's version, reported with its spans.
+const Version = "0.1.0"
+
+// Errors of the barriers. Match them with errors.Is.
+var (
+	// ErrInvalidOption: an option's or argument's value is out of range
+	// (members below 1, a nil option value). Nothing was sent.
+	ErrInvalidOption = errors.New("barrier: invalid option")
+	// ErrMembersMismatch: the double barrier's path records another
+	// member count than ours (another participant was made with another
+	// count). Nothing was created.
+	ErrMembersMismatch = errors.New("barrier: member count differs")
+	// ErrNotEntered: Leave without a completed Enter.
+	ErrNotEntered = errors.New("barrier: not entered")
+	// ErrAlreadyEntered: Enter while entered, entering or leaving.
+	ErrAlreadyEntered = errors.New("barrier: already entered")
+	// ErrSessionLost: the session ended while we were a member: our node
+	// is gone and we are counted out. Enter again to take part again.
+	ErrSessionLost = errors.New("barrier: session lost")
+	// ErrClosed: the handle or its connection is closed.
+	ErrClosed = errors.New("barrier: closed")
+)
+
+// Barrier is a barrier node: while it exists, Wait blocks. Its methods are
+// safe for concurrent use and hold no state between calls.
+type Barrier struct {
+	conn   zk.Conn
+	path   string
+	tracer trace.Tracer
+}
+
+// BarrierOption configures a Barrier. A nil BarrierOption is ignored.
+type BarrierOption func(*barrierOptions)
+
+type barrierOptions struct{ tp trace.TracerProvider }
+
+// WithBarrierTracerProvider sets where the Barrier's spans go (default:
+// the global provider).
+func WithBarrierTracerProvider(tp trace.TracerProvider) BarrierOption {
+	return func(o *barrierOptions) { o.tp = tp }
+}
+
+// New returns a Barrier on path. Nothing is sent. Errors: zk.ErrInvalidPath,
+// ErrClosed (a nil or closed connection).
+func New(conn zk.Conn, path string, opts ...BarrierOption) (*Barrier, error) {
+	if err := checkPath(conn, path); err != nil {
+		return nil, err
+	}
+	o := barrierOptions{tp: otel.GetTracerProvider()}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return &Barrier{conn: conn, path: path, tracer: o.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version))}, nil
+}
+
+func checkPath(conn zk.Conn, path string) error {
+	if err := zk.ValidatePath(path); err != nil {
+		return fmt.Errorf("barrier: %w", err)
+	}
+	switch {
+	case path == "/":
+		return fmt.Errorf("barrier: %w %q: the root cannot be a barrier", zk.ErrInvalidPath, path)
+	case conn == nil:
+		return fmt.Errorf("%w: nil connection", ErrClosed)
+	case conn.State() == zk.StateClosed:
+		return fmt.Errorf("%w: connection closed", ErrClosed)
+	}
+	return nil
+}
+
+// Path is the barrier's node.
+func (b *Barrier) Path() string { return b.path }
+
+// Set raises the barrier: it creates the node (and its missing parents, as
+// containers). Setting a barrier that is set is not an error.
+func (b *Barrier) Set(ctx context.Context) error {
+	return b.span(ctx, "barrier.set", func(ctx context.Context) error {
+		_, err := b.conn.Create(ctx, b.path, nil, zk.ModePersistent)
+		if errors.Is(err, zk.ErrNoNode) {
+			if err = ensurePath(ctx, b.conn, zk.Parent(b.path)); err == nil {
+				_, err = b.conn.Create(ctx, b.path, nil, zk.ModePersistent)
+			}
+		}
+		if errors.Is(err, zk.ErrNodeExists) {
+			return nil
+		}
+		return err
+	})
+}
+
+// Remove lowers the barrier: it deletes the node, and every Wait returns.
+// Removing a barrier that is not set is not an error.
+func (b *Barrier) Remove(ctx context.Context) error {
+	return b.span(ctx, "barrier.remove", func(ctx context.Context) error {
+		err := b.conn.Delete(ctx, b.path, zk.AnyVersion)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		return err
+	})
+}
+
+// Wait returns nil once the barrier's node does not exist: at once when it
+// is not set, else when it is removed (one exists watch; the watch is set
+// again only when it fires for something else or the connection drops).
+func (b *Barrier) Wait(ctx context.Context) error {
+	return b.span(ctx, "barrier.wait", func(ctx context.Context) error {
+		for {
+			_, ok, w, err := b.conn.ExistsW(ctx, b.path)
+			switch {
+			case errors.Is(err, zk.ErrConnectionLoss):
+				if err := awaitConnected(ctx, b.conn); err != nil {
+					return err
+				}
+				continue
+			case err != nil:
+				return err
+			case !ok:
+				return nil
+			}
+			select {
+			case ev, open := <-w:
+				if open && ev.Type == zk.EventNodeDeleted {
+					return nil
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	})
+}
+
+func (b *Barrier) span(ctx context.Context, name string, f func(context.Context) error) error {
+	ctx, span := b.tracer.Start(ctx, name+" "+b.path, trace.WithAttributes(
+		attribute.String("db.system.name", "zookeeper"), attribute.String("zk.path", b.path)))
+	defer span.End()
+	err := f(ctx)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return err
+}
+
+// awaitConnected waits until conn has a session again after a connection
+// loss. ErrSessionLost when the session ended meanwhile, ErrClosed when
+// the connection was closed.
+func awaitConnected(ctx context.Context, conn zk.Conn) error {
+	changed := make(chan struct{}, 1)
+	cancel := conn.Subscribe(func(zk.SessionEvent) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	})
+	defer cancel()
+	for {
+		switch conn.State() {
+		case zk.StateConnected, zk.StateReconnected:
+			return nil
+		case zk.StateLost:
+			return ErrSessionLost
+		case zk.StateClosed:
+			return ErrClosed
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// ensurePath creates path and its missing parents as containers.
+func ensurePath(ctx context.Context, conn zk.Conn, path string) error {
+	if path == "/" {
+		return nil
+	}
+	_, err := conn.Create(ctx, path, nil, zk.ModeContainer)
+	if errors.Is(err, zk.ErrNoNode) {
+		if err = ensurePath(ctx, conn, zk.Parent(path)); err != nil {
+			return err
+		}
+		_, err = conn.Create(ctx, path, nil, zk.ModeContainer)
+	}
+	if errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,230 @@
+package barrier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// ErrCleanupPending: Close could not delete our member node in time (the
+// connection is down); the connection deletes it once the same session is
+// back, and the server once the session ends.
+var ErrCleanupPending = errors.New("barrier: cleanup pending")
+
+// DoubleBarrier is one member of a double barrier. Its methods are safe
+// for concurrent use; one Enter or Leave runs at a time.
+type DoubleBarrier struct {
+	conn    zk.Conn
+	path    string
+	members int
+	name    string
+	o       options
+	tracer  trace.Tracer
+	attrs   []attribute.KeyValue
+	shell   *runtime.Shell[Input, Command]
+	node    atomic.Value // string: our member node's name, once entered
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Option configures a DoubleBarrier. A nil Option is ignored.
+type Option func(*options)
+
+type options struct {
+	id           string
+	tp           trace.TracerProvider
+	closeTimeout time.Duration
+}
+
+// WithID names the member on its events and spans (default: its node's
+// UUID).
+func WithID(id string) Option { return func(o *options) { o.id = id } }
+
+// WithTracerProvider sets where the member's spans go (default: the
+// global provider).
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tp = tp } }
+
+// WithCloseTimeout bounds how long Close waits to delete our member node
+// (default 10s).
+func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.closeTimeout = d } }
+
+// NewDouble returns a member of the double barrier at path that lets
+// members through together. Nothing is sent until Enter. Errors:
+// zk.ErrInvalidPath, ErrInvalidOption (members below 1), ErrClosed.
+func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleBarrier, error) {
+	if err := checkPath(conn, path); err != nil {
+		return nil, err
+	}
+	o := options{closeTimeout: 10 * time.Second, tp: otel.GetTracerProvider()}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	switch {
+	case members < 1:
+		return nil, fmt.Errorf("%w: members %d: it must be at least 1", ErrInvalidOption, members)
+	case o.closeTimeout <= 0:
+		return nil, fmt.Errorf("%w: close timeout %v: it must be positive", ErrInvalidOption, o.closeTimeout)
+	case o.tp == nil:
+		return nil, fmt.Errorf("%w: nil tracer provider", ErrInvalidOption)
+	}
+	name := uuid.NewString()
+	if o.id == "" {
+		o.id = name
+	}
+	m, err := NewMachine(Config{Path: path, Members: members, Name: name, SessionID: conn.SessionID()})
+	if err != nil {
+		return nil, err
+	}
+	d := &DoubleBarrier{conn: conn, path: path, members: members, name: name, o: o,
+		tracer: o.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version)),
+		attrs: []attribute.KeyValue{attribute.String("db.system.name", "zookeeper"),
+			attribute.String("zk.path", path), attribute.Int("barrier.members", members)},
+	}
+	d.shell = runtime.Run[Input, Command](conn, m, runtime.Spec[Input, Command]{
+		Recipe: "barrier", Path: path, Instance: o.id, Tracer: d.tracer,
+		Exec:    d.exec,
+		Answers: answers,
+		Session: func(ev zk.SessionEvent) Input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
+		Withdraw: func(call Input, req uint64) (Input, bool) {
+			switch call.(type) {
+			case enterCall, leaveCall:
+				return cancelReq{Req: req}, true
+			}
+			return nil, false
+		},
+		ErrorType: errorType,
+		Closed:    ErrClosed,
+	})
+	return d, nil
+}
+
+// Path is the barrier's path.
+func (d *DoubleBarrier) Path() string { return d.path }
+
+// Node is our member node of the last Enter that passed ("" before one):
+// <path>/<uuid>-<round>. It exists until Leave.
+func (d *DoubleBarrier) Node() string {
+	if n, _ := d.node.Load().(string); n != "" {
+		return zk.Join(d.path, n)
+	}
+	return ""
+}
+
+// Members is how many members enter and leave together.
+func (d *DoubleBarrier) Members() int { return d.members }
+
+// State is the member's state: START outside, OFFER while joining,
+// DETERMINE while waiting for the others, READY inside, FAILED after its
+// session ended while it was a member, STOP once closed.
+func (d *DoubleBarrier) State() events.State { return d.shell.State() }
+
+// Subscribe returns a subscription to the member's lifecycle events:
+// ENTERED, LEFT, the session's SUSPENDED, RECONNECTED and LOST, and START,
+// STOP_START, STOP_COMPLETE.
+func (d *DoubleBarrier) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
+	return d.shell.Subscribe(opts...)
+}
+
+// Enter joins the barrier and returns once all members have joined: a
+// synchronized start. More than the count may enter; the count is a
+// threshold. When ctx ends first, our member node is deleted and ctx's
+// error returned: we are not counted. ErrAlreadyEntered while entered;
+// ErrMembersMismatch when the path records another count (nothing is
+// created); ErrSessionLost when the session ended while we waited.
+func (d *DoubleBarrier) Enter(ctx context.Context) error {
+	a, err := d.call(ctx, "barrier.enter", func(req uint64) Input { return enterCall{Req: req} })
+	if err == nil {
+		d.node.Store(a.Value)
+	}
+	return err
+}
+
+// Leave leaves the barrier and returns once every member has left. When
+// ctx ends first, our member node is deleted and ctx's error returned.
+// ErrNotEntered without a completed Enter; ErrSessionLost when the session
+// ended while we were a member (we were counted out then).
+func (d *DoubleBarrier) Leave(ctx context.Context) error {
+	_, err := d.call(ctx, "barrier.leave", func(req uint64) Input { return leaveCall{Req: req} })
+	return err
+}
+
+func (d *DoubleBarrier) call(ctx context.Context, name string, mk func(req uint64) Input) (runtime.Answer, error) {
+	ctx, span := d.tracer.Start(ctx, name+" "+d.path, trace.WithAttributes(d.attrs...))
+	defer span.End()
+	a, err := d.shell.Do(ctx, mk)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(attribute.String("error.type", errorType(err)))
+	}
+	return a, err
+}
+
+// Close leaves the barrier at once (our member node is deleted, waiting
+// at most WithCloseTimeout) and stops the member; a waiting Enter or Leave
+// returns ErrClosed, as every later call does.
+func (d *DoubleBarrier) Close() error {
+	d.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d.o.closeTimeout)
+		_, err := d.shell.Do(ctx, func(req uint64) Input { return shutdown{Req: req} })
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = d.handOver()
+		}
+		d.shell.Stop()
+		if errors.Is(err, ErrClosed) {
+			err = nil
+		}
+		d.closeErr = err
+	})
+	return d.closeErr
+}
+
+func (d *DoubleBarrier) handOver() error {
+	a, err := d.shell.Do(context.Background(), func(req uint64) Input { return handover{Req: req} })
+	if err != nil {
+		return err
+	}
+	l, _ := a.Value.(runtime.Leftovers)
+	if len(l.Nodes) == 0 {
+		return nil
+	}
+	select {
+	case <-runtime.HandOver(d.conn, l):
+		return nil
+	default:
+		return fmt.Errorf("%w: %s is deleted when the session reconnects", ErrCleanupPending, l.Nodes[0])
+	}
+}
+
+func errorType(err error) string {
+	for _, c := range []struct {
+		err  error
+		name string
+	}{
+		{ErrMembersMismatch, "members_mismatch"}, {ErrNotEntered, "not_entered"}, {ErrAlreadyEntered, "already_entered"},
+		{ErrSessionLost, "session_lost"}, {ErrClosed, "closed"}, {ErrCleanupPending, "cleanup_pending"},
+		{context.Canceled, "canceled"}, {context.DeadlineExceeded, "deadline_exceeded"},
+		{zk.ErrConnectionLoss, "connection_loss"}, {zk.ErrSessionExpired, "session_expired"}, {zk.ErrClosed, "closed"},
+	} {
+		if errors.Is(err, c.err) {
+			return c.name
+		}
+	}
+	return "_OTHER"
+}

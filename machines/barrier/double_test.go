@@ -1,0 +1,287 @@
+package barrier_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/barrier"
+	"github.com/zkrecipes/zkrecipes/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newDouble(t *testing.T, c zk.Conn, path string, n int, opts ...barrier.Option) *barrier.DoubleBarrier {
+	t.Helper()
+	d, err := barrier.NewDouble(c, path, n, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// group is n members, each on its own session, and counters of how many
+// have called Enter and Leave: a member that passes either before all n
+// have called it fails the test.
+type group struct {
+	t        *testing.T
+	members  []*barrier.DoubleBarrier
+	conns    []zk.Conn
+	arrived  atomic.Int32
+	departed atomic.Int32
+}
+
+func newGroup(t *testing.T, tg testkit.Target, path string, n int) *group {
+	g := &group{t: t}
+	for i := range n {
+		c := tg.Connect(t)
+		g.conns = append(g.conns, c)
+		g.members = append(g.members, newDouble(t, c, path, n, barrier.WithID(fmt.Sprintf("m%d", i))))
+	}
+	return g
+}
+
+// enter has member i enter, and checks that every member had arrived.
+func (g *group) enter(ctx context.Context, i int) error {
+	g.arrived.Add(1)
+	if err := g.members[i].Enter(ctx); err != nil {
+		return err
+	}
+	if a := g.arrived.Load(); a < int32(len(g.members)) {
+		return fmt.Errorf("member %d passed Enter with %d of %d arrived", i, a, len(g.members))
+	}
+	return nil
+}
+
+func (g *group) leave(ctx context.Context, i int) error {
+	g.departed.Add(1)
+	if err := g.members[i].Leave(ctx); err != nil {
+		return err
+	}
+	if d := g.departed.Load(); d < int32(len(g.members)) {
+		return fmt.Errorf("member %d passed Leave with %d of %d leaving", i, d, len(g.members))
+	}
+	return nil
+}
+
+// round has every member enter, then leave, each in its own goroutine.
+func (g *group) round(ctx context.Context) error {
+	g.arrived.Store(0)
+	g.departed.Store(0)
+	errs := make([]error, len(g.members))
+	var wg sync.WaitGroup
+	for i := range g.members {
+		wg.Go(func() {
+			if errs[i] = g.enter(ctx, i); errs[i] == nil {
+				errs[i] = g.leave(ctx, i)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func children(t *testing.T, c zk.Conn, path string) []string {
+	t.Helper()
+	kids, _, err := c.Children(context.Background(), path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kids
+}
+
+func TestDoubleBarrierEntersAndLeavesTogether(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const path = "/barrier/together"
+		g := newGroup(t, tg, path, 5)
+		sub := g.members[0].Subscribe()
+		defer sub.Close()
+		if err := g.round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		testkit.WaitEvent(t, sub, events.Entered)
+		testkit.WaitEvent(t, sub, events.Left)
+		if kids := children(t, g.conns[0], path); len(kids) != 0 {
+			t.Fatalf("nodes left after the round: %v", kids)
+		}
+	})
+}
+
+// 50 rounds back to back on one path: the members of a round that leave
+// first enter the next at once, while the others still leave.
+func TestDoubleBarrierRoundsBackToBack(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const path, n, rounds = "/barrier/rounds", 3, 50
+		g := newGroup(t, tg, path, n)
+		// Each member runs its rounds on its own: no round is started in
+		// step; a member passing Enter checks that all n are in that round.
+		var in [rounds]atomic.Int32
+		var out [rounds]atomic.Int32
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i, m := range g.members {
+			wg.Go(func() {
+				for r := range rounds {
+					in[r].Add(1)
+					if err := m.Enter(ctx); err != nil {
+						errs[i] = fmt.Errorf("round %d: member %d: enter: %w", r, i, err)
+						return
+					}
+					if a := in[r].Load(); a < n {
+						errs[i] = fmt.Errorf("round %d: member %d passed Enter with %d in", r, i, a)
+						return
+					}
+					out[r].Add(1)
+					if err := m.Leave(ctx); err != nil {
+						errs[i] = fmt.Errorf("round %d: member %d: leave: %w", r, i, err)
+						return
+					}
+					if d := out[r].Load(); d < n {
+						errs[i] = fmt.Errorf("round %d: member %d passed Leave with %d leaving", r, i, d)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		if kids := children(t, g.conns[0], path); len(kids) != 0 {
+			t.Fatalf("nodes left after %d rounds: %v", rounds, kids)
+		}
+	})
+}
+
+// A ready node left by an earlier round (its members crashed before
+// deleting it) lets no one through: the member that completes the count
+// replaces it.
+func TestDoubleBarrierIgnoresAStaleReady(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const path = "/barrier/stale"
+		g := newGroup(t, tg, path, 2)
+		if _, err := g.conns[0].Create(ctx, "/barrier", nil, zk.ModePersistent); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+		if _, err := g.conns[0].Create(ctx, path, []byte("2"), zk.ModePersistent); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.conns[0].Create(ctx, path+"/"+barrier.ReadyName, nil, zk.ModePersistent); err != nil {
+			t.Fatal(err)
+		}
+		first := make(chan error, 1)
+		go func() { first <- g.enter(ctx, 0) }()
+		waitState(t, g.members[0], events.StateDetermine)
+		select {
+		case err := <-first:
+			t.Fatalf("member 0 passed Enter alone, on a stale ready: %v", err)
+		default:
+		}
+		if err := g.enter(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 2)
+		for i := range 2 {
+			go func() { errs <- g.leave(ctx, i) }()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if kids := children(t, g.conns[0], path); len(kids) != 0 {
+			t.Fatalf("nodes left: %v", kids)
+		}
+	})
+}
+
+// waitState waits, on d's events, until d is in state s.
+func waitState(t *testing.T, d *barrier.DoubleBarrier, s events.State) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(15 * time.Second)
+	for d.State() != s {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("state %s, want %s", d.State(), s)
+		}
+	}
+}
+
+func TestDoubleBarrierBadInput(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		if _, err := barrier.NewDouble(c, "/barrier/bad", 0); !errors.Is(err, barrier.ErrInvalidOption) {
+			t.Errorf("members 0: %v", err)
+		}
+		if _, err := barrier.NewDouble(c, "no/slash", 2); !errors.Is(err, zk.ErrInvalidPath) {
+			t.Errorf("bad path: %v", err)
+		}
+		if _, err := barrier.NewDouble(c, "/", 2); !errors.Is(err, zk.ErrInvalidPath) {
+			t.Errorf("root: %v", err)
+		}
+		if _, err := barrier.NewDouble(nil, "/barrier/bad", 2); !errors.Is(err, barrier.ErrClosed) {
+			t.Errorf("nil conn: %v", err)
+		}
+		d := newDouble(t, c, "/barrier/bad", 1)
+		if err := d.Leave(ctx); !errors.Is(err, barrier.ErrNotEntered) {
+			t.Errorf("Leave before Enter: %v", err)
+		}
+		if err := d.Enter(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Enter(ctx); !errors.Is(err, barrier.ErrAlreadyEntered) {
+			t.Errorf("Enter twice: %v", err)
+		}
+		if err := d.Leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Another count on a path that records 3: refused, nothing made.
+		three := newDouble(t, c, "/barrier/count", 3)
+		entering := make(chan error, 1)
+		go func() { entering <- three.Enter(ctx) }()
+		waitState(t, three, events.StateDetermine)
+		two := newDouble(t, tg.Connect(t), "/barrier/count", 2)
+		if err := two.Enter(ctx); !errors.Is(err, barrier.ErrMembersMismatch) {
+			t.Errorf("Enter with 2 on a path of 3: %v", err)
+		}
+		if kids := children(t, c, "/barrier/count"); len(kids) != 1 {
+			t.Errorf("children after the refused Enter: %v, want only the first member", kids)
+		}
+		three.Close()
+		if err := <-entering; !errors.Is(err, barrier.ErrClosed) {
+			t.Errorf("Enter of a closed member: %v", err)
+		}
+		if err := three.Enter(ctx); !errors.Is(err, barrier.ErrClosed) {
+			t.Errorf("Enter after Close: %v", err)
+		}
+		if kids := children(t, c, "/barrier/count"); len(kids) != 0 {
+			t.Errorf("children after Close: %v: Close deletes our member node", kids)
+		}
+	})
+}

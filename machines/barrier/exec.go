@@ -1,0 +1,277 @@
+package barrier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// exec makes one command's requests off the actor and posts their replies
+// (and a watch's event) back as inputs. A request that fails with the
+// connection is made again once the session is back (every request here
+// is safe to repeat: our member node has one name, and a create that finds
+// it made, or a delete that finds it gone, is what was wanted); when the
+// session ended instead, it fails with ErrSessionLost.
+func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.Op) {
+	conn, path := d.conn, d.path
+	ready := zk.Join(path, ReadyName)
+	do := func(ctx context.Context, name string, f func(ctx context.Context) error) error {
+		return retry(ctx, conn, func(ctx context.Context) error {
+			var err error
+			op(ctx, name, func(ctx context.Context) error { err = f(ctx); return err })
+			return err
+		})
+	}
+	switch c := cmd.(type) {
+	case probe:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := probed{Cmd: c.Cmd}
+			var w <-chan zk.WatchEvent
+			var wg sync.WaitGroup
+			var errData, errKids error
+			// Three reads at once: one round trip.
+			wg.Go(func() {
+				errData = do(ctx, "get", func(ctx context.Context) (err error) {
+					r.PathData, _, err = conn.Get(ctx, path)
+					if errors.Is(err, zk.ErrNoNode) {
+						return nil
+					}
+					return err
+				})
+			})
+			wg.Go(func() {
+				errKids = do(ctx, "children", func(ctx context.Context) (err error) {
+					r.Children, _, err = conn.Children(ctx, path)
+					if errors.Is(err, zk.ErrNoNode) {
+						return nil
+					}
+					return err
+				})
+			})
+			r.Err = do(ctx, "exists", func(ctx context.Context) (err error) {
+				var st zk.Stat
+				st, r.ReadyExists, w, err = conn.ExistsW(ctx, ready)
+				r.ReadyCzxid = st.Czxid
+				return err
+			})
+			wg.Wait()
+			r.Err = errors.Join(r.Err, errData, errKids)
+			if r.Err != nil {
+				return r, true
+			}
+			sh.Post(r, true)
+			return awaitReady(ctx, c.Cmd, w)
+		})
+	case join:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := joined{Cmd: c.Cmd}
+			r.Err = do(ctx, "create", func(ctx context.Context) error {
+				var err error
+				r.ReadyCreated, err = d.join(ctx, c.Name, c.WithReady)
+				return err
+			})
+			if r.Err != nil || r.ReadyCreated {
+				return r, true
+			}
+			r.Err = do(ctx, "children", func(ctx context.Context) (err error) {
+				r.Children, _, err = conn.Children(ctx, path)
+				return err
+			})
+			return r, true
+		})
+	case openReady:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := readyOpened{Cmd: c.Cmd}
+			r.Err = do(ctx, "create", func(ctx context.Context) error { return d.openReady(ctx, c.Name, c.Stale) })
+			return r, true
+		})
+	case watchReady:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := readyWatched{Cmd: c.Cmd}
+			var w <-chan zk.WatchEvent
+			r.Err = do(ctx, "exists", func(ctx context.Context) (err error) {
+				var st zk.Stat
+				st, r.Exists, w, err = conn.ExistsW(ctx, ready)
+				r.Czxid = st.Czxid
+				return err
+			})
+			if r.Err != nil {
+				return r, true
+			}
+			sh.Post(r, true)
+			return awaitReady(ctx, c.Cmd, w)
+		})
+	case listMembers:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := leaveListed{Cmd: c.Cmd}
+			r.Err = do(ctx, "children", func(ctx context.Context) (err error) {
+				r.Children, _, err = conn.Children(ctx, path)
+				if errors.Is(err, zk.ErrNoNode) {
+					return nil
+				}
+				return err
+			})
+			return r, true
+		})
+	case deleteMember:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := memberDeleted{Cmd: c.Cmd, Name: c.Name}
+			r.Err = do(ctx, "delete", func(ctx context.Context) error { return deleteIfThere(ctx, conn, zk.Join(path, c.Name)) })
+			return r, true
+		})
+	case watchMember:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := nodeWatched{Cmd: c.Cmd}
+			var w <-chan zk.WatchEvent
+			r.Err = do(ctx, "exists", func(ctx context.Context) (err error) {
+				_, r.Exists, w, err = conn.ExistsW(ctx, zk.Join(path, c.Name))
+				return err
+			})
+			if r.Err != nil || !r.Exists {
+				return r, true
+			}
+			sh.Post(r, true)
+			select {
+			case <-w: // deleted, or the watch ended: list again either way
+				return nodeGone{Cmd: c.Cmd}, true
+			case <-ctx.Done():
+				return nil, false
+			}
+		})
+	case deleteReady:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := readyDeleted{Cmd: c.Cmd}
+			r.Err = do(ctx, "delete", func(ctx context.Context) error { return deleteIfThere(ctx, conn, ready) })
+			return r, true
+		})
+	default:
+		panic(fmt.Sprintf("barrier: unknown command %T", cmd))
+	}
+}
+
+// awaitReady waits for the watch on ready to fire.
+func awaitReady(ctx context.Context, cmd uint64, w <-chan zk.WatchEvent) (Input, bool) {
+	select {
+	case ev, ok := <-w:
+		if !ok {
+			return readyEvent{Cmd: cmd, Type: zk.EventNotWatching}, true
+		}
+		return readyEvent{Cmd: cmd, Type: ev.Type}, true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
+// join creates our member node; with withReady, ready with it in one
+// multi, falling back to our node alone when ready exists. A member node
+// found made (by a create whose reply was lost) is ours.
+func (d *DoubleBarrier) join(ctx context.Context, name string, withReady bool) (readyCreated bool, err error) {
+	ours := zk.Join(d.path, name)
+	for attempt := 0; ; attempt++ {
+		if withReady {
+			_, err = d.conn.Multi(ctx, &zk.CreateOp{Path: ours, Mode: zk.ModeEphemeral},
+				&zk.CreateOp{Path: zk.Join(d.path, ReadyName), Mode: zk.ModePersistent})
+			if err == nil {
+				return true, nil
+			}
+			if errors.Is(err, zk.ErrNodeExists) {
+				withReady = false // ready exists, or our node does: create ours alone
+				continue
+			}
+		} else {
+			_, err = d.conn.Create(ctx, ours, nil, zk.ModeEphemeral)
+			if err == nil || errors.Is(err, zk.ErrNodeExists) {
+				return false, nil
+			}
+		}
+		if !errors.Is(err, zk.ErrNoNode) || attempt == 2 {
+			return false, err
+		}
+		if err := d.createPath(ctx); err != nil {
+			return false, err
+		}
+	}
+}
+
+// createPath creates the barrier's path, as a container that records the
+// member count, and its missing parents.
+func (d *DoubleBarrier) createPath(ctx context.Context) error {
+	if err := ensurePath(ctx, d.conn, zk.Parent(d.path)); err != nil {
+		return err
+	}
+	_, err := d.conn.Create(ctx, d.path, []byte(strconv.Itoa(d.members)), zk.ModeContainer)
+	if errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	return err
+}
+
+// openReady creates ready. A ready in the way that predates our member
+// node is an earlier round's, never deleted: it is replaced, so that the
+// members watching for a new one see it come.
+func (d *DoubleBarrier) openReady(ctx context.Context, name string, stale int64) error {
+	ready := zk.Join(d.path, ReadyName)
+	for {
+		_, err := d.conn.Create(ctx, ready, nil, zk.ModePersistent)
+		if !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+		st, ok, err := d.conn.Exists(ctx, ready)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if stale == 0 {
+			ourStat, _, err := d.conn.Exists(ctx, zk.Join(d.path, name))
+			if err != nil {
+				return err
+			}
+			if st.Czxid >= ourStat.Czxid {
+				return nil // made after our node: this round's
+			}
+		} else if st.Czxid != stale {
+			return nil // another member of this round made it
+		}
+		if err := d.conn.Delete(ctx, ready, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
+			return err
+		}
+		stale = 0
+	}
+}
+
+func deleteIfThere(ctx context.Context, conn zk.Conn, path string) error {
+	err := conn.Delete(ctx, path, zk.AnyVersion)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return err
+}
+
+// retry makes f until it does not fail with the connection, waiting for
+// the session to come back in between: the same session, or
+// ErrSessionLost (nothing of ours is made on another session).
+func retry(ctx context.Context, conn zk.Conn, f func(ctx context.Context) error) error {
+	session := conn.SessionID()
+	for {
+		err := f(ctx)
+		if !errors.Is(err, zk.ErrConnectionLoss) {
+			if errors.Is(err, zk.ErrSessionExpired) {
+				return ErrSessionLost
+			}
+			return err
+		}
+		if err := awaitConnected(ctx, conn); err != nil {
+			return err
+		}
+		if conn.SessionID() != session {
+			return ErrSessionLost
+		}
+	}
+}

@@ -1,0 +1,257 @@
+package barrier
+
+import (
+	"fmt"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+)
+
+// Input is everything that can happen to a DoubleBarrier's Machine: a
+// call, a reply to one of its commands, a watch firing, a session change.
+type Input interface {
+	isInput()
+	String() string
+}
+
+// enterCall asks to enter; leaveCall to leave.
+type enterCall struct{ Req uint64 }
+type leaveCall struct{ Req uint64 }
+
+// cancelReq withdraws call Req: its caller stopped waiting.
+type cancelReq struct{ Req uint64 }
+
+// shutdown fails the waiting call, deletes our member node and ends the
+// machine.
+type shutdown struct{ Req uint64 }
+
+// handover ends a machine whose shutdown could not finish: the reply's
+// value is the node left to delete (runtime.Leftovers).
+type handover struct{ Req uint64 }
+
+// sessionChange is a change of the connection's session state.
+type sessionChange struct {
+	State     zk.SessionState
+	SessionID int64
+}
+
+// probed is the reply to probe: the path's data (the member count it
+// records), whether ready exists (a watch is left on it either way) and
+// its creation zxid, and the path's children.
+type probed struct {
+	Cmd         uint64
+	PathData    []byte
+	ReadyExists bool
+	ReadyCzxid  int64
+	Children    []string
+	Err         error
+}
+
+// joined is the reply to join: our member node exists; ReadyCreated when
+// ready was created with it, else the path's children, listed after.
+type joined struct {
+	Cmd          uint64
+	ReadyCreated bool
+	Children     []string
+	Err          error
+}
+
+// readyOpened is the reply to openReady.
+type readyOpened struct {
+	Cmd uint64
+	Err error
+}
+
+// readyWatched is the reply to watchReady.
+type readyWatched struct {
+	Cmd    uint64
+	Exists bool
+	Czxid  int64
+	Err    error
+}
+
+// readyEvent: the watch on ready that probe or watchReady left fired.
+type readyEvent struct {
+	Cmd  uint64
+	Type zk.EventType
+}
+
+// leaveListed is the reply to listMembers.
+type leaveListed struct {
+	Cmd      uint64
+	Children []string
+	Err      error
+}
+
+// memberDeleted is the reply to deleteMember.
+type memberDeleted struct {
+	Cmd  uint64
+	Name string
+	Err  error
+}
+
+// nodeWatched is the reply to watchMember: whether the member node still
+// exists (then a watch was left on it).
+type nodeWatched struct {
+	Cmd    uint64
+	Exists bool
+	Err    error
+}
+
+// nodeGone: the watch watchMember left fired.
+type nodeGone struct{ Cmd uint64 }
+
+// readyDeleted is the reply to deleteReady.
+type readyDeleted struct {
+	Cmd uint64
+	Err error
+}
+
+func (enterCall) isInput()     {}
+func (leaveCall) isInput()     {}
+func (cancelReq) isInput()     {}
+func (shutdown) isInput()      {}
+func (handover) isInput()      {}
+func (sessionChange) isInput() {}
+func (probed) isInput()        {}
+func (joined) isInput()        {}
+func (readyOpened) isInput()   {}
+func (readyWatched) isInput()  {}
+func (readyEvent) isInput()    {}
+func (leaveListed) isInput()   {}
+func (memberDeleted) isInput() {}
+func (nodeWatched) isInput()   {}
+func (nodeGone) isInput()      {}
+func (readyDeleted) isInput()  {}
+
+func (i enterCall) String() string { return fmt.Sprintf("enter req=%d", i.Req) }
+func (i leaveCall) String() string { return fmt.Sprintf("leave req=%d", i.Req) }
+func (i cancelReq) String() string { return fmt.Sprintf("cancel req=%d", i.Req) }
+func (i shutdown) String() string  { return fmt.Sprintf("shutdown req=%d", i.Req) }
+func (i handover) String() string  { return fmt.Sprintf("handover req=%d", i.Req) }
+func (i sessionChange) String() string {
+	return fmt.Sprintf("session %s %#x", i.State, i.SessionID)
+}
+func (i probed) String() string {
+	return fmt.Sprintf("probed cmd=%d data=%q ready=%t czxid=%d children=%v err=%v", i.Cmd, i.PathData, i.ReadyExists, i.ReadyCzxid, i.Children, i.Err)
+}
+func (i joined) String() string {
+	return fmt.Sprintf("joined cmd=%d ready=%t children=%v err=%v", i.Cmd, i.ReadyCreated, i.Children, i.Err)
+}
+func (i readyOpened) String() string { return fmt.Sprintf("ready opened cmd=%d err=%v", i.Cmd, i.Err) }
+func (i readyWatched) String() string {
+	return fmt.Sprintf("ready watched cmd=%d exists=%t czxid=%d err=%v", i.Cmd, i.Exists, i.Czxid, i.Err)
+}
+func (i readyEvent) String() string { return fmt.Sprintf("ready event cmd=%d %s", i.Cmd, i.Type) }
+func (i leaveListed) String() string {
+	return fmt.Sprintf("leave listed cmd=%d children=%v err=%v", i.Cmd, i.Children, i.Err)
+}
+func (i memberDeleted) String() string {
+	return fmt.Sprintf("member deleted cmd=%d err=%v", i.Cmd, i.Err)
+}
+func (i nodeWatched) String() string {
+	return fmt.Sprintf("node watched cmd=%d exists=%t err=%v", i.Cmd, i.Exists, i.Err)
+}
+func (i nodeGone) String() string { return fmt.Sprintf("node gone cmd=%d", i.Cmd) }
+func (i readyDeleted) String() string {
+	return fmt.Sprintf("ready deleted cmd=%d err=%v", i.Cmd, i.Err)
+}
+
+// Command is a request the Machine asks its shell to make.
+type Command interface {
+	ID() uint64
+	String() string
+}
+
+// probe reads the path's data, the path's children and whether ready
+// exists (leaving a watch on ready), at once.
+type probe struct{ Cmd uint64 }
+
+// join creates our member node (the path, with the member count as its
+// data, when missing); with WithReady, ready too, in one multi (our
+// arrival completes the count). When ready is not created, the children
+// are listed after the create.
+type join struct {
+	Cmd       uint64
+	Name      string
+	WithReady bool
+}
+
+// openReady creates ready. When a ready created before our member node
+// (stale: from an earlier round, never deleted) is in the way, it is
+// replaced; Stale is the creation zxid seen before our node was created,
+// or 0.
+type openReady struct {
+	Cmd   uint64
+	Name  string // our member node's
+	Stale int64
+}
+
+// watchReady sets a watch on ready, and reads whether it exists.
+type watchReady struct{ Cmd uint64 }
+
+// listMembers lists the path's children, to leave.
+type listMembers struct{ Cmd uint64 }
+
+// deleteMember deletes our member node Name.
+type deleteMember struct {
+	Cmd  uint64
+	Name string
+}
+
+// watchMember sets a watch on member Name, and reads whether it exists.
+type watchMember struct {
+	Cmd  uint64
+	Name string
+}
+
+// deleteReady deletes ready once every member has left.
+type deleteReady struct{ Cmd uint64 }
+
+func (c probe) ID() uint64        { return c.Cmd }
+func (c join) ID() uint64         { return c.Cmd }
+func (c openReady) ID() uint64    { return c.Cmd }
+func (c watchReady) ID() uint64   { return c.Cmd }
+func (c listMembers) ID() uint64  { return c.Cmd }
+func (c deleteMember) ID() uint64 { return c.Cmd }
+func (c watchMember) ID() uint64  { return c.Cmd }
+func (c deleteReady) ID() uint64  { return c.Cmd }
+
+func (c probe) String() string { return fmt.Sprintf("probe cmd=%d", c.Cmd) }
+func (c join) String() string {
+	return fmt.Sprintf("join cmd=%d %s with_ready=%t", c.Cmd, c.Name, c.WithReady)
+}
+func (c openReady) String() string {
+	return fmt.Sprintf("open ready cmd=%d stale=%d", c.Cmd, c.Stale)
+}
+func (c watchReady) String() string   { return fmt.Sprintf("watch ready cmd=%d", c.Cmd) }
+func (c listMembers) String() string  { return fmt.Sprintf("list members cmd=%d", c.Cmd) }
+func (c deleteMember) String() string { return fmt.Sprintf("delete member cmd=%d %s", c.Cmd, c.Name) }
+func (c watchMember) String() string  { return fmt.Sprintf("watch member cmd=%d %s", c.Cmd, c.Name) }
+func (c deleteReady) String() string  { return fmt.Sprintf("delete ready cmd=%d", c.Cmd) }
+
+// answers is the command an input answers (0: none).
+func answers(in Input) uint64 {
+	switch i := in.(type) {
+	case probed:
+		return i.Cmd
+	case joined:
+		return i.Cmd
+	case readyOpened:
+		return i.Cmd
+	case readyWatched:
+		return i.Cmd
+	case readyEvent:
+		return i.Cmd
+	case leaveListed:
+		return i.Cmd
+	case memberDeleted:
+		return i.Cmd
+	case nodeWatched:
+		return i.Cmd
+	case nodeGone:
+		return i.Cmd
+	case readyDeleted:
+		return i.Cmd
+	}
+	return 0
+}

@@ -1,0 +1,525 @@
+package barrier
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// ReadyName is the node the member completing the count creates: its
+// creation lets everyone waiting in Enter through (Curator's name).
+const ReadyName = "ready"
+
+// Config is what a Machine needs.
+type Config struct {
+	Path      string // the barrier's path
+	Members   int    // how many members enter and leave together
+	Name      string // our member nodes' name: a UUID, and -<round> after it
+	SessionID int64  // the connection's session when the machine starts
+}
+
+// The machine's states: START outside the barrier, OFFER while our member
+// node is being created, DETERMINE while we wait for the others (to enter,
+// or to leave), READY inside the barrier, FAILED after the session ended
+// while we were a member (we are counted out), STOP once shut down.
+var states = []events.State{events.StateStart, events.StateOffer, events.StateDetermine,
+	events.StateReady, events.StateFailed, events.StateStop}
+
+const (
+	trEnter   runtime.Trigger = "enter"
+	trJoined  runtime.Trigger = "joined"
+	trEntered runtime.Trigger = "entered"
+	trLeave   runtime.Trigger = "leave"
+	trOut     runtime.Trigger = "out"
+	trLost    runtime.Trigger = "lost"
+	trStopped runtime.Trigger = "stopped"
+)
+
+var transitions = []runtime.Transition{
+	{Trigger: trEnter, From: []events.State{events.StateStart, events.StateFailed}, To: events.StateOffer},
+	{Trigger: trJoined, From: []events.State{events.StateOffer}, To: events.StateDetermine},
+	{Trigger: trEntered, From: []events.State{events.StateOffer, events.StateDetermine}, To: events.StateReady},
+	{Trigger: trLeave, From: []events.State{events.StateReady}, To: events.StateDetermine},
+	{Trigger: trOut, From: []events.State{events.StateStart, events.StateOffer, events.StateDetermine, events.StateReady, events.StateFailed}, To: events.StateStart},
+	{Trigger: trLost, From: []events.State{events.StateOffer, events.StateDetermine, events.StateReady}, To: events.StateFailed},
+	{Trigger: trStopped, From: states, To: events.StateStop},
+}
+
+// phase is where we are in a round.
+type phase int
+
+const (
+	outside  phase = iota
+	entering       // probing, joining, or waiting for ready
+	inside
+	leaving
+)
+
+// Machine is a double barrier member: a pure machine, run by a
+// runtime.Shell.
+type Machine struct {
+	cfg Config
+	fsm *runtime.FSM
+
+	phase   phase
+	req     uint64          // the Enter or Leave call being served (0: none)
+	step    uint64          // the command whose reply moves the round on
+	watch   uint64          // the command whose watch we wait on
+	stale   int64           // creation zxid of a ready that predates our member node
+	member  bool            // our member node exists (or its create is in flight)
+	deleted bool            // our member node's delete is sent
+	joining bool            // our member node's create is in flight
+	lost    bool            // the session ended while we were a member
+	name    string          // our member node's name this round
+	rounds  int             // Enter calls so far
+	round   map[string]bool // leaving: the members listed when we began
+	relist  bool            // leaving: list again once our delete is done
+
+	session  int64
+	nextCmd  uint64
+	owed     int    // deletes of ours in flight at shutdown
+	closing  uint64 // the shutdown call, once it came
+	connGone bool
+	stopped  bool
+}
+
+// NewMachine returns a machine for cfg.
+func NewMachine(cfg Config) (*Machine, error) {
+	f, err := runtime.NewFSM(states, events.StateStart, transitions)
+	if err != nil {
+		return nil, err
+	}
+	return &Machine{cfg: cfg, fsm: f, session: cfg.SessionID}, nil
+}
+
+// State is the machine's state.
+func (m *Machine) State() events.State { return m.fsm.Current() }
+
+// Mermaid renders the machine's states as a Mermaid diagram.
+func (m *Machine) Mermaid() string { return m.fsm.Mermaid() }
+
+type out = runtime.Output[Command]
+
+// Start begins: nothing is sent until Enter.
+func (m *Machine) Start() out {
+	var o out
+	m.event(&o, events.Start, nil)
+	return o
+}
+
+// Step handles one input.
+func (m *Machine) Step(in Input) out {
+	o := m.step0(in)
+	if debugOn {
+		fmt.Printf("DBG %s %s -> %v phase=%d state=%s\n", m.cfg.Name[:4]+strconv.Itoa(m.rounds), in, o.Commands, m.phase, m.fsm.Current())
+	}
+	return o
+}
+
+var debugOn = os.Getenv("BARRIER_DEBUG") != ""
+
+func (m *Machine) step0(in Input) out {
+	var o out
+	switch i := in.(type) {
+	case enterCall:
+		m.enter(&o, i.Req)
+	case leaveCall:
+		m.leave(&o, i.Req)
+	case cancelReq:
+		if i.Req == m.req && m.req != 0 {
+			m.req = 0
+			m.getOut(&o)
+		}
+	case shutdown:
+		m.shutdown(&o, i.Req)
+	case handover:
+		m.finish(&o)
+		var l runtime.Leftovers
+		if m.member && !m.deleted && !m.connGone {
+			l = runtime.Leftovers{Session: m.session, Nodes: []string{zk.Join(m.cfg.Path, m.name)}}
+		}
+		m.reply(&o, i.Req, l, nil)
+	case sessionChange:
+		m.sessionChange(&o, i)
+	case probed:
+		m.probed(&o, i)
+	case joined:
+		m.joined(&o, i)
+	case readyOpened:
+		if i.Cmd != m.step {
+			break
+		}
+		if i.Err != nil {
+			m.fail(&o, i.Err)
+			break
+		}
+		m.entered(&o)
+	case readyWatched:
+		if i.Cmd != m.watch || m.phase != entering {
+			break
+		}
+		switch {
+		case i.Err != nil:
+			m.fail(&o, i.Err)
+		case i.Exists && i.Czxid != m.stale:
+			m.entered(&o) // created after the stale one went
+		}
+	case readyEvent:
+		if i.Cmd != m.watch || m.phase != entering {
+			break
+		}
+		if i.Type == zk.EventNodeCreated {
+			m.entered(&o)
+			break
+		}
+		// The stale ready was deleted, or the watch ended: watch again.
+		m.watch = m.cmd()
+		o.Commands = append(o.Commands, watchReady{Cmd: m.watch})
+	case leaveListed:
+		m.leaveListed(&o, i)
+	case memberDeleted:
+		m.memberDeleted(&o, i)
+	case nodeWatched:
+		if i.Cmd != m.watch || m.phase != leaving {
+			break
+		}
+		switch {
+		case i.Err != nil:
+			m.fail(&o, i.Err)
+		case !i.Exists:
+			m.list(&o)
+		}
+	case nodeGone:
+		if i.Cmd == m.watch && m.phase == leaving {
+			m.list(&o)
+		}
+	case readyDeleted:
+		if i.Cmd != m.step || m.phase != leaving {
+			break
+		}
+		m.phase, m.member, m.deleted = outside, false, false
+		_ = m.fsm.Fire(trOut)
+		m.event(&o, events.Left, nil)
+		m.answer(&o, nil)
+	}
+	m.finishShutdown(&o)
+	return o
+}
+
+func (m *Machine) enter(o *out, req uint64) {
+	switch {
+	case m.closing != 0:
+		m.reply(o, req, nil, ErrClosed)
+		return
+	case m.phase != outside:
+		m.reply(o, req, nil, ErrAlreadyEntered)
+		return
+	}
+	m.phase, m.req, m.stale, m.lost = entering, req, 0, false
+	// A name of its own each round: a member that left and entered again
+	// is not taken for one of the last round still leaving.
+	m.rounds++
+	m.name = m.cfg.Name + "-" + strconv.Itoa(m.rounds)
+	_ = m.fsm.Fire(trEnter)
+	m.step = m.cmd()
+	m.watch = m.step // probe leaves the watch on ready
+	o.Commands = append(o.Commands, probe{Cmd: m.step})
+}
+
+func (m *Machine) probed(o *out, i probed) {
+	if i.Cmd != m.step || m.phase != entering {
+		return
+	}
+	if i.Err != nil {
+		m.fail(o, i.Err)
+		return
+	}
+	if n, err := strconv.Atoi(string(i.PathData)); err == nil && n != m.cfg.Members {
+		m.fail(o, errors.Join(ErrMembersMismatch, errors.New("barrier: the path records "+strconv.Itoa(n)+" members, we "+strconv.Itoa(m.cfg.Members))))
+		return
+	}
+	if i.ReadyExists {
+		m.stale = i.ReadyCzxid // it predates our member node: not ours
+	}
+	// Our arrival completes the count: our node and ready in one multi.
+	withReady := !i.ReadyExists && len(members(i.Children, "")) >= m.cfg.Members-1
+	m.member, m.deleted, m.joining = true, false, true
+	m.step = m.cmd()
+	o.Commands = append(o.Commands, join{Cmd: m.step, Name: m.name, WithReady: withReady})
+}
+
+func (m *Machine) joined(o *out, i joined) {
+	if !m.joining {
+		return
+	}
+	m.joining = false
+	if i.Err != nil {
+		m.member = false
+		if m.phase == entering && i.Cmd == m.step {
+			m.fail(o, i.Err)
+		}
+		return
+	}
+	if m.phase != entering || i.Cmd != m.step {
+		// The call was withdrawn while our node was being created: it
+		// is ours to delete.
+		m.deleteOurs(o)
+		return
+	}
+	_ = m.fsm.Fire(trJoined)
+	switch {
+	case i.ReadyCreated:
+		m.entered(o)
+	case len(members(i.Children, "")) >= m.cfg.Members:
+		// Everyone is in, as our own listing shows: open the way.
+		m.step = m.cmd()
+		o.Commands = append(o.Commands, openReady{Cmd: m.step, Name: m.name, Stale: m.stale})
+	}
+	// Else we wait for the watch probe left on ready.
+}
+
+func (m *Machine) entered(o *out) {
+	m.phase, m.step, m.watch = inside, 0, 0
+	_ = m.fsm.Fire(trEntered)
+	m.event(o, events.Entered, nil)
+	req := m.req
+	m.req = 0
+	m.reply(o, req, m.name, nil)
+}
+
+func (m *Machine) leave(o *out, req uint64) {
+	switch {
+	case m.closing != 0:
+		m.reply(o, req, nil, ErrClosed)
+		return
+	case m.lost && m.phase == outside:
+		m.lost = false
+		_ = m.fsm.Fire(trOut)
+		m.reply(o, req, nil, ErrSessionLost)
+		return
+	case m.phase != inside:
+		m.reply(o, req, nil, ErrNotEntered)
+		return
+	}
+	m.phase, m.req, m.deleted, m.round, m.relist = leaving, req, false, nil, false
+	_ = m.fsm.Fire(trLeave)
+	m.list(o)
+}
+
+func (m *Machine) list(o *out) {
+	m.step, m.watch = m.cmd(), 0
+	o.Commands = append(o.Commands, listMembers{Cmd: m.step})
+}
+
+// leaveListed applies the exit protocol: the lowest member waits on the
+// highest; every other member deletes its node and waits on the lowest;
+// once only we are left we delete ours; once no one is left, ready goes.
+func (m *Machine) leaveListed(o *out, i leaveListed) {
+	if i.Cmd != m.step || m.phase != leaving {
+		return
+	}
+	if i.Err != nil {
+		m.fail(o, i.Err)
+		return
+	}
+	ms := members(i.Children, "")
+	if m.round == nil {
+		// No one of the next round can be in yet: entering it needs
+		// every member of ours gone, and ours is here. Later listings
+		// are read against this one, so that members who left and
+		// entered again are not waited for.
+		m.round = make(map[string]bool, len(ms))
+		for _, n := range ms {
+			m.round[n] = true
+		}
+	}
+	ms = slices.DeleteFunc(ms, func(n string) bool { return !m.round[n] })
+	slices.Sort(ms)
+	ours := slices.Contains(ms, m.name)
+	if !ours {
+		m.deleted = true // deleted by us before, or gone with an old session
+	}
+	switch {
+	case len(ms) == 0:
+		m.step = m.cmd()
+		o.Commands = append(o.Commands, deleteReady{Cmd: m.step})
+	case ours && len(ms) == 1:
+		m.deleteOurs(o)
+		m.step, m.relist = 0, true // list again once it is deleted
+	case ours && ms[0] == m.name:
+		m.watchNode(o, ms[len(ms)-1])
+	default:
+		if ours {
+			m.deleteOurs(o)
+		}
+		m.watchNode(o, ms[0])
+	}
+}
+
+func (m *Machine) watchNode(o *out, name string) {
+	m.watch = m.cmd()
+	o.Commands = append(o.Commands, watchMember{Cmd: m.watch, Name: name})
+}
+
+func (m *Machine) deleteOurs(o *out) {
+	m.deleted = true
+	m.owed++
+	o.Commands = append(o.Commands, deleteMember{Cmd: m.cmd(), Name: m.name})
+}
+
+func (m *Machine) memberDeleted(o *out, i memberDeleted) {
+	m.owed--
+	if i.Name != m.name {
+		return // an earlier round's
+	}
+	if i.Err != nil && !errors.Is(i.Err, zk.ErrNoNode) {
+		m.deleted = false // still there: Close hands it over
+		return
+	}
+	if m.phase == outside && m.deleted {
+		m.member = false
+	}
+	if m.relist && m.phase == leaving {
+		m.relist = false
+		m.list(o)
+	}
+}
+
+// getOut leaves the round when its call was withdrawn or failed: our
+// member node goes (so that no one counts us), and we are outside. A
+// create still in flight is deleted when its reply comes (joined).
+func (m *Machine) getOut(o *out) {
+	if m.member && !m.deleted && !m.joining {
+		m.deleteOurs(o)
+	}
+	m.phase, m.step, m.watch = outside, 0, 0
+	_ = m.fsm.Fire(trOut)
+}
+
+// fail ends the call in progress with err, leaving the round.
+func (m *Machine) fail(o *out, err error) {
+	if errors.Is(err, ErrSessionLost) || errors.Is(err, zk.ErrSessionExpired) {
+		err = ErrSessionLost
+	}
+	req := m.req
+	m.req = 0
+	m.getOut(o)
+	m.reply(o, req, nil, err)
+}
+
+func (m *Machine) answer(o *out, err error) {
+	req := m.req
+	m.req = 0
+	m.reply(o, req, nil, err)
+}
+
+func (m *Machine) sessionChange(o *out, i sessionChange) {
+	switch i.State {
+	case zk.StateSuspended:
+		m.event(o, events.Suspended, nil)
+	case zk.StateReconnected:
+		m.event(o, events.Reconnected, nil)
+	case zk.StateLost:
+		m.sessionLost(o)
+	case zk.StateConnected:
+		if m.session != 0 && m.session != i.SessionID {
+			m.sessionLost(o)
+		}
+		m.session = i.SessionID
+	case zk.StateClosed:
+		m.connGone = true
+		if m.req != 0 {
+			req := m.req
+			m.req = 0
+			m.phase, m.member, m.step, m.watch = outside, false, 0, 0
+			m.reply(o, req, nil, ErrClosed)
+		}
+	}
+}
+
+// sessionLost: our member node went with the session; we are counted out.
+func (m *Machine) sessionLost(o *out) {
+	if m.session == 0 {
+		return
+	}
+	m.session = 0
+	wasMember := m.member && !m.deleted
+	req := m.req
+	m.req = 0
+	m.phase, m.member, m.deleted, m.joining, m.step, m.watch = outside, false, false, false, 0, 0
+	if wasMember {
+		m.lost = req == 0 // a Leave later hears of it
+		_ = m.fsm.Fire(trLost)
+		m.event(o, events.Lost, ErrSessionLost)
+	}
+	m.reply(o, req, nil, ErrSessionLost)
+}
+
+func (m *Machine) shutdown(o *out, req uint64) {
+	if m.closing != 0 {
+		m.reply(o, req, nil, ErrClosed)
+		return
+	}
+	m.closing = req
+	if m.req != 0 {
+		r := m.req
+		m.req = 0
+		m.reply(o, r, nil, ErrClosed)
+	}
+	m.event(o, events.StopStart, nil)
+	if m.member && !m.deleted && !m.connGone && m.session != 0 {
+		m.deleteOurs(o)
+	}
+	m.phase, m.step, m.watch = outside, 0, 0
+}
+
+func (m *Machine) finishShutdown(o *out) {
+	if m.closing == 0 || m.stopped || m.owed > 0 {
+		return
+	}
+	m.finish(o)
+	m.reply(o, m.closing, nil, nil)
+}
+
+func (m *Machine) finish(o *out) {
+	if m.stopped {
+		return
+	}
+	m.stopped = true
+	_ = m.fsm.Fire(trStopped)
+	m.event(o, events.StopComplete, nil)
+	o.Done = true
+}
+
+func (m *Machine) cmd() uint64 {
+	m.nextCmd++
+	return m.nextCmd
+}
+
+func (m *Machine) reply(o *out, req uint64, v any, err error) {
+	if req == 0 {
+		return
+	}
+	o.Replies = append(o.Replies, runtime.Reply{Req: req, Value: v, Err: err})
+}
+
+func (m *Machine) event(o *out, t events.Type, err error) {
+	o.Events = append(o.Events, events.Event{Type: t, State: m.fsm.Current(), Node: zk.Join(m.cfg.Path, m.name), Err: err})
+}
+
+// members is children without ready (and without skip, when not empty).
+func members(children []string, skip string) []string {
+	var ms []string
+	for _, c := range children {
+		if c != ReadyName && c != skip {
+			ms = append(ms, c)
+		}
+	}
+	return ms
+}
