@@ -2,8 +2,6 @@ package barrier
 
 import (
 	"errors"
-	"fmt"
-	"os"
 	"slices"
 	"strconv"
 
@@ -115,16 +113,6 @@ func (m *Machine) Start() out {
 
 // Step handles one input.
 func (m *Machine) Step(in Input) out {
-	o := m.step0(in)
-	if debugOn {
-		fmt.Printf("DBG %s %s -> %v phase=%d state=%s\n", m.cfg.Name[:4]+strconv.Itoa(m.rounds), in, o.Commands, m.phase, m.fsm.Current())
-	}
-	return o
-}
-
-var debugOn = os.Getenv("BARRIER_DEBUG") != ""
-
-func (m *Machine) step0(in Input) out {
 	var o out
 	switch i := in.(type) {
 	case enterCall:
