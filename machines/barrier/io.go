@@ -146,7 +146,7 @@ func (i leaveListed) String() string {
 	return fmt.Sprintf("leave listed cmd=%d children=%v err=%v", i.Cmd, i.Children, i.Err)
 }
 func (i memberDeleted) String() string {
-	return fmt.Sprintf("member deleted cmd=%d err=%v", i.Cmd, i.Err)
+	return fmt.Sprintf("member deleted cmd=%d %s err=%v", i.Cmd, i.Name, i.Err)
 }
 func (i nodeWatched) String() string {
 	return fmt.Sprintf("node watched cmd=%d exists=%t err=%v", i.Cmd, i.Exists, i.Err)

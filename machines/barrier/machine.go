@@ -2,6 +2,7 @@ package barrier
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -229,7 +230,7 @@ func (m *Machine) probed(o *out, i probed) {
 		return
 	}
 	if n, err := strconv.Atoi(string(i.PathData)); err == nil && n != m.cfg.Members {
-		m.fail(o, errors.Join(ErrMembersMismatch, errors.New("barrier: the path records "+strconv.Itoa(n)+" members, we "+strconv.Itoa(m.cfg.Members))))
+		m.fail(o, fmt.Errorf("%w: the path records %d members, we %d", ErrMembersMismatch, n, m.cfg.Members))
 		return
 	}
 	if i.ReadyExists {
@@ -498,7 +499,11 @@ func (m *Machine) reply(o *out, req uint64, v any, err error) {
 }
 
 func (m *Machine) event(o *out, t events.Type, err error) {
-	o.Events = append(o.Events, events.Event{Type: t, State: m.fsm.Current(), Node: zk.Join(m.cfg.Path, m.name), Err: err})
+	var node string
+	if m.name != "" {
+		node = zk.Join(m.cfg.Path, m.name)
+	}
+	o.Events = append(o.Events, events.Event{Type: t, State: m.fsm.Current(), Node: node, Err: err})
 }
 
 // members is children without ready (and without skip, when not empty).

@@ -1,0 +1,193 @@
+package barrier
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden transcripts in testdata")
+
+const sess = 0x100
+
+// transcript drives a Machine with scripted inputs and records, for each
+// input, the events, replies and commands it produced and the state after.
+type transcript struct {
+	t *testing.T
+	m *Machine
+	b strings.Builder
+}
+
+func newTranscript(t *testing.T, members int) *transcript {
+	m, err := NewMachine(Config{Path: "/app/b", Members: members, Name: "me", SessionID: sess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &transcript{t: t, m: m}
+	tr.record("(start)", m.Start())
+	return tr
+}
+
+func (tr *transcript) step(in Input) runtime.Output[Command] {
+	out := tr.m.Step(in)
+	tr.record(in.String(), out)
+	return out
+}
+
+func (tr *transcript) record(in string, out runtime.Output[Command]) {
+	fmt.Fprintf(&tr.b, "> %s\n", in)
+	for _, e := range out.Events {
+		fmt.Fprintf(&tr.b, "  Event %s state=%s node=%s", e.Type, e.State, e.Node)
+		if e.Err != nil {
+			fmt.Fprintf(&tr.b, " err=%v", e.Err)
+		}
+		fmt.Fprintln(&tr.b)
+	}
+	for _, r := range out.Replies {
+		fmt.Fprintf(&tr.b, "  Reply req=%d", r.Req)
+		if r.Value != nil {
+			fmt.Fprintf(&tr.b, " %v", r.Value)
+		}
+		if r.Err != nil {
+			fmt.Fprintf(&tr.b, " err=%v", r.Err)
+		}
+		fmt.Fprintln(&tr.b)
+	}
+	for _, c := range out.Commands {
+		fmt.Fprintf(&tr.b, "  %s\n", c)
+	}
+	if out.Done {
+		fmt.Fprintf(&tr.b, "  Done\n")
+	}
+	fmt.Fprintf(&tr.b, "  = %s\n", tr.m.State())
+}
+
+func (tr *transcript) check(name string) {
+	tr.t.Helper()
+	golden := filepath.Join("testdata", name+".txt")
+	got := tr.b.String()
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			tr.t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		tr.t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		tr.t.Errorf("transcript %s differs from %s (run with -update after checking):\n%s", name, golden, got)
+	}
+}
+
+func replied(out runtime.Output[Command], req uint64) (runtime.Reply, bool) {
+	for _, r := range out.Replies {
+		if r.Req == req {
+			return r, true
+		}
+	}
+	return runtime.Reply{}, false
+}
+
+// We arrive last: the listing shows the 2 others, so our node and ready go
+// in one multi and we pass. Then we leave as the lowest: we wait on the
+// highest, and delete our node once alone; then ready goes.
+func TestTranscriptLastArrivalAndExit(t *testing.T) {
+	tr := newTranscript(t, 3)
+	tr.step(enterCall{Req: 1})
+	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"x-1", "y-1"}})
+	out := tr.step(joined{Cmd: 2, ReadyCreated: true})
+	if r, ok := replied(out, 1); !ok || r.Err != nil {
+		t.Fatalf("Enter not answered: %+v", r)
+	}
+	tr.step(leaveCall{Req: 2})
+	tr.step(leaveListed{Cmd: 3, Children: []string{"ready", "me-1", "x-1", "y-1"}})
+	tr.step(nodeWatched{Cmd: 4, Exists: true})
+	tr.step(nodeGone{Cmd: 4})
+	tr.step(leaveListed{Cmd: 5, Children: []string{"ready", "me-1", "x-1"}})
+	tr.step(nodeWatched{Cmd: 6, Exists: false})
+	tr.step(leaveListed{Cmd: 7, Children: []string{"ready", "me-1"}})
+	tr.step(memberDeleted{Cmd: 8, Name: "me-1"})
+	tr.step(leaveListed{Cmd: 9, Children: []string{"ready"}})
+	out = tr.step(readyDeleted{Cmd: 10})
+	if r, ok := replied(out, 2); !ok || r.Err != nil {
+		t.Fatalf("Leave not answered: %+v", r)
+	}
+	tr.check("last_arrival_and_exit")
+}
+
+// We arrive first and wait on ready; a ready of an earlier round is
+// there. Its deletion wakes us (not through); the new one lets us in.
+// Another member's node from the last round, still leaving, is not
+// counted when we leave: it was not in our first listing.
+func TestTranscriptStaleReadyAndNextRound(t *testing.T) {
+	tr := newTranscript(t, 2)
+	tr.step(enterCall{Req: 1})
+	tr.step(probed{Cmd: 1, PathData: []byte("2"), ReadyExists: true, ReadyCzxid: 7})
+	tr.step(joined{Cmd: 2, Children: []string{"me-1"}})
+	tr.step(readyEvent{Cmd: 1, Type: zk.EventNodeDeleted})
+	tr.step(readyWatched{Cmd: 3, Exists: false})
+	out := tr.step(readyEvent{Cmd: 3, Type: zk.EventNodeCreated})
+	if r, ok := replied(out, 1); !ok || r.Err != nil {
+		t.Fatalf("Enter not answered: %+v", r)
+	}
+	tr.step(leaveCall{Req: 2})
+	tr.step(leaveListed{Cmd: 4, Children: []string{"ready", "me-1", "a-1"}})
+	tr.step(memberDeleted{Cmd: 5, Name: "me-1"})
+	tr.step(nodeWatched{Cmd: 6, Exists: true})
+	tr.step(nodeGone{Cmd: 6})
+	// a left and entered the next round already: a-2 is not waited for.
+	tr.step(leaveListed{Cmd: 7, Children: []string{"a-2"}})
+	out = tr.step(readyDeleted{Cmd: 8})
+	if r, ok := replied(out, 2); !ok || r.Err != nil {
+		t.Fatalf("Leave not answered: %+v", r)
+	}
+	tr.check("stale_ready_and_next_round")
+}
+
+// The session ends while we wait for the others: Enter fails with
+// ErrSessionLost, and we are FAILED until we enter again, with a new node
+// name.
+func TestTranscriptSessionLostWhileEntering(t *testing.T) {
+	tr := newTranscript(t, 3)
+	tr.step(enterCall{Req: 1})
+	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"b-1"}})
+	tr.step(joined{Cmd: 2, Children: []string{"b-1", "me-1"}})
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	out := tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	if r, ok := replied(out, 1); !ok || !errors.Is(r.Err, ErrSessionLost) {
+		t.Fatalf("Enter = %+v, want ErrSessionLost", r)
+	}
+	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(readyEvent{Cmd: 1, Type: zk.EventNotWatching}) // the old watch ends: ignored
+	tr.step(enterCall{Req: 2})
+	tr.check("session_lost_while_entering")
+}
+
+// Our listing after our create shows the count full, and a ready we did
+// not see before is in the way: openReady is sent (exec decides whether it
+// is stale); a member count recorded differently is refused before any
+// create.
+func TestTranscriptCountFullAndMismatch(t *testing.T) {
+	tr := newTranscript(t, 2)
+	tr.step(enterCall{Req: 1})
+	tr.step(probed{Cmd: 1, PathData: []byte("2")})
+	tr.step(joined{Cmd: 2, Children: []string{"b-1", "me-1"}})
+	tr.step(readyOpened{Cmd: 3})
+	other := newTranscript(t, 3)
+	other.step(enterCall{Req: 1})
+	out := other.step(probed{Cmd: 1, PathData: []byte("2")})
+	if r, ok := replied(out, 1); !ok || !errors.Is(r.Err, ErrMembersMismatch) || len(out.Commands) != 0 {
+		t.Fatalf("Enter with 3 on a path of 2 = %+v, %v", r, out.Commands)
+	}
+	tr.b.WriteString(other.b.String())
+	tr.check("count_full_and_mismatch")
+}
