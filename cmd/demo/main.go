@@ -3,7 +3,8 @@
 // crashes, readers and writers sharing a read/write lock, and workers
 // sharing the leases of a semaphore while a holder's session ends, and
 // consumers acking the items of a work queue while one crashes holding an
-// item. It
+// item, and workers starting and finishing together on a double barrier
+// while one crashes inside. It
 // prints every lifecycle event as it happens and ends with a
 // summary.
 //
@@ -12,6 +13,7 @@
 //	go run ./cmd/demo -scenario lock -workers 8 -rounds 5
 //	go run ./cmd/demo -scenario semaphore      # 8 workers, 3 leases
 //	go run ./cmd/demo -scenario queue -orders 20
+//	go run ./cmd/demo -scenario barrier
 //
 // Each worker and participant has its own session, as separate processes
 // would. The exit code is 0 when every check held (one holder at a time,
@@ -35,7 +37,7 @@ import (
 
 func main() {
 	addr := flag.String("zk", "", "ZooKeeper servers, host:port[,host:port...]; empty: the embedded simulator")
-	scenario := flag.String("scenario", "all", "lock, election, rwlock, semaphore, queue or all")
+	scenario := flag.String("scenario", "all", "lock, election, rwlock, semaphore, queue, barrier or all")
 	workers := flag.Int("workers", 5, "lock: workers contending on one lock")
 	rounds := flag.Int("rounds", 3, "lock, semaphore: acquisitions per worker")
 	orders := flag.Int("orders", 6, "queue: items each of the 2 producers offers")
@@ -65,6 +67,8 @@ func main() {
 		err = semaphoreScenario(ctx, c, p, *rounds, *hold)
 	case "queue":
 		err = queueScenario(ctx, c, p, *orders, *hold)
+	case "barrier":
+		err = barrierScenario(ctx, c, p, *hold)
 	case "all":
 		if err = lockScenario(ctx, c, p, *workers, *rounds, *hold); err == nil {
 			if err = electionScenario(ctx, c, p); err == nil {
@@ -76,6 +80,9 @@ func main() {
 		}
 		if err == nil {
 			err = queueScenario(ctx, c, p, *orders, *hold)
+		}
+		if err == nil {
+			err = barrierScenario(ctx, c, p, *hold)
 		}
 	default:
 		flag.Usage()

@@ -31,6 +31,9 @@ func TestScenariosOnSim(t *testing.T) {
 	if err := queueScenario(ctx, c, p, 5, time.Millisecond); err != nil {
 		t.Fatalf("queue: %v\n%s", err, out.String())
 	}
+	if err := barrierScenario(ctx, c, p, time.Millisecond); err != nil {
+		t.Fatalf("barrier: %v\n%s", err, out.String())
+	}
 	for _, want := range []string{
 		"acquisitions per worker: worker-1 2, worker-2 2, worker-3 2, worker-4 2",
 		"maximum concurrent holders (measured): 1",
@@ -44,6 +47,10 @@ func TestScenariosOnSim(t *testing.T) {
 		"REDELIVERED        READY     seq=0000000000",
 		"consumer-3 crashes: its session expired",
 		"items left in the queue: 0",
+		"all 5 started after the fifth arrived",
+		"worker-3 crashes inside: its session expired",
+		"worker-3    LOST",
+		"the 4 others left together; nodes left: 0",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -87,6 +94,7 @@ func TestScenariosOnARealServer(t *testing.T) {
 		"semaphore": func() error { return semaphoreScenario(ctx, c, p, 2, time.Millisecond) },
 		"rwlock":    func() error { return rwlockScenario(ctx, c, p) },
 		"queue":     func() error { return queueScenario(ctx, c, p, 5, time.Millisecond) },
+		"barrier":   func() error { return barrierScenario(ctx, c, p, time.Millisecond) },
 	} {
 		if err := run(); err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, out.String())
