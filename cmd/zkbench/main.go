@@ -1,7 +1,7 @@
 // Command zkbench measures zkrecipes against a ZooKeeper server and prints
 // one JSON line per run, in the shape the peer benchmark programs print
-// (Apache Curator's LockBench, RawRtt, ElectionBench, SemaphoreBench and
-// QueueBench, kazoo's,
+// (Apache Curator's LockBench, RawRtt, ElectionBench, SemaphoreBench,
+// QueueBench and BarrierBench, kazoo's,
 // go-zookeeper's Lock; those programs are not part of this repository), so
 // that lines from one run can be compared side by side:
 //
@@ -11,6 +11,7 @@
 //	zkbench rwlock -zk 127.0.0.1:2181 -readers 4 -writers 2 -hold-us 1000
 //	zkbench semaphore -zk 127.0.0.1:2181 -clients 8 -leases 2 -hold-us 1000
 //	zkbench queue -zk 127.0.0.1:2181 -kind fifo -producers 1 -consumers 1 -items 2000
+//	zkbench barrier -zk 127.0.0.1:2181 -members 5 -rounds 20
 //
 // Latencies are objects {n, mean_us, p50_us, p90_us, p99_us, max_us} with
 // nearest-rank percentiles. -zk takes host:port[,host:port...], or "sim"
@@ -53,6 +54,9 @@ const usage = `usage: zkbench BENCH -zk ADDR [flags]
   queue  producers offer every item, then consumers take them all (-kind fifo,
          ack or priority; -batch N offers N items a multi): offers and takes
          per second, and each beside a raw create and delete in the same run
+  barrier  M members (one session each) enter and leave a double barrier,
+         R rounds: all at once (the peers' shape), then with the last
+         arrival timed beside a create → watch event in the same run
 
   scale  H lock handles (one actor each) on P paths over C connections:
          what an idle handle costs, then all acquire and release once
@@ -70,6 +74,7 @@ var benches = map[string]func(ctx context.Context, args []string) (obj, error){
 	"rwlock":    rwlockBench,
 	"semaphore": semaphoreBench,
 	"queue":     queueBench,
+	"barrier":   barrierBench,
 	"scale":     scaleBench,
 }
 

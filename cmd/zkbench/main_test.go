@@ -125,7 +125,8 @@ func TestBadArguments(t *testing.T) {
 		{"rwlock", "-zk", "sim", "-readers", "0", "-writers", "0"},
 		{"semaphore", "-zk", "sim", "-leases", "0"}, {"semaphore", "-zk", "sim", "-clients", "0"}, {"semaphore", "-zk", "sim", "-hold-us", "-1"},
 		{"queue", "-zk", "sim", "-kind", "lifo"}, {"queue", "-zk", "sim", "-items", "0"}, {"queue", "-zk", "sim", "-consumers", "0"},
-		{"queue", "-zk", "sim", "-kind", "priority", "-batch", "5"}, {"queue", "-zk", "sim", "-payload", "9"}} {
+		{"queue", "-zk", "sim", "-kind", "priority", "-batch", "5"}, {"queue", "-zk", "sim", "-payload", "9"},
+		{"barrier", "-zk", "sim", "-members", "1"}, {"barrier", "-zk", "sim", "-rounds", "0"}} {
 		var stdout, stderr bytes.Buffer
 		if code := run(t.Context(), args, &stdout, &stderr); code == 0 || stdout.Len() > 0 {
 			t.Errorf("zkbench %q: exit %d, stdout %q; want a failure and no line", args, code, stdout.String())
@@ -230,6 +231,21 @@ func TestQueueBenchOnSim(t *testing.T) {
 				t.Errorf("%v: %s = %v", args, k, out[k])
 			}
 		}
+	}
+}
+
+func TestBarrierBenchOnSim(t *testing.T) {
+	out := runBench(t, "barrier", "-zk", "sim", "-members", "4", "-rounds", "5")
+	if out["ok"] != true || out["rounds"] != 5.0 || out["nodes_left"] != 0.0 {
+		t.Errorf("ok %v, rounds %v, nodes left %v, errors %v", out["ok"], out["rounds"], out["nodes_left"], out["errors"])
+	}
+	for k, n := range map[string]float64{"enter_ms": 5, "leave_ms": 5, "total_ms": 5, "last_arrival_ms": 5, "create_notify_ms": 25} {
+		if got := latency(t, out, k)["n"]; got != n {
+			t.Errorf("%s.n = %v, want %v", k, got, n)
+		}
+	}
+	if r, _ := out["last_arrival_p50_per_create_notify_p50"].(float64); r <= 0 {
+		t.Errorf("last_arrival_p50_per_create_notify_p50 = %v", out["last_arrival_p50_per_create_notify_p50"])
 	}
 }
 
