@@ -217,18 +217,26 @@ func TestDoubleBarrierIgnoresAStaleReady(t *testing.T) {
 	})
 }
 
-// waitState waits, on d's events, until d is in state s.
+// waitState polls, every millisecond for at most 15 s, until d is in
+// state s.
 func waitState(t *testing.T, d *barrier.DoubleBarrier, s events.State) {
 	t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(15 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for d.State() != s {
-		select {
-		case <-tick.C:
-		case <-deadline:
+		if time.Now().After(deadline) {
 			t.Fatalf("state %s, want %s", d.State(), s)
 		}
+		waitAny(t)
+	}
+}
+
+// waitAny waits a millisecond, on a timer: the polling step.
+func waitAny(t *testing.T) {
+	t.Helper()
+	select {
+	case <-time.After(time.Millisecond):
+	case <-t.Context().Done():
+		t.Fatal(t.Context().Err())
 	}
 }
 
