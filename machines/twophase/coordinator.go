@@ -249,6 +249,7 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 // collect waits for the votes and returns the decision: its own, or one
 // someone else made.
 func (c *Coordinator) collect(ctx context.Context, txID string, participants []string) (Outcome, error) {
+	outer := ctx // the decision's span is the prepare span's sibling
 	ctx, span := c.tracer.Start(ctx, "twophase.prepare")
 	defer span.End()
 	timer := time.NewTimer(c.o.voteTimeout)
@@ -331,7 +332,7 @@ func (c *Coordinator) collect(ctx context.Context, txID string, participants []s
 		}
 		if want != nil {
 			span.End()
-			return c.decide(ctx, txID, *want)
+			return c.decide(outer, txID, *want)
 		}
 		var ev zk.WatchEvent
 		select {
@@ -345,7 +346,7 @@ func (c *Coordinator) collect(ctx context.Context, txID string, participants []s
 			retry = nil
 		case <-timer.C:
 			span.End()
-			return c.decide(ctx, txID, Outcome{Reason: ReasonVoteTimeout})
+			return c.decide(outer, txID, Outcome{Reason: ReasonVoteTimeout})
 		case <-ctx.Done():
 			return Outcome{}, ctx.Err()
 		}
@@ -370,10 +371,8 @@ func (c *Coordinator) decide(ctx context.Context, txID string, want Outcome) (Ou
 // outcome is published, and its deletion is scheduled.
 func (c *Coordinator) finish(ctx context.Context, txID string, out Outcome, span trace.Span) {
 	span.SetAttributes(attribute.Bool("twophase.committed", out.Committed))
-	if err := c.conn.Delete(ctx, c.p.coordinator(txID), zk.AnyVersion); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		// Our session's end deletes it.
-		_ = err
-	}
+	// On failure, our session's end deletes it.
+	_ = c.conn.Delete(ctx, c.p.coordinator(txID), zk.AnyVersion)
 	ev := events.Event{Type: events.Committed, State: StateCommitted}
 	if !out.Committed {
 		ev = events.Event{Type: events.Aborted, State: StateAborted, Err: fmt.Errorf("%w: %s", ErrAborted, out.Reason)}

@@ -570,3 +570,43 @@ func (s *server) emit(t *ptx, ev events.Event) {
 	}
 	publish(s.bus, s.conn, s.p.root, s.id, s.p.tx(t.id), sc, ev)
 }
+
+// WaitRegistered waits until every participant of ids is registered under
+// root (it is serving, so a Propose naming it is not refused with
+// ErrUnknownParticipant), or ctx ends (ctx.Err()).
+func WaitRegistered(ctx context.Context, conn zk.Conn, root string, ids ...string) error {
+	if err := validRoot(root); err != nil {
+		return err
+	}
+	if conn == nil {
+		return ErrClosed
+	}
+	p := paths{root}
+	for _, id := range ids {
+		if err := validID("participant", id); err != nil {
+			return err
+		}
+		var b backoff
+		for {
+			_, ok, w, err := conn.ExistsW(ctx, p.participant(id))
+			if ok {
+				break
+			}
+			if err != nil {
+				if !retryable(err) {
+					return fmt.Errorf("twophase: %w", err)
+				}
+				if err := wait(ctx, b.next()); err != nil {
+					return err
+				}
+				continue
+			}
+			select {
+			case <-w:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
+}
