@@ -34,6 +34,8 @@ type rec struct {
 	prepared map[string]int // Prepare calls that returned, per tx
 	outcomes map[string][]twophase.Outcome
 	payloads map[string]string
+	failing  int // Commit and Abort calls that fail before they succeed
+	calls    int // Commit and Abort calls
 }
 
 func newRec() *rec {
@@ -83,21 +85,27 @@ func (r *rec) Prepare(ctx context.Context, tx twophase.Tx) (bool, error) {
 }
 
 func (r *rec) Commit(_ context.Context, tx twophase.Tx) error {
-	r.record(tx, twophase.Outcome{Committed: true})
-	return nil
+	return r.record(tx, twophase.Outcome{Committed: true})
 }
 
 func (r *rec) Abort(_ context.Context, tx twophase.Tx, reason string) error {
-	r.record(tx, twophase.Outcome{Reason: reason})
-	return nil
+	return r.record(tx, twophase.Outcome{Reason: reason})
 }
 
-func (r *rec) record(tx twophase.Tx, o twophase.Outcome) {
+func (r *rec) record(tx twophase.Tx, o twophase.Outcome) error {
 	r.mu.Lock()
+	r.calls++
+	if r.failing > 0 {
+		r.failing--
+		r.mu.Unlock()
+		r.touch()
+		return errors.New("handler failed")
+	}
 	r.outcomes[tx.ID] = append(r.outcomes[tx.ID], o)
 	r.payloads[tx.ID] = string(tx.Payload)
 	r.mu.Unlock()
 	r.touch()
+	return nil
 }
 
 // waitFor waits until cond (called with r.mu held) holds.

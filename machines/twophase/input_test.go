@@ -144,3 +144,51 @@ func TestCancelledProposeAborts(t *testing.T) {
 		}
 	})
 }
+
+// A Commit that fails is called again; the inbox entry goes only once it
+// succeeded.
+func TestFailedCommitIsRetried(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		a := newRec()
+		a.failing = 2
+		conn := tg.Connect(t)
+		serve(t, conn, "a", a)
+		c := newCoordinator(t, tg.Connect(t))
+		if out, err := c.Propose(ctx, "tx", nil, []string{"a"}); err != nil || !out.Committed {
+			t.Fatalf("Propose: %+v %v", out, err)
+		}
+		if o := a.outcome(t, ctx, "tx"); !o.Committed {
+			t.Errorf("a saw %+v", o)
+		}
+		a.mu.Lock()
+		if a.calls != 3 {
+			t.Errorf("%d Commit calls, want 3", a.calls)
+		}
+		a.mu.Unlock()
+		waitGone(t, conn, root+"/inbox/a/tx")
+	})
+}
+
+// Close while a Propose waits for votes: it returns ErrClosed, and the
+// transaction is aborted.
+func TestCloseDuringPropose(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		a := newRec()
+		release := a.gate("tx")
+		defer release()
+		serve(t, tg.Connect(t), "a", a)
+		c := newCoordinator(t, tg.Connect(t))
+		res := proposeAsync(ctx, c, "tx", nil, "a")
+		a.waitFor(t, ctx, "a preparing", func() bool { return a.entered["tx"] == 1 })
+		c.Close()
+		if p := recv(t, ctx, res); !errors.Is(p.err, twophase.ErrClosed) {
+			t.Fatalf("Propose during Close: %+v %v", p.out, p.err)
+		}
+		release()
+		if o := a.outcome(t, ctx, "tx"); o.Committed || o.Reason != twophase.ReasonCancelled {
+			t.Errorf("a saw %+v", o)
+		}
+	})
+}
