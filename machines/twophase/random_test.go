@@ -15,7 +15,7 @@ import (
 )
 
 // Many transactions with random participants, random votes, and random
-// participant session expiries: every participant sees the coordinator's
+// participant session expiries and connection losses: every participant sees the coordinator's
 // outcome, and a transaction commits exactly when all of its votes are
 // yes. TWOPHASE_SEED replays a run; TWOPHASE_N sets the number of
 // transactions (default 200).
@@ -68,7 +68,7 @@ func TestRandomized(t *testing.T) {
 
 		const batch = 10
 		outcomes := map[string]twophase.Outcome{}
-		var unknown, expiries int
+		var unknown, expiries, disconnects int
 		start := time.Now()
 		for i := 0; i < n; i += batch {
 			chans := map[string]<-chan proposal{}
@@ -76,10 +76,16 @@ func TestRandomized(t *testing.T) {
 				chans[pl.id] = proposeAsync(ctx, c, pl.id, []byte(pl.id), pl.ps...)
 			}
 			var expired string
-			if rng.IntN(3) == 0 {
+			switch rng.IntN(4) {
+			case 0:
 				expired = ids[rng.IntN(len(ids))]
 				tg.Expire(t, conns[expired])
 				expiries++
+			case 1: // a short connection loss: the session survives
+				id := ids[rng.IntN(len(ids))]
+				tg.Disconnect(t, conns[id])
+				tg.Reconnect(t, conns[id])
+				disconnects++
 			}
 			for tx, ch := range chans {
 				p := recv(t, ctx, ch)
@@ -96,8 +102,8 @@ func TestRandomized(t *testing.T) {
 				waitExists(t, cc, root+"/participants/"+expired)
 			}
 		}
-		t.Logf("%d transactions decided in %v, %d refused for an unknown participant, %d expiries",
-			len(outcomes), time.Since(start), unknown, expiries)
+		t.Logf("%d transactions decided in %v, %d refused for an unknown participant, %d expiries, %d disconnects",
+			len(outcomes), time.Since(start), unknown, expiries, disconnects)
 
 		var commits int
 		for _, pl := range plans {
