@@ -202,14 +202,6 @@ func (c *Coordinator) propose(ctx context.Context, txID string, payload []byte, 
 // create makes the transaction, its coordinator node, its votes directory
 // and the participants' inbox entries, in one multi.
 func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, participants []string) error {
-	if err := ensurePath(ctx, c.conn, c.p.txs()); err != nil {
-		return fmt.Errorf("twophase: %w", err)
-	}
-	for _, id := range participants {
-		if err := ensurePath(ctx, c.conn, c.p.inbox(id)); err != nil {
-			return fmt.Errorf("twophase: %w", err)
-		}
-	}
 	nonce := uuid.NewString()
 	data, err := json.Marshal(txData{Nonce: nonce, Payload: payload, Participants: participants})
 	if err != nil {
@@ -224,11 +216,25 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 		ops = append(ops, &zk.CreateOp{Path: c.p.inboxEntry(id, txID), Mode: zk.ModePersistent})
 	}
 	var b backoff
+	ensured := false
 	for {
 		_, err := c.conn.Multi(ctx, ops...)
 		switch {
 		case err == nil:
 			return nil
+		case errors.Is(err, zk.ErrNoNode) && !ensured:
+			// A registered participant has its inbox already; the
+			// transactions' directory is made by the first Propose.
+			ensured = true
+			if err := ensurePath(ctx, c.conn, c.p.txs()); err != nil {
+				return fmt.Errorf("twophase: %w", err)
+			}
+			for _, id := range participants {
+				if err := ensurePath(ctx, c.conn, c.p.inbox(id)); err != nil {
+					return fmt.Errorf("twophase: %w", err)
+				}
+			}
+			continue
 		case errors.Is(err, zk.ErrNodeExists):
 			// Ours, applied before a lost reply?
 			if got, _, gerr := c.conn.Get(ctx, c.p.tx(txID)); gerr == nil {

@@ -269,12 +269,13 @@ func (s *server) disarm() {
 // resync registers, lists the inbox and moves every transaction on.
 func (s *server) resync() {
 	s.failed = false
-	if err := s.register(); err != nil {
-		s.fail(err)
-	}
+	// The inbox first: once we are registered, Proposes naming us find it.
 	if _, err := s.syncInbox(); err != nil {
 		s.fail(err)
 		return
+	}
+	if err := s.register(); err != nil {
+		s.fail(err)
 	}
 	for _, t := range s.txs {
 		s.advance(t)
