@@ -43,6 +43,20 @@
 //     when it cannot reach the server the transaction stays open until the
 //     coordinator's session ends, which aborts it.
 //
+// Propose refuses a participant that is not registered (not serving):
+// WaitRegistered waits until the ones named are.
+//
+// Events (Subscribe): a participant publishes PREPARED when its Prepare
+// returned, VOTED when its vote is written (a no vote with its reason in
+// Err), and COMMITTED or ABORTED (the reason in Err, wrapping ErrAborted)
+// once its Commit or Abort returned nil; a coordinator publishes COMMITTED
+// or ABORTED once per transaction it proposed. Spans: a Propose is one span
+// ("twophase.propose <txID>", under the caller's) with a child per phase
+// ("twophase.prepare": collecting the votes, "twophase.decide"), on the
+// provider of WithTracerProvider; a participant opens a span per
+// transaction ("twophase.participate <txID>") with a child per handler
+// call, on otel's global provider.
+//
 // A Participant runs its handler on the goroutine that called Serve, one
 // transaction step at a time; a Coordinator's Propose runs on its caller's
 // goroutine, and the handle has one goroutine that deletes finished
