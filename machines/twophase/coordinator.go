@@ -1,0 +1,485 @@
+package twophase
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// The states on the package's lifecycle events.
+const (
+	StatePrepared  events.State = "PREPARED"
+	StateVoted     events.State = "VOTED"
+	StateCommitted events.State = "COMMITTED"
+	StateAborted   events.State = "ABORTED"
+)
+
+// ErrAborted is the Err of an ABORTED event; its text ends with the reason.
+var ErrAborted = errors.New("twophase: aborted")
+
+// Coordinator proposes transactions under a root path. Its methods are
+// safe for concurrent use; each Propose runs on its caller's goroutine, and
+// the handle's one goroutine deletes decided transactions after the
+// retention period.
+type Coordinator struct {
+	conn   zk.Conn
+	p      paths
+	o      options
+	tracer trace.Tracer
+	bus    *events.Bus
+
+	life   context.Context // cancelled by Close
+	cancel context.CancelFunc
+	box    runtime.Mailbox[expiry]
+	done   chan struct{} // the janitor ended
+
+	mu        sync.Mutex
+	closed    bool
+	proposing sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// expiry is a decided transaction and when it may be deleted.
+type expiry struct {
+	tx string
+	at time.Time
+}
+
+// NewCoordinator returns a Coordinator of the transactions under root.
+// Nothing is sent to the server. Errors: zk.ErrInvalidPath for a bad root,
+// ErrInvalidOption for a bad option, ErrClosed for a nil connection.
+func NewCoordinator(conn zk.Conn, root string, opts ...Option) (*Coordinator, error) {
+	if err := validRoot(root); err != nil {
+		return nil, err
+	}
+	if conn == nil {
+		return nil, ErrClosed
+	}
+	o := options{voteTimeout: 10 * time.Second, retention: 10 * time.Minute, id: "coordinator"}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.voteTimeout <= 0 {
+		return nil, fmt.Errorf("%w: vote timeout %v: it must be positive", ErrInvalidOption, o.voteTimeout)
+	}
+	if o.retention <= 0 {
+		return nil, fmt.Errorf("%w: retention %v: it must be positive", ErrInvalidOption, o.retention)
+	}
+	if o.id == "" {
+		return nil, fmt.Errorf("%w: empty coordinator id", ErrInvalidOption)
+	}
+	c := &Coordinator{conn: conn, p: paths{root}, o: o, tracer: tracer(o.tracerProvider), bus: events.NewBus(),
+		done: make(chan struct{})}
+	c.life, c.cancel = context.WithCancel(context.Background())
+	go c.janitor()
+	return c, nil
+}
+
+// Subscribe returns a subscription to the coordinator's events: COMMITTED
+// or ABORTED (the reason in Err) once per transaction it decided or saw
+// decided.
+func (c *Coordinator) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
+	return c.bus.Subscribe(opts...)
+}
+
+// Close stops the handle: Proposes in flight try to decide abort (as on
+// cancel) and return ErrClosed; decided transactions not yet deleted stay.
+// Later calls return ErrClosed.
+func (c *Coordinator) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		c.cancel()
+		c.proposing.Wait()
+		<-c.done
+		c.bus.Close()
+	})
+	return nil
+}
+
+func (c *Coordinator) enter() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.proposing.Add(1)
+	return true
+}
+
+// Propose runs transaction txID with payload on participants and returns
+// its outcome: it creates the transaction, waits for every vote (at most
+// the vote timeout), and decides. Errors, before anything is sent:
+// ErrInvalidID, ErrNoParticipants, ErrClosed; then ErrUnknownParticipant
+// when a participant is not registered, ErrTxExists when txID is taken.
+// When ctx ends before a decision, Propose tries to decide abort and
+// returns ctx.Err() (with the outcome, if one was read).
+func (c *Coordinator) Propose(ctx context.Context, txID string, payload []byte, participants []string) (Outcome, error) {
+	if err := validID("transaction", txID); err != nil {
+		return Outcome{}, err
+	}
+	if len(participants) == 0 {
+		return Outcome{}, ErrNoParticipants
+	}
+	seen := make(map[string]bool, len(participants))
+	for _, id := range participants {
+		if err := validID("participant", id); err != nil {
+			return Outcome{}, err
+		}
+		if seen[id] {
+			return Outcome{}, fmt.Errorf("%w: participant %q listed twice", ErrInvalidID, id)
+		}
+		seen[id] = true
+	}
+	if !c.enter() {
+		return Outcome{}, ErrClosed
+	}
+	defer c.proposing.Done()
+	if err := ctx.Err(); err != nil {
+		return Outcome{}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.life, cancel)()
+
+	ctx, span := c.tracer.Start(ctx, "twophase.propose "+txID, trace.WithAttributes(
+		attribute.String("twophase.tx", txID), attribute.String("zk.path", c.p.root),
+		attribute.Int("twophase.participants", len(participants))))
+	defer span.End()
+	out, err := c.propose(ctx, txID, payload, participants, span)
+	if err != nil {
+		if c.life.Err() != nil && !errors.Is(err, ErrUnknownParticipant) && !errors.Is(err, ErrTxExists) {
+			err = ErrClosed
+		}
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return out, err
+}
+
+func (c *Coordinator) propose(ctx context.Context, txID string, payload []byte, participants []string, span trace.Span) (Outcome, error) {
+	for _, id := range participants {
+		_, ok, err := c.conn.Exists(ctx, c.p.participant(id))
+		if err != nil {
+			return Outcome{}, fmt.Errorf("twophase: checking participant %q: %w", id, err)
+		}
+		if !ok {
+			return Outcome{}, fmt.Errorf("%w: %q", ErrUnknownParticipant, id)
+		}
+	}
+	if err := c.create(ctx, txID, payload, participants); err != nil {
+		return Outcome{}, err
+	}
+	out, err := c.collect(ctx, txID, participants)
+	if err != nil {
+		// Cancelled or closed before a decision: abort, on a ctx of our own.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if o, derr := decide(actx, c.conn, c.p, txID, Outcome{Reason: ReasonCancelled}); derr == nil {
+			c.finish(actx, txID, o, span)
+			return o, err
+		}
+		return Outcome{}, err
+	}
+	c.finish(ctx, txID, out, span)
+	return out, nil
+}
+
+// create makes the transaction, its coordinator node, its votes directory
+// and the participants' inbox entries, in one multi.
+func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, participants []string) error {
+	nonce := uuid.NewString()
+	data, err := json.Marshal(txData{Nonce: nonce, Payload: payload, Participants: participants})
+	if err != nil {
+		return fmt.Errorf("twophase: %w", err)
+	}
+	ops := []zk.Op{
+		&zk.CreateOp{Path: c.p.tx(txID), Data: data, Mode: zk.ModePersistent},
+		&zk.CreateOp{Path: c.p.coordinator(txID), Mode: zk.ModeEphemeral},
+		&zk.CreateOp{Path: c.p.votes(txID), Mode: zk.ModePersistent},
+	}
+	for _, id := range participants {
+		ops = append(ops, &zk.CreateOp{Path: c.p.inboxEntry(id, txID), Mode: zk.ModePersistent})
+	}
+	var b backoff
+	ensured := false
+	for {
+		_, err := c.conn.Multi(ctx, ops...)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, zk.ErrNoNode) && !ensured:
+			// A registered participant has its inbox already; the
+			// transactions' directory is made by the first Propose.
+			ensured = true
+			if err := ensurePath(ctx, c.conn, c.p.txs()); err != nil {
+				return fmt.Errorf("twophase: %w", err)
+			}
+			for _, id := range participants {
+				if err := ensurePath(ctx, c.conn, c.p.inbox(id)); err != nil {
+					return fmt.Errorf("twophase: %w", err)
+				}
+			}
+			continue
+		case errors.Is(err, zk.ErrNodeExists):
+			// Ours, applied before a lost reply?
+			if got, _, gerr := c.conn.Get(ctx, c.p.tx(txID)); gerr == nil {
+				if d, derr := decodeTx(got); derr == nil && d.Nonce == nonce {
+					return nil
+				}
+			}
+			return fmt.Errorf("%w: %q", ErrTxExists, txID)
+		case !retryable(err):
+			return fmt.Errorf("twophase: creating transaction %q: %w", txID, err)
+		}
+		if err := wait(ctx, b.next()); err != nil {
+			return err
+		}
+	}
+}
+
+// collect waits for the votes and returns the decision: its own, or one
+// someone else made.
+func (c *Coordinator) collect(ctx context.Context, txID string, participants []string) (Outcome, error) {
+	outer := ctx // the decision's span is the prepare span's sibling
+	ctx, span := c.tracer.Start(ctx, "twophase.prepare")
+	defer span.End()
+	timer := time.NewTimer(c.o.voteTimeout)
+	defer timer.Stop()
+	member := make(map[string]bool, len(participants))
+	for _, id := range participants {
+		member[id] = true
+	}
+	voted := make(map[string]bool, len(participants))
+	var (
+		decW, coordW, votesW <-chan zk.WatchEvent
+		retry                <-chan time.Time
+		b                    backoff
+	)
+	for {
+		var want *Outcome
+		if retry == nil {
+			err := func() error {
+				if decW == nil {
+					_, ok, w, err := c.conn.ExistsW(ctx, c.p.decision(txID))
+					if err != nil {
+						return err
+					}
+					if ok {
+						want = &Outcome{} // read by decide below
+						return nil
+					}
+					decW = w
+				}
+				if coordW == nil {
+					_, ok, w, err := c.conn.ExistsW(ctx, c.p.coordinator(txID))
+					if err != nil {
+						return err
+					}
+					if !ok {
+						want = &Outcome{Reason: ReasonCoordinatorGone}
+						return nil
+					}
+					coordW = w
+				}
+				if votesW == nil {
+					kids, _, w, err := c.conn.ChildrenW(ctx, c.p.votes(txID))
+					if err != nil {
+						return err
+					}
+					votesW = w
+					for _, id := range kids {
+						if !member[id] || voted[id] {
+							continue
+						}
+						data, _, err := c.conn.Get(ctx, c.p.vote(txID, id))
+						if err != nil {
+							votesW = nil
+							return err
+						}
+						voted[id] = true
+						if yes, reason := decodeVote(data); !yes {
+							want = &Outcome{Reason: id + ": " + reason}
+							return nil
+						}
+					}
+					if len(voted) == len(participants) {
+						want = &Outcome{Committed: true}
+					}
+				}
+				return nil
+			}()
+			if err != nil {
+				if ctx.Err() != nil {
+					return Outcome{}, ctx.Err()
+				}
+				if !retryable(err) && !errors.Is(err, zk.ErrNoNode) {
+					return Outcome{}, fmt.Errorf("twophase: %w", err)
+				}
+				decW, coordW, votesW = nil, nil, nil
+				retry = time.After(b.next())
+			} else {
+				b.reset()
+			}
+		}
+		if want != nil {
+			span.End()
+			return c.decide(outer, txID, *want)
+		}
+		var ev zk.WatchEvent
+		select {
+		case ev = <-decW:
+			decW = nil
+		case ev = <-coordW:
+			coordW = nil
+		case ev = <-votesW:
+			votesW = nil
+		case <-retry:
+			retry = nil
+		case <-timer.C:
+			span.End()
+			return c.decide(outer, txID, Outcome{Reason: ReasonVoteTimeout})
+		case <-ctx.Done():
+			return Outcome{}, ctx.Err()
+		}
+		if ev.Type == zk.EventNotWatching {
+			decW, coordW, votesW = nil, nil, nil
+		}
+	}
+}
+
+// decide makes the decision want, or reads the one made first, in a span.
+func (c *Coordinator) decide(ctx context.Context, txID string, want Outcome) (Outcome, error) {
+	ctx, span := c.tracer.Start(ctx, "twophase.decide")
+	defer span.End()
+	out, err := decide(ctx, c.conn, c.p, txID, want)
+	if err == nil {
+		span.SetAttributes(attribute.Bool("twophase.committed", out.Committed))
+	}
+	return out, err
+}
+
+// finish ends a decided transaction: the coordinator node goes, the
+// outcome is published, and its deletion is scheduled.
+func (c *Coordinator) finish(ctx context.Context, txID string, out Outcome, span trace.Span) {
+	span.SetAttributes(attribute.Bool("twophase.committed", out.Committed))
+	// On failure, our session's end deletes it.
+	_ = c.conn.Delete(ctx, c.p.coordinator(txID), zk.AnyVersion)
+	ev := events.Event{Type: events.Committed, State: StateCommitted}
+	if !out.Committed {
+		ev = events.Event{Type: events.Aborted, State: StateAborted, Err: fmt.Errorf("%w: %s", ErrAborted, out.Reason)}
+	}
+	publish(c.bus, c.conn, c.p.root, c.o.id, c.p.tx(txID), span.SpanContext(), ev)
+	c.box.Put(expiry{tx: txID, at: time.Now().Add(c.o.retention)})
+}
+
+// janitor deletes decided transactions once their retention is over.
+func (c *Coordinator) janitor() {
+	defer close(c.done)
+	defer c.box.Close()
+	var due []expiry
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-c.box.Ready():
+			due = append(due, c.box.Take()...)
+		case <-timer.C:
+		case <-c.life.Done():
+			return
+		}
+		now := time.Now()
+		keep := due[:0]
+		var next time.Time
+		for _, e := range due {
+			if !e.at.After(now) {
+				if err := deleteAll(c.life, c.conn, c.p.tx(e.tx)); err != nil {
+					if c.life.Err() != nil {
+						return
+					}
+					e.at = now.Add(time.Second)
+				} else {
+					continue
+				}
+			}
+			keep = append(keep, e)
+			if next.IsZero() || e.at.Before(next) {
+				next = e.at
+			}
+		}
+		due = keep
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
+		}
+	}
+}
+
+// decide creates the decision node with want, or reads the decision made
+// first; either way every reader gets the same one.
+func decide(ctx context.Context, conn zk.Conn, p paths, txID string, want Outcome) (Outcome, error) {
+	var b backoff
+	for {
+		var err error
+		if want.Committed || want.Reason != "" {
+			_, err = conn.Create(ctx, p.decision(txID), encodeDecision(want), zk.ModePersistent)
+			if err == nil {
+				return want, nil
+			}
+		}
+		if err == nil || errors.Is(err, zk.ErrNodeExists) || retryable(err) {
+			data, _, gerr := conn.Get(ctx, p.decision(txID))
+			if gerr == nil {
+				return decodeDecision(data), nil
+			}
+			if !retryable(gerr) && !errors.Is(gerr, zk.ErrNoNode) {
+				return Outcome{}, fmt.Errorf("twophase: reading the decision of %q: %w", txID, gerr)
+			}
+			if want == (Outcome{}) && errors.Is(gerr, zk.ErrNoNode) {
+				want = Outcome{Reason: ReasonCoordinatorGone} // it was there: only deletion removes it
+			}
+		} else {
+			return Outcome{}, fmt.Errorf("twophase: deciding %q: %w", txID, err)
+		}
+		if err := wait(ctx, b.next()); err != nil {
+			return Outcome{}, err
+		}
+	}
+}
+
+// retryable reports whether a request may succeed when made again.
+func retryable(err error) bool {
+	return errors.Is(err, zk.ErrConnectionLoss) || errors.Is(err, zk.ErrSessionExpired)
+}
+
+// wait waits d, or until ctx ends.
+func wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// publish publishes ev with what every event of the package carries.
+func publish(bus *events.Bus, conn zk.Conn, root, instance, node string, sc trace.SpanContext, ev events.Event) {
+	ev.Time, ev.Recipe, ev.Path, ev.Instance, ev.Node = time.Now(), "twophase", root, instance, node
+	ev.SessionID, ev.TraceID, ev.SpanID = conn.SessionID(), sc.TraceID(), sc.SpanID()
+	bus.Publish(ev)
+}

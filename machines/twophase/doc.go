@@ -1,0 +1,64 @@
+// Package twophase is two-phase commit on ZooKeeper: a Coordinator
+// proposes a transaction to named participants, each Participant's Handler
+// votes on it (Prepare), and every participant learns the one decision
+// (Commit or Abort).
+//
+// Layout under the root path:
+//
+//	<root>/participants/<id>          ephemeral: the participant is serving
+//	<root>/inbox/<id>/<txID>          persistent: tx waiting for participant id
+//	<root>/tx/<txID>                  persistent: payload and participants
+//	<root>/tx/<txID>/coordinator      ephemeral: the coordinator's session
+//	<root>/tx/<txID>/votes/<id>       "yes" or "no:<reason>"
+//	<root>/tx/<txID>/decision         "commit" or "abort:<reason>", created once
+//
+// The transaction node, its coordinator node, its votes directory and every
+// participant's inbox entry are created in one multi, so a participant never
+// sees half a proposal. A participant learns of its transactions from one
+// child watch on its own inbox (one notification per transaction and
+// participant, not one per transaction and every participant).
+//
+// The decision node is created exactly once: the coordinator creates
+// "commit" only when every participant voted yes; anyone creates "abort" on
+// a no vote, the coordinator on the vote timeout, and a participant when the
+// coordinator's ephemeral node is gone before a decision (its session
+// ended). A create that fails with NodeExists reads the decision instead, so
+// no two participants ever see different outcomes.
+//
+// Guarantees and limits:
+//
+//   - A participant's Commit or Abort is called at least once per
+//     transaction: its inbox entry is deleted only after the handler
+//     returned nil, and a restarted participant (same id, any session)
+//     picks up its inbox: no vote yet → Prepare and vote; voted → wait for
+//     the decision; decided → Commit or Abort. Prepare may be called again
+//     if the participant restarted between Prepare and writing its vote.
+//   - Votes are final: a vote node is never changed.
+//   - Finished transactions are deleted by their coordinator's handle after
+//     the retention period (WithRetention). A participant that comes back
+//     after its transaction was deleted cannot learn the outcome: its inbox
+//     entry is dropped without a handler call. Choose a retention longer
+//     than a participant may be down.
+//   - If Propose's ctx ends before a decision, it tries to decide abort;
+//     when it cannot reach the server the transaction stays open until the
+//     coordinator's session ends, which aborts it.
+//
+// Propose refuses a participant that is not registered (not serving):
+// WaitRegistered waits until the ones named are.
+//
+// Events (Subscribe): a participant publishes PREPARED when its Prepare
+// returned, VOTED when its vote is written (a no vote with its reason in
+// Err), and COMMITTED or ABORTED (the reason in Err, wrapping ErrAborted)
+// once its Commit or Abort returned nil; a coordinator publishes COMMITTED
+// or ABORTED once per transaction it proposed. Spans: a Propose is one span
+// ("twophase.propose <txID>", under the caller's) with a child per phase
+// ("twophase.prepare": collecting the votes, "twophase.decide"), on the
+// provider of WithTracerProvider; a participant opens a span per
+// transaction ("twophase.participate <txID>") with a child per handler
+// call, on otel's global provider.
+//
+// A Participant runs its handler on the goroutine that called Serve, one
+// transaction step at a time; a Coordinator's Propose runs on its caller's
+// goroutine, and the handle has one goroutine that deletes finished
+// transactions.
+package twophase

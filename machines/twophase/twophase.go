@@ -1,0 +1,252 @@
+package twophase
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+)
+
+// ScopeName is the instrumentation scope of the package's spans.
+const ScopeName = "github.com/zkrecipes/zkrecipes/machines/twophase"
+
+// Version is this package's version, reported with its spans.
+const Version = "0.1.0"
+
+// Errors of the package. Match them with errors.Is.
+var (
+	// ErrInvalidID: a transaction or participant id is empty, contains a
+	// slash, is "." or "..", or is listed twice.
+	ErrInvalidID = errors.New("twophase: invalid id")
+	// ErrNoParticipants: Propose was given no participant.
+	ErrNoParticipants = errors.New("twophase: no participants")
+	// ErrUnknownParticipant: a participant of Propose is not registered
+	// (not serving) when Propose is called. Nothing was created.
+	ErrUnknownParticipant = errors.New("twophase: unknown participant")
+	// ErrNilHandler: NewParticipant was given a nil Handler.
+	ErrNilHandler = errors.New("twophase: nil handler")
+	// ErrTxExists: a transaction with this id already exists.
+	ErrTxExists = errors.New("twophase: transaction exists")
+	// ErrInvalidOption: an option's value was refused.
+	ErrInvalidOption = errors.New("twophase: invalid option")
+	// ErrServing: Serve was called while the participant is already
+	// serving.
+	ErrServing = errors.New("twophase: already serving")
+	// ErrClosed: the handle is closed, or its connection is nil.
+	ErrClosed = errors.New("twophase: closed")
+)
+
+// Abort reasons the package itself gives.
+const (
+	ReasonVoteTimeout     = "vote timeout"
+	ReasonCoordinatorGone = "coordinator session ended"
+	ReasonCancelled       = "coordinator cancelled"
+)
+
+// Tx is a transaction as a participant's Handler sees it.
+type Tx struct {
+	ID      string
+	Payload []byte
+}
+
+// Outcome is the decision on a transaction: committed, or aborted for
+// Reason.
+type Outcome struct {
+	Committed bool
+	Reason    string
+}
+
+// Handler is a participant's part of the protocol. Its methods run on the
+// goroutine that called Serve, with Serve's ctx.
+type Handler interface {
+	// Prepare votes on tx: true votes yes. An error votes no with its text
+	// as the reason (unless Serve's ctx ended: then nothing is voted, and
+	// the next Serve prepares again).
+	Prepare(ctx context.Context, tx Tx) (bool, error)
+	// Commit applies tx. An error makes the participant call it again later.
+	Commit(ctx context.Context, tx Tx) error
+	// Abort drops tx. An error makes the participant call it again later.
+	Abort(ctx context.Context, tx Tx, reason string) error
+}
+
+// Option configures a Coordinator. A nil Option is ignored.
+type Option func(*options)
+
+type options struct {
+	voteTimeout    time.Duration
+	retention      time.Duration
+	id             string
+	tracerProvider trace.TracerProvider
+}
+
+// WithVoteTimeout bounds how long the coordinator waits for every vote
+// before it decides abort with ReasonVoteTimeout. Default 10s; it must be
+// positive (ErrInvalidOption).
+func WithVoteTimeout(d time.Duration) Option { return func(o *options) { o.voteTimeout = d } }
+
+// WithRetention is how long a decided transaction's nodes stay before the
+// coordinator's handle deletes them. Default 10 minutes; it must be
+// positive (ErrInvalidOption).
+func WithRetention(d time.Duration) Option { return func(o *options) { o.retention = d } }
+
+// WithID names the coordinator on its lifecycle events. Default
+// "coordinator".
+func WithID(id string) Option { return func(o *options) { o.id = id } }
+
+// WithTracerProvider sets where spans go. Default: otel's global provider
+// (a no-op until the application installs one).
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tracerProvider = tp }
+}
+
+func tracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version))
+}
+
+// validID checks a transaction or participant id: one path segment.
+func validID(kind, id string) error {
+	if id == "" || id == "." || id == ".." || strings.Contains(id, "/") {
+		return fmt.Errorf("%w: %s id %q", ErrInvalidID, kind, id)
+	}
+	if err := zk.ValidatePath("/" + id); err != nil {
+		return fmt.Errorf("%w: %s id %q: %v", ErrInvalidID, kind, id, err)
+	}
+	return nil
+}
+
+// validRoot checks the root path.
+func validRoot(root string) error {
+	if err := zk.ValidatePath(root); err != nil {
+		return fmt.Errorf("twophase: %w", err)
+	}
+	if root == "/" {
+		return fmt.Errorf("twophase: %w %q: the root cannot be the recipe's path", zk.ErrInvalidPath, root)
+	}
+	return nil
+}
+
+// paths is the layout under a root.
+type paths struct{ root string }
+
+func (p paths) participants() string         { return zk.Join(p.root, "participants") }
+func (p paths) participant(id string) string { return zk.Join(p.participants(), id) }
+func (p paths) inbox(id string) string       { return zk.Join(zk.Join(p.root, "inbox"), id) }
+func (p paths) inboxEntry(id, tx string) string {
+	return zk.Join(p.inbox(id), tx)
+}
+func (p paths) txs() string                  { return zk.Join(p.root, "tx") }
+func (p paths) tx(id string) string          { return zk.Join(p.txs(), id) }
+func (p paths) coordinator(tx string) string { return zk.Join(p.tx(tx), "coordinator") }
+func (p paths) votes(tx string) string       { return zk.Join(p.tx(tx), "votes") }
+func (p paths) vote(tx, id string) string    { return zk.Join(p.votes(tx), id) }
+func (p paths) decision(tx string) string    { return zk.Join(p.tx(tx), "decision") }
+
+// txData is a transaction node's data.
+type txData struct {
+	Nonce        string   `json:"nonce"`
+	Payload      []byte   `json:"payload"`
+	Participants []string `json:"participants"`
+}
+
+func encodeDecision(o Outcome) []byte {
+	if o.Committed {
+		return []byte("commit")
+	}
+	return []byte("abort:" + o.Reason)
+}
+
+func decodeDecision(b []byte) Outcome {
+	s := string(b)
+	if s == "commit" {
+		return Outcome{Committed: true}
+	}
+	return Outcome{Reason: strings.TrimPrefix(s, "abort:")}
+}
+
+func encodeVote(yes bool, reason string) []byte {
+	if yes {
+		return []byte("yes")
+	}
+	return []byte("no:" + reason)
+}
+
+func decodeVote(b []byte) (yes bool, reason string) {
+	s := string(b)
+	if s == "yes" {
+		return true, ""
+	}
+	return false, strings.TrimPrefix(s, "no:")
+}
+
+func decodeTx(b []byte) (txData, error) {
+	var d txData
+	err := json.Unmarshal(b, &d)
+	return d, err
+}
+
+// ensurePath creates path and its missing parents as persistent nodes.
+func ensurePath(ctx context.Context, conn zk.Conn, path string) error {
+	if _, ok, err := conn.Exists(ctx, path); err != nil || ok {
+		return err
+	}
+	if parent := zk.Parent(path); parent != "/" {
+		if err := ensurePath(ctx, conn, parent); err != nil {
+			return err
+		}
+	}
+	_, err := conn.Create(ctx, path, nil, zk.ModePersistent)
+	if errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	return err
+}
+
+// deleteAll deletes path and everything under it.
+func deleteAll(ctx context.Context, conn zk.Conn, path string) error {
+	for {
+		kids, _, err := conn.Children(ctx, path)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, k := range kids {
+			if err := deleteAll(ctx, conn, zk.Join(path, k)); err != nil {
+				return err
+			}
+		}
+		err = conn.Delete(ctx, path, zk.AnyVersion)
+		if err == nil || errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if !errors.Is(err, zk.ErrNotEmpty) {
+			return err
+		}
+	}
+}
+
+// backoff is a retry delay that doubles from 20ms to 1s.
+type backoff struct{ d time.Duration }
+
+func (b *backoff) next() time.Duration {
+	switch {
+	case b.d == 0:
+		b.d = 20 * time.Millisecond
+	case b.d < time.Second:
+		b.d *= 2
+	}
+	return b.d
+}
+
+func (b *backoff) reset() { b.d = 0 }

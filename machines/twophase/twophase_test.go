@@ -1,0 +1,237 @@
+package twophase_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/twophase"
+	"github.com/zkrecipes/zkrecipes/testkit"
+)
+
+// Every participant votes yes: the transaction commits, each participant's
+// Commit gets the payload once, and the transaction is deleted after the
+// retention period.
+func TestCommitWhenAllVoteYes(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		ids := []string{"a", "b", "c"}
+		recs := map[string]*rec{}
+		for _, id := range ids {
+			recs[id] = newRec()
+			serve(t, tg.Connect(t), id, recs[id])
+		}
+		cc := tg.Connect(t)
+		c := newCoordinator(t, cc, twophase.WithRetention(200*time.Millisecond), twophase.WithID("coord-1"))
+		sub := c.Subscribe()
+		defer sub.Close()
+		out, err := c.Propose(ctx, "tx1", []byte("pay"), ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !out.Committed || out.Reason != "" {
+			t.Fatalf("outcome %+v, want committed", out)
+		}
+		for _, id := range ids {
+			r := recs[id]
+			if o := r.outcome(t, ctx, "tx1"); !o.Committed {
+				t.Errorf("%s saw %+v", id, o)
+			}
+			r.mu.Lock()
+			if r.payloads["tx1"] != "pay" || r.prepared["tx1"] != 1 {
+				t.Errorf("%s: payload %q, %d prepares", id, r.payloads["tx1"], r.prepared["tx1"])
+			}
+			r.mu.Unlock()
+		}
+		select {
+		case ev := <-sub.C:
+			if ev.Type != events.Committed || ev.Instance != "coord-1" || ev.Node != root+"/tx/tx1" {
+				t.Errorf("coordinator event %v", ev)
+			}
+		case <-ctx.Done():
+			t.Fatal("no coordinator event")
+		}
+		waitGone(t, cc, root+"/tx/tx1")
+		for _, id := range ids {
+			waitGone(t, cc, root+"/inbox/"+id+"/tx1")
+		}
+	})
+}
+
+// One participant votes no: every participant aborts with its reason.
+func TestAbortOnNoVote(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		a, b := newRec(), newRec()
+		b.vote = voteNo("out of stock")
+		serve(t, tg.Connect(t), "a", a)
+		sb := serve(t, tg.Connect(t), "b", b)
+		sub := sb.p.Subscribe()
+		defer sub.Close()
+		c := newCoordinator(t, tg.Connect(t))
+		out, err := c.Propose(ctx, "tx1", nil, []string{"a", "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Committed || !strings.Contains(out.Reason, "out of stock") || !strings.Contains(out.Reason, "b") {
+			t.Fatalf("outcome %+v, want aborted for b's reason", out)
+		}
+		for name, r := range map[string]*rec{"a": a, "b": b} {
+			if o := r.outcome(t, ctx, "tx1"); o != out {
+				t.Errorf("%s saw %+v, the coordinator %+v", name, o, out)
+			}
+		}
+		// b's events: its vote (a no, with the reason), then the abort.
+		var seen []events.Type
+		for len(seen) < 3 {
+			select {
+			case ev := <-sub.C:
+				seen = append(seen, ev.Type)
+				if (ev.Type == events.Aborted || ev.Type == events.Voted) && (!errors.Is(ev.Err, twophase.ErrAborted) || !strings.Contains(ev.Err.Error(), "out of stock")) {
+					t.Errorf("%v with Err %v", ev.Type, ev.Err)
+				}
+			case <-ctx.Done():
+				t.Fatalf("events so far %v", seen)
+			}
+		}
+		if seen[0] != events.Prepared || seen[1] != events.Voted || seen[2] != events.Aborted {
+			t.Errorf("events %v, want PREPARED VOTED ABORTED", seen)
+		}
+	})
+}
+
+// A participant that does not vote in time: the coordinator aborts on the
+// vote timeout, and the late voter gets the abort too.
+func TestAbortOnVoteTimeout(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		a, b := newRec(), newRec()
+		release := b.gate("tx1")
+		defer release()
+		serve(t, tg.Connect(t), "a", a)
+		serve(t, tg.Connect(t), "b", b)
+		c := newCoordinator(t, tg.Connect(t), twophase.WithVoteTimeout(300*time.Millisecond))
+		out, err := c.Propose(ctx, "tx1", nil, []string{"a", "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Committed || out.Reason != twophase.ReasonVoteTimeout {
+			t.Fatalf("outcome %+v, want a vote timeout", out)
+		}
+		if o := a.outcome(t, ctx, "tx1"); o != out {
+			t.Errorf("a saw %+v", o)
+		}
+		release()
+		if o := b.outcome(t, ctx, "tx1"); o != out {
+			t.Errorf("b saw %+v", o)
+		}
+	})
+}
+
+// The coordinator's session expires while a participant has not voted:
+// the transaction aborts, for the coordinator and every participant.
+func TestAbortWhenCoordinatorSessionEnds(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		a, b := newRec(), newRec()
+		release := b.gate("tx1")
+		defer release()
+		ca := tg.Connect(t)
+		serve(t, ca, "a", a)
+		serve(t, tg.Connect(t), "b", b)
+		cc := tg.Connect(t)
+		c := newCoordinator(t, cc, twophase.WithVoteTimeout(time.Minute))
+		res := proposeAsync(ctx, c, "tx1", nil, "a", "b")
+		waitExists(t, ca, root+"/tx/tx1/votes/a")
+		b.waitFor(t, ctx, "b preparing", func() bool { return b.entered["tx1"] == 1 })
+		tg.Expire(t, cc)
+		p := recv(t, ctx, res)
+		if p.err != nil {
+			t.Fatal(p.err)
+		}
+		if p.out.Committed || p.out.Reason != twophase.ReasonCoordinatorGone {
+			t.Fatalf("outcome %+v, want the coordinator's end", p.out)
+		}
+		if o := a.outcome(t, ctx, "tx1"); o != p.out {
+			t.Errorf("a saw %+v", o)
+		}
+		release()
+		if o := b.outcome(t, ctx, "tx1"); o != p.out {
+			t.Errorf("b saw %+v", o)
+		}
+	})
+}
+
+// A participant that stopped after voting, and one that stopped before,
+// get Commit or Abort when they serve again on a new session.
+func TestRestartedParticipantGetsTheDecision(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		a, b1 := newRec(), newRec()
+		releaseA := a.gate("tx1")
+		defer releaseA()
+		ca := tg.Connect(t)
+		serve(t, ca, "a", a)
+		s1 := serve(t, tg.Connect(t), "b", b1)
+		c := newCoordinator(t, tg.Connect(t))
+
+		// tx1: b votes yes and stops; the commit is decided without it.
+		res := proposeAsync(ctx, c, "tx1", []byte("one"), "a", "b")
+		waitExists(t, ca, root+"/tx/tx1/votes/b")
+		if err := s1.stop(); !errors.Is(err, context.Canceled) {
+			t.Errorf("Serve after its ctx ended: %v", err)
+		}
+		releaseA()
+		p := recv(t, ctx, res)
+		if p.err != nil || !p.out.Committed {
+			t.Fatalf("tx1: %+v %v", p.out, p.err)
+		}
+		b1.mu.Lock()
+		missed := len(b1.outcomes["tx1"]) == 0
+		b1.mu.Unlock()
+		if !missed {
+			t.Fatal("b saw tx1's outcome before it stopped")
+		}
+		b2 := newRec()
+		releaseB2 := b2.gate("tx2")
+		defer releaseB2()
+		s2 := serve(t, tg.Connect(t), "b", b2)
+		if o := b2.outcome(t, ctx, "tx1"); !o.Committed {
+			t.Errorf("restarted b saw %+v for tx1", o)
+		}
+		b2.mu.Lock()
+		if b2.entered["tx1"] != 0 || b2.payloads["tx1"] != "one" {
+			t.Errorf("restarted b: %d prepares of tx1, payload %q", b2.entered["tx1"], b2.payloads["tx1"])
+		}
+		b2.mu.Unlock()
+
+		// tx2: b stops while preparing; a votes no; b comes back to the abort.
+		a.mu.Lock()
+		a.vote = voteNo("no funds")
+		a.mu.Unlock()
+		releaseA2 := a.gate("tx2")
+		defer releaseA2()
+		res = proposeAsync(ctx, c, "tx2", nil, "a", "b")
+		b2.waitFor(t, ctx, "b preparing tx2", func() bool { return b2.entered["tx2"] == 1 })
+		a.waitFor(t, ctx, "a preparing tx2", func() bool { return a.entered["tx2"] == 1 })
+		s2.stop()
+		releaseA2()
+		p = recv(t, ctx, res)
+		if p.err != nil || p.out.Committed || !strings.Contains(p.out.Reason, "no funds") {
+			t.Fatalf("tx2: %+v %v", p.out, p.err)
+		}
+		b3 := newRec()
+		serve(t, tg.Connect(t), "b", b3)
+		if o := b3.outcome(t, ctx, "tx2"); o != p.out {
+			t.Errorf("restarted b saw %+v for tx2, want %+v", o, p.out)
+		}
+		b3.mu.Lock()
+		if b3.entered["tx2"] != 0 || len(b3.outcomes["tx1"]) != 0 {
+			t.Errorf("b3: %d prepares of tx2, tx1 outcomes %v", b3.entered["tx2"], b3.outcomes["tx1"])
+		}
+		b3.mu.Unlock()
+	})
+}
