@@ -14,6 +14,7 @@
 //	go run ./cmd/demo -scenario semaphore      # 8 workers, 3 leases
 //	go run ./cmd/demo -scenario queue -orders 20
 //	go run ./cmd/demo -scenario barrier
+//	go run ./cmd/demo -scenario 2pc
 //
 // Each worker and participant has its own session, as separate processes
 // would. The exit code is 0 when every check held (one holder at a time,
@@ -37,7 +38,7 @@ import (
 
 func main() {
 	addr := flag.String("zk", "", "ZooKeeper servers, host:port[,host:port...]; empty: the embedded simulator")
-	scenario := flag.String("scenario", "all", "lock, election, rwlock, semaphore, queue, barrier or all")
+	scenario := flag.String("scenario", "all", "lock, election, rwlock, semaphore, queue, barrier, 2pc or all")
 	workers := flag.Int("workers", 5, "lock: workers contending on one lock")
 	rounds := flag.Int("rounds", 3, "lock, semaphore: acquisitions per worker")
 	orders := flag.Int("orders", 6, "queue: items each of the 2 producers offers")
@@ -69,6 +70,8 @@ func main() {
 		err = queueScenario(ctx, c, p, *orders, *hold)
 	case "barrier":
 		err = barrierScenario(ctx, c, p, *hold)
+	case "2pc":
+		err = twophaseScenario(ctx, c, p)
 	case "all":
 		if err = lockScenario(ctx, c, p, *workers, *rounds, *hold); err == nil {
 			if err = electionScenario(ctx, c, p); err == nil {
@@ -83,6 +86,9 @@ func main() {
 		}
 		if err == nil {
 			err = barrierScenario(ctx, c, p, *hold)
+		}
+		if err == nil {
+			err = twophaseScenario(ctx, c, p)
 		}
 	default:
 		flag.Usage()

@@ -34,6 +34,9 @@ func TestScenariosOnSim(t *testing.T) {
 	if err := barrierScenario(ctx, c, p, time.Millisecond); err != nil {
 		t.Fatalf("barrier: %v\n%s", err, out.String())
 	}
+	if err := twophaseScenario(ctx, c, p); err != nil {
+		t.Fatalf("2pc: %v\n%s", err, out.String())
+	}
 	for _, want := range []string{
 		"acquisitions per worker: worker-1 2, worker-2 2, worker-3 2, worker-4 2",
 		"maximum concurrent holders (measured): 1",
@@ -51,6 +54,10 @@ func TestScenariosOnSim(t *testing.T) {
 		"worker-3 crashes inside: its session expired",
 		"worker-3    LOST",
 		"the 4 others left together; nodes left: 0",
+		"order-1: warehouse committed, payment committed, shipping committed",
+		"order-2: warehouse aborted: payment: card declined, payment aborted: payment: card declined",
+		"order-3: warehouse aborted: coordinator session ended",
+		"the coordinator crashes: its session expired",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -95,6 +102,7 @@ func TestScenariosOnARealServer(t *testing.T) {
 		"rwlock":    func() error { return rwlockScenario(ctx, c, p) },
 		"queue":     func() error { return queueScenario(ctx, c, p, 5, time.Millisecond) },
 		"barrier":   func() error { return barrierScenario(ctx, c, p, time.Millisecond) },
+		"2pc":       func() error { return twophaseScenario(ctx, c, p) },
 	} {
 		if err := run(); err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, out.String())

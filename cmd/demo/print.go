@@ -38,7 +38,9 @@ func (p *printer) event(who string, ev events.Event) {
 	if ev.Term != 0 {
 		s += fmt.Sprintf(" term=%d", ev.Term)
 	}
-	if n := len(ev.Node); n >= 10 && strings.Trim(ev.Node[n-10:], "0123456789") == "" {
+	if ev.Recipe == "twophase" && ev.Node != "" {
+		s += " tx=" + ev.Node[strings.LastIndexByte(ev.Node, '/')+1:]
+	} else if n := len(ev.Node); n >= 10 && strings.Trim(ev.Node[n-10:], "0123456789") == "" {
 		s += " seq=" + ev.Node[n-10:] // the node's sequence number (none yet on a create's prefix)
 	}
 	if ev.Token != 0 {
