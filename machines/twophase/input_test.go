@@ -15,7 +15,7 @@ import (
 func TestBadInput(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := ctxT(t)
-		conn := tg.Connect(t)
+		conn := connect(t, tg)
 		h := newRec()
 		for _, path := range []string{"", "app", "/", "/app/", "/a//b", "/a/../b"} {
 			if _, err := twophase.NewCoordinator(conn, path); !errors.Is(err, zk.ErrInvalidPath) {
@@ -42,7 +42,7 @@ func TestBadInput(t *testing.T) {
 			}
 		}
 
-		serve(t, tg.Connect(t), "a", h)
+		serve(t, connect(t, tg), "a", h)
 		c := newCoordinator(t, conn)
 		for _, tc := range []struct {
 			name string
@@ -102,7 +102,7 @@ func TestBadInput(t *testing.T) {
 func TestServeAndClose(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := ctxT(t)
-		conn := tg.Connect(t)
+		conn := connect(t, tg)
 		p, err := twophase.NewParticipant(conn, root, "a", newRec())
 		if err != nil {
 			t.Fatal(err)
@@ -128,8 +128,8 @@ func TestCancelledProposeAborts(t *testing.T) {
 		a := newRec()
 		release := a.gate("tx")
 		defer release()
-		serve(t, tg.Connect(t), "a", a)
-		c := newCoordinator(t, tg.Connect(t))
+		serve(t, connect(t, tg), "a", a)
+		c := newCoordinator(t, connect(t, tg))
 		pctx, cancel := context.WithCancel(ctx)
 		res := proposeAsync(pctx, c, "tx", nil, "a")
 		a.waitFor(t, ctx, "a preparing", func() bool { return a.entered["tx"] == 1 })
@@ -152,9 +152,9 @@ func TestFailedCommitIsRetried(t *testing.T) {
 		ctx := ctxT(t)
 		a := newRec()
 		a.failing = 2
-		conn := tg.Connect(t)
+		conn := connect(t, tg)
 		serve(t, conn, "a", a)
-		c := newCoordinator(t, tg.Connect(t))
+		c := newCoordinator(t, connect(t, tg))
 		if out, err := c.Propose(ctx, "tx", nil, []string{"a"}); err != nil || !out.Committed {
 			t.Fatalf("Propose: %+v %v", out, err)
 		}
@@ -178,8 +178,8 @@ func TestCloseDuringPropose(t *testing.T) {
 		a := newRec()
 		release := a.gate("tx")
 		defer release()
-		serve(t, tg.Connect(t), "a", a)
-		c := newCoordinator(t, tg.Connect(t))
+		serve(t, connect(t, tg), "a", a)
+		c := newCoordinator(t, connect(t, tg))
 		res := proposeAsync(ctx, c, "tx", nil, "a")
 		a.waitFor(t, ctx, "a preparing", func() bool { return a.entered["tx"] == 1 })
 		c.Close()

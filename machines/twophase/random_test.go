@@ -60,10 +60,10 @@ func TestRandomized(t *testing.T) {
 				}
 				return false, errors.New("random no")
 			}
-			recs[id], conns[id] = r, tg.Connect(t)
+			recs[id], conns[id] = r, connect(t, tg)
 			serve(t, conns[id], id, r)
 		}
-		cc := tg.Connect(t)
+		cc := connect(t, tg)
 		c := newCoordinator(t, cc, twophase.WithVoteTimeout(30*time.Second))
 
 		const batch = 10

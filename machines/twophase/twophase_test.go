@@ -22,9 +22,9 @@ func TestCommitWhenAllVoteYes(t *testing.T) {
 		recs := map[string]*rec{}
 		for _, id := range ids {
 			recs[id] = newRec()
-			serve(t, tg.Connect(t), id, recs[id])
+			serve(t, connect(t, tg), id, recs[id])
 		}
-		cc := tg.Connect(t)
+		cc := connect(t, tg)
 		c := newCoordinator(t, cc, twophase.WithRetention(200*time.Millisecond), twophase.WithID("coord-1"))
 		sub := c.Subscribe()
 		defer sub.Close()
@@ -67,11 +67,11 @@ func TestAbortOnNoVote(t *testing.T) {
 		ctx := ctxT(t)
 		a, b := newRec(), newRec()
 		b.vote = voteNo("out of stock")
-		serve(t, tg.Connect(t), "a", a)
-		sb := serve(t, tg.Connect(t), "b", b)
+		serve(t, connect(t, tg), "a", a)
+		sb := serve(t, connect(t, tg), "b", b)
 		sub := sb.p.Subscribe()
 		defer sub.Close()
-		c := newCoordinator(t, tg.Connect(t))
+		c := newCoordinator(t, connect(t, tg))
 		out, err := c.Propose(ctx, "tx1", nil, []string{"a", "b"})
 		if err != nil {
 			t.Fatal(err)
@@ -111,9 +111,9 @@ func TestAbortOnVoteTimeout(t *testing.T) {
 		a, b := newRec(), newRec()
 		release := b.gate("tx1")
 		defer release()
-		serve(t, tg.Connect(t), "a", a)
-		serve(t, tg.Connect(t), "b", b)
-		c := newCoordinator(t, tg.Connect(t), twophase.WithVoteTimeout(300*time.Millisecond))
+		serve(t, connect(t, tg), "a", a)
+		serve(t, connect(t, tg), "b", b)
+		c := newCoordinator(t, connect(t, tg), twophase.WithVoteTimeout(300*time.Millisecond))
 		out, err := c.Propose(ctx, "tx1", nil, []string{"a", "b"})
 		if err != nil {
 			t.Fatal(err)
@@ -139,10 +139,10 @@ func TestAbortWhenCoordinatorSessionEnds(t *testing.T) {
 		a, b := newRec(), newRec()
 		release := b.gate("tx1")
 		defer release()
-		ca := tg.Connect(t)
+		ca := connect(t, tg)
 		serve(t, ca, "a", a)
-		serve(t, tg.Connect(t), "b", b)
-		cc := tg.Connect(t)
+		serve(t, connect(t, tg), "b", b)
+		cc := connect(t, tg)
 		c := newCoordinator(t, cc, twophase.WithVoteTimeout(time.Minute))
 		res := proposeAsync(ctx, c, "tx1", nil, "a", "b")
 		waitExists(t, ca, root+"/tx/tx1/votes/a")
@@ -173,10 +173,10 @@ func TestRestartedParticipantGetsTheDecision(t *testing.T) {
 		a, b1 := newRec(), newRec()
 		releaseA := a.gate("tx1")
 		defer releaseA()
-		ca := tg.Connect(t)
+		ca := connect(t, tg)
 		serve(t, ca, "a", a)
-		s1 := serve(t, tg.Connect(t), "b", b1)
-		c := newCoordinator(t, tg.Connect(t))
+		s1 := serve(t, connect(t, tg), "b", b1)
+		c := newCoordinator(t, connect(t, tg))
 
 		// tx1: b votes yes and stops; the commit is decided without it.
 		res := proposeAsync(ctx, c, "tx1", []byte("one"), "a", "b")
@@ -198,7 +198,7 @@ func TestRestartedParticipantGetsTheDecision(t *testing.T) {
 		b2 := newRec()
 		releaseB2 := b2.gate("tx2")
 		defer releaseB2()
-		s2 := serve(t, tg.Connect(t), "b", b2)
+		s2 := serve(t, connect(t, tg), "b", b2)
 		if o := b2.outcome(t, ctx, "tx1"); !o.Committed {
 			t.Errorf("restarted b saw %+v for tx1", o)
 		}
@@ -224,7 +224,7 @@ func TestRestartedParticipantGetsTheDecision(t *testing.T) {
 			t.Fatalf("tx2: %+v %v", p.out, p.err)
 		}
 		b3 := newRec()
-		serve(t, tg.Connect(t), "b", b3)
+		serve(t, connect(t, tg), "b", b3)
 		if o := b3.outcome(t, ctx, "tx2"); o != p.out {
 			t.Errorf("restarted b saw %+v for tx2, want %+v", o, p.out)
 		}
