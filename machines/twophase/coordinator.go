@@ -18,12 +18,14 @@ import (
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
-// The states on the package's lifecycle events.
+// The states on the package's lifecycle events, a transaction's at a
+// participant: OFFER once its handler prepared (its vote is being
+// offered), DETERMINE once it voted (the decision is awaited), READY once
+// the decision was handled; a coordinator's events say READY (decided).
 const (
-	StatePrepared  events.State = "PREPARED"
-	StateVoted     events.State = "VOTED"
-	StateCommitted events.State = "COMMITTED"
-	StateAborted   events.State = "ABORTED"
+	statePrepared = events.StateOffer
+	stateVoted    = events.StateDetermine
+	stateDecided  = events.StateReady
 )
 
 // ErrAborted is the Err of an ABORTED event; its text ends with the reason.
@@ -379,9 +381,9 @@ func (c *Coordinator) finish(ctx context.Context, txID string, out Outcome, span
 	span.SetAttributes(attribute.Bool("twophase.committed", out.Committed))
 	// On failure, our session's end deletes it.
 	_ = c.conn.Delete(ctx, c.p.coordinator(txID), zk.AnyVersion)
-	ev := events.Event{Type: events.Committed, State: StateCommitted}
+	ev := events.Event{Type: events.Committed, State: stateDecided}
 	if !out.Committed {
-		ev = events.Event{Type: events.Aborted, State: StateAborted, Err: fmt.Errorf("%w: %s", ErrAborted, out.Reason)}
+		ev = events.Event{Type: events.Aborted, State: stateDecided, Err: fmt.Errorf("%w: %s", ErrAborted, out.Reason)}
 	}
 	publish(c.bus, c.conn, c.p.root, c.o.id, c.p.tx(txID), span.SpanContext(), ev)
 	c.box.Put(expiry{tx: txID, at: time.Now().Add(c.o.retention)})

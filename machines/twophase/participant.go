@@ -437,7 +437,7 @@ func (s *server) step(t *ptx) error {
 			} else if !yes {
 				t.reason = "voted no"
 			}
-			s.emit(t, events.Event{Type: events.Prepared, Phase: events.PhaseBegin, State: StatePrepared})
+			s.emit(t, events.Event{Type: events.Prepared, Phase: events.PhaseBegin, State: statePrepared})
 			t.state = stVote
 		case stVote:
 			_, err := s.conn.Create(s.ctx, s.p.vote(t.id, s.id), encodeVote(t.yes, t.reason), zk.ModePersistent)
@@ -454,7 +454,7 @@ func (s *server) step(t *ptx) error {
 			case err != nil:
 				return err
 			}
-			ev := events.Event{Type: events.Voted, State: StateVoted}
+			ev := events.Event{Type: events.Voted, State: stateVoted}
 			if !t.yes {
 				ev.Err = fmt.Errorf("%w: %s", ErrAborted, t.reason)
 			}
@@ -515,9 +515,9 @@ func (s *server) step(t *ptx) error {
 			if err != nil {
 				return fmt.Errorf("twophase: handler: %w", err)
 			}
-			ev := events.Event{Type: events.Committed, Phase: events.PhaseEnded, State: StateCommitted}
+			ev := events.Event{Type: events.Committed, Phase: events.PhaseEnded, State: stateDecided}
 			if !t.outcome.Committed {
-				ev = events.Event{Type: events.Aborted, Phase: events.PhaseFailed, State: StateAborted,
+				ev = events.Event{Type: events.Aborted, Phase: events.PhaseFailed, State: stateDecided,
 					Err: fmt.Errorf("%w: %s", ErrAborted, t.outcome.Reason)}
 			}
 			s.emit(t, ev)
