@@ -12,6 +12,7 @@
 //	zkbench semaphore -zk 127.0.0.1:2181 -clients 8 -leases 2 -hold-us 1000
 //	zkbench queue -zk 127.0.0.1:2181 -kind fifo -producers 1 -consumers 1 -items 2000
 //	zkbench barrier -zk 127.0.0.1:2181 -members 5 -rounds 20
+//	zkbench twophase -zk 127.0.0.1:2181 -participants 5 -txs 200
 //
 // Latencies are objects {n, mean_us, p50_us, p90_us, p99_us, max_us} with
 // nearest-rank percentiles. -zk takes host:port[,host:port...], or "sim"
@@ -57,6 +58,8 @@ const usage = `usage: zkbench BENCH -zk ADDR [flags]
   barrier  M members (one session each) enter and leave a double barrier,
          R rounds: all at once (the peers' shape), then with the last
          arrival timed beside a create → watch event in the same run
+  twophase  a coordinator proposes T transactions in turn to P participants
+         voting yes: commit time beside its floor from raw round trips
 
   scale  H lock handles (one actor each) on P paths over C connections:
          what an idle handle costs, then all acquire and release once
@@ -75,6 +78,7 @@ var benches = map[string]func(ctx context.Context, args []string) (obj, error){
 	"semaphore": semaphoreBench,
 	"queue":     queueBench,
 	"barrier":   barrierBench,
+	"twophase":  twophaseBench,
 	"scale":     scaleBench,
 }
 

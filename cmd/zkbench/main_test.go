@@ -126,7 +126,8 @@ func TestBadArguments(t *testing.T) {
 		{"semaphore", "-zk", "sim", "-leases", "0"}, {"semaphore", "-zk", "sim", "-clients", "0"}, {"semaphore", "-zk", "sim", "-hold-us", "-1"},
 		{"queue", "-zk", "sim", "-kind", "lifo"}, {"queue", "-zk", "sim", "-items", "0"}, {"queue", "-zk", "sim", "-consumers", "0"},
 		{"queue", "-zk", "sim", "-kind", "priority", "-batch", "5"}, {"queue", "-zk", "sim", "-payload", "9"},
-		{"barrier", "-zk", "sim", "-members", "1"}, {"barrier", "-zk", "sim", "-rounds", "0"}} {
+		{"barrier", "-zk", "sim", "-members", "1"}, {"barrier", "-zk", "sim", "-rounds", "0"},
+		{"twophase", "-zk", "sim", "-participants", "0"}, {"twophase", "-zk", "sim", "-txs", "0"}} {
 		var stdout, stderr bytes.Buffer
 		if code := run(t.Context(), args, &stdout, &stderr); code == 0 || stdout.Len() > 0 {
 			t.Errorf("zkbench %q: exit %d, stdout %q; want a failure and no line", args, code, stdout.String())
@@ -246,6 +247,21 @@ func TestBarrierBenchOnSim(t *testing.T) {
 	}
 	if r, _ := out["last_arrival_p50_per_create_notify_p50"].(float64); r <= 0 {
 		t.Errorf("last_arrival_p50_per_create_notify_p50 = %v", out["last_arrival_p50_per_create_notify_p50"])
+	}
+}
+
+func TestTwophaseBenchOnSim(t *testing.T) {
+	out := runBench(t, "twophase", "-zk", "sim", "-participants", "3", "-txs", "20")
+	if out["ok"] != true || out["txs"] != 20.0 || out["aborted"] != 0.0 {
+		t.Errorf("ok %v, txs %v, aborted %v, errors %v", out["ok"], out["txs"], out["aborted"], out["errors"])
+	}
+	for _, k := range []string{"commit_ms", "create_ms", "create_notify_ms"} {
+		if n := latency(t, out, k)["n"]; n != 20.0 {
+			t.Errorf("%s.n = %v, want 20", k, n)
+		}
+	}
+	if r, _ := out["commit_p50_per_floor"].(float64); r <= 0 {
+		t.Errorf("commit_p50_per_floor = %v", out["commit_p50_per_floor"])
 	}
 }
 
