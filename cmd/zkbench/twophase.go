@@ -9,12 +9,15 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/twophase"
 )
 
 // twophaseBench: one coordinator proposes -txs transactions in turn to
 // -participants participants (one session each) whose handlers vote yes
-// at once; commit_ms times each Propose. Its floor, from raw round trips
+// at once; commit_ms times each Propose. The next transaction starts once
+// every participant has handled the last (its COMMITTED event), so that
+// each Propose is timed on idle participants. Its floor, from raw round trips
 // of the same run: the transaction's create (a multi), its notification
 // to a participant, the vote's create and its notification to the
 // coordinator, and the decision's create: 2 × create_notify_ms +
@@ -51,6 +54,7 @@ func twophaseBench(ctx context.Context, args []string) (obj, error) {
 		serving.Wait()
 	}()
 	ids := make([]string, *participants)
+	var subs []*events.Subscription
 	for i := range ids {
 		ids[i] = fmt.Sprintf("p%d", i)
 		cn, err := open()
@@ -62,6 +66,7 @@ func twophaseBench(ctx context.Context, args []string) (obj, error) {
 			return nil, err
 		}
 		defer p.Close()
+		subs = append(subs, p.Subscribe(events.WithBuffer(4**txs)))
 		serving.Go(func() { _ = p.Serve(sctx) })
 	}
 	cconn, err := open()
@@ -89,6 +94,10 @@ func twophaseBench(ctx context.Context, args []string) (obj, error) {
 		commit = append(commit, time.Since(t0))
 		if !out.Committed {
 			aborted++
+		}
+		if err := awaitHandled(ctx, subs); err != nil {
+			errs = append(errs, fmt.Sprintf("tx%d: %v", i, err))
+			break
 		}
 	}
 	// The floor's parts, on the same server, now.
@@ -134,3 +143,21 @@ type yesHandler struct{}
 func (yesHandler) Prepare(context.Context, twophase.Tx) (bool, error) { return true, nil }
 func (yesHandler) Commit(context.Context, twophase.Tx) error          { return nil }
 func (yesHandler) Abort(context.Context, twophase.Tx, string) error   { return nil }
+
+// awaitHandled waits for one COMMITTED or ABORTED event of each
+// subscription.
+func awaitHandled(ctx context.Context, subs []*events.Subscription) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, sub := range subs {
+		for done := false; !done; {
+			select {
+			case ev := <-sub.C:
+				done = ev.Type == events.Committed || ev.Type == events.Aborted
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for the participants to handle it: %w", ctx.Err())
+			}
+		}
+	}
+	return nil
+}

@@ -174,15 +174,6 @@ func (c *Coordinator) Propose(ctx context.Context, txID string, payload []byte, 
 }
 
 func (c *Coordinator) propose(ctx context.Context, txID string, payload []byte, participants []string, span trace.Span) (Outcome, error) {
-	for _, id := range participants {
-		_, ok, err := c.conn.Exists(ctx, c.p.participant(id))
-		if err != nil {
-			return Outcome{}, fmt.Errorf("twophase: checking participant %q: %w", id, err)
-		}
-		if !ok {
-			return Outcome{}, fmt.Errorf("%w: %q", ErrUnknownParticipant, id)
-		}
-	}
 	if err := c.create(ctx, txID, payload, participants); err != nil {
 		return Outcome{}, err
 	}
@@ -217,6 +208,11 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 	for _, id := range participants {
 		ops = append(ops, &zk.CreateOp{Path: c.p.inboxEntry(id, txID), Mode: zk.ModePersistent})
 	}
+	// Every participant must be registered: checked in the same multi, so
+	// that the check costs no round trip and nothing is created without it.
+	for _, id := range participants {
+		ops = append(ops, &zk.CheckOp{Path: c.p.participant(id), Version: zk.AnyVersion})
+	}
 	var b backoff
 	ensured := false
 	for {
@@ -224,6 +220,8 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 		switch {
 		case err == nil:
 			return nil
+		case errors.Is(err, zk.ErrNoNode) && ensured:
+			return c.unknown(ctx, participants, err)
 		case errors.Is(err, zk.ErrNoNode) && !ensured:
 			// A registered participant has its inbox already; the
 			// transactions' directory is made by the first Propose.
@@ -254,6 +252,21 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 	}
 }
 
+// unknown names the participant that is not registered, after a multi
+// failed with NoNode once every directory was there.
+func (c *Coordinator) unknown(ctx context.Context, participants []string, err error) error {
+	for _, id := range participants {
+		_, ok, eerr := c.conn.Exists(ctx, c.p.participant(id))
+		if eerr != nil {
+			return fmt.Errorf("twophase: checking participant %q: %w", id, eerr)
+		}
+		if !ok {
+			return fmt.Errorf("%w: %q", ErrUnknownParticipant, id)
+		}
+	}
+	return fmt.Errorf("twophase: creating the transaction: %w", err)
+}
+
 // collect waits for the votes and returns the decision: its own, or one
 // someone else made.
 func (c *Coordinator) collect(ctx context.Context, txID string, participants []string) (Outcome, error) {
@@ -276,52 +289,65 @@ func (c *Coordinator) collect(ctx context.Context, txID string, participants []s
 		var want *Outcome
 		if retry == nil {
 			err := func() error {
-				if decW == nil {
-					_, ok, w, err := c.conn.ExistsW(ctx, c.p.decision(txID))
-					if err != nil {
-						return err
+				// The decision, our node and the votes, read at once.
+				var (
+					decOK, coordOK     bool
+					decErr, coordErr   error
+					kids               []string
+					kidsErr            error
+					wg                 sync.WaitGroup
+					needDec, needCoord = decW == nil, coordW == nil
+				)
+				if needDec {
+					wg.Go(func() { _, decOK, decW, decErr = c.conn.ExistsW(ctx, c.p.decision(txID)) })
+				}
+				if needCoord {
+					wg.Go(func() { _, coordOK, coordW, coordErr = c.conn.ExistsW(ctx, c.p.coordinator(txID)) })
+				}
+				needVotes := votesW == nil
+				if needVotes {
+					kids, _, votesW, kidsErr = c.conn.ChildrenW(ctx, c.p.votes(txID))
+				}
+				wg.Wait()
+				if err := errors.Join(decErr, coordErr, kidsErr); err != nil {
+					return err
+				}
+				switch {
+				case needDec && decOK:
+					want = &Outcome{} // read by decide below
+					return nil
+				case needCoord && !coordOK:
+					want = &Outcome{Reason: ReasonCoordinatorGone}
+					return nil
+				}
+				if !needVotes {
+					return nil
+				}
+				// The new votes, read at once.
+				var fresh []string
+				for _, id := range kids {
+					if member[id] && !voted[id] {
+						fresh = append(fresh, id)
 					}
-					if ok {
-						want = &Outcome{} // read by decide below
+				}
+				datas, errs := make([][]byte, len(fresh)), make([]error, len(fresh))
+				for i, id := range fresh {
+					wg.Go(func() { datas[i], _, errs[i] = c.conn.Get(ctx, c.p.vote(txID, id)) })
+				}
+				wg.Wait()
+				if err := errors.Join(errs...); err != nil {
+					votesW = nil
+					return err
+				}
+				for i, id := range fresh {
+					voted[id] = true
+					if yes, reason := decodeVote(datas[i]); !yes {
+						want = &Outcome{Reason: id + ": " + reason}
 						return nil
 					}
-					decW = w
 				}
-				if coordW == nil {
-					_, ok, w, err := c.conn.ExistsW(ctx, c.p.coordinator(txID))
-					if err != nil {
-						return err
-					}
-					if !ok {
-						want = &Outcome{Reason: ReasonCoordinatorGone}
-						return nil
-					}
-					coordW = w
-				}
-				if votesW == nil {
-					kids, _, w, err := c.conn.ChildrenW(ctx, c.p.votes(txID))
-					if err != nil {
-						return err
-					}
-					votesW = w
-					for _, id := range kids {
-						if !member[id] || voted[id] {
-							continue
-						}
-						data, _, err := c.conn.Get(ctx, c.p.vote(txID, id))
-						if err != nil {
-							votesW = nil
-							return err
-						}
-						voted[id] = true
-						if yes, reason := decodeVote(data); !yes {
-							want = &Outcome{Reason: id + ": " + reason}
-							return nil
-						}
-					}
-					if len(voted) == len(participants) {
-						want = &Outcome{Committed: true}
-					}
+				if len(voted) == len(participants) {
+					want = &Outcome{Committed: true}
 				}
 				return nil
 			}()

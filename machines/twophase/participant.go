@@ -357,10 +357,14 @@ func (s *server) syncInbox() ([]*ptx, error) {
 		return nil, nil
 	}
 	inbox := s.p.inbox(s.id)
-	if err := ensurePath(s.ctx, s.conn, inbox); err != nil {
-		return nil, err
-	}
 	kids, _, w, err := s.conn.ChildrenW(s.ctx, inbox)
+	if errors.Is(err, zk.ErrNoNode) {
+		// Made once: a create, even one that finds the node, is a write.
+		if err := ensurePath(s.ctx, s.conn, inbox); err != nil {
+			return nil, err
+		}
+		kids, _, w, err = s.conn.ChildrenW(s.ctx, inbox)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -388,7 +392,17 @@ func (s *server) step(t *ptx) error {
 	for {
 		switch t.state {
 		case stLoad:
-			data, _, err := s.conn.Get(s.ctx, s.p.tx(t.id))
+			// The transaction, its decision (with a watch) and our vote,
+			// read at once: one round trip.
+			var (
+				data, vote []byte
+				err, verr  error
+				wg         sync.WaitGroup
+			)
+			wg.Go(func() { data, _, err = s.conn.Get(s.ctx, s.p.tx(t.id)) })
+			wg.Go(func() { vote, _, verr = s.conn.Get(s.ctx, s.p.vote(t.id, s.id)) })
+			decided, derr := s.readDecision(t)
+			wg.Wait()
 			if errors.Is(err, zk.ErrNoNode) {
 				t.state = stHandled // gone (retention): nothing to learn
 				continue
@@ -405,7 +419,19 @@ func (s *server) step(t *ptx) error {
 			t.ctx, t.span = s.tracer.Start(s.ctx, "twophase.participate "+t.id, trace.WithAttributes(
 				attribute.String("twophase.tx", t.id), attribute.String("twophase.participant", s.id),
 				attribute.String("zk.path", s.p.root)))
-			t.state = stCheck
+			switch {
+			case derr != nil:
+				return derr
+			case decided:
+				continue // readDecision moved it on
+			case errors.Is(verr, zk.ErrNoNode):
+				t.state = stPrepare
+			case verr != nil:
+				return verr
+			default:
+				t.yes, t.reason = decodeVote(vote)
+				t.state = stVoted
+			}
 		case stCheck:
 			decided, err := s.readDecision(t)
 			if err != nil {
