@@ -214,14 +214,21 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 		ops = append(ops, &zk.CheckOp{Path: c.p.participant(id), Version: zk.AnyVersion})
 	}
 	var b backoff
-	ensured := false
+	ensured, checks := false, 0
 	for {
 		_, err := c.conn.Multi(ctx, ops...)
 		switch {
 		case err == nil:
 			return nil
 		case errors.Is(err, zk.ErrNoNode) && ensured:
-			return c.unknown(ctx, participants, err)
+			// A participant is not registered, or was not a moment ago.
+			if uerr := c.unknown(ctx, participants); uerr != nil {
+				return uerr
+			}
+			if checks++; checks == 3 {
+				return fmt.Errorf("twophase: creating transaction %q: %w", txID, err)
+			}
+			continue
 		case errors.Is(err, zk.ErrNoNode) && !ensured:
 			// A registered participant has its inbox already; the
 			// transactions' directory is made by the first Propose.
@@ -252,19 +259,19 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 	}
 }
 
-// unknown names the participant that is not registered, after a multi
-// failed with NoNode once every directory was there.
-func (c *Coordinator) unknown(ctx context.Context, participants []string, err error) error {
+// unknown names a participant that is not registered (ErrUnknownParticipant),
+// or returns nil when every one is.
+func (c *Coordinator) unknown(ctx context.Context, participants []string) error {
 	for _, id := range participants {
-		_, ok, eerr := c.conn.Exists(ctx, c.p.participant(id))
-		if eerr != nil {
-			return fmt.Errorf("twophase: checking participant %q: %w", id, eerr)
+		_, ok, err := c.conn.Exists(ctx, c.p.participant(id))
+		if err != nil {
+			return fmt.Errorf("twophase: checking participant %q: %w", id, err)
 		}
 		if !ok {
 			return fmt.Errorf("%w: %q", ErrUnknownParticipant, id)
 		}
 	}
-	return fmt.Errorf("twophase: creating the transaction: %w", err)
+	return nil
 }
 
 // collect waits for the votes and returns the decision: its own, or one
