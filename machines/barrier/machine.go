@@ -516,3 +516,14 @@ func members(children []string, skip string) []string {
 	}
 	return ms
 }
+
+// Diagram renders the machine's states and transitions as a Mermaid state
+// diagram (the same as Mermaid of a new machine; docs/diagrams is
+// generated from it).
+func Diagram() string {
+	f, err := runtime.NewFSM(states, events.StateStart, transitions)
+	if err != nil {
+		return err.Error()
+	}
+	return f.Mermaid()
+}

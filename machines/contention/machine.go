@@ -1303,3 +1303,14 @@ func Contenders(children, markers []string) []string {
 	}
 	return names
 }
+
+// Diagram renders the machine's states and transitions as a Mermaid state
+// diagram (the same as FSM().Mermaid() of a new machine; docs/diagrams is
+// generated from it).
+func Diagram() string {
+	f, err := runtime.NewFSM(events.States, events.StateStart, transitions)
+	if err != nil {
+		return err.Error()
+	}
+	return f.Mermaid()
+}

@@ -894,3 +894,14 @@ func (m *Machine) reply(o *out, req uint64, v any, err error) {
 func (m *Machine) event(o *out, t events.Type, node string, err error) {
 	o.Events = append(o.Events, events.Event{Type: t, State: m.fsm.Current(), Node: node, Err: err})
 }
+
+// Diagram renders the machine's states and transitions as a Mermaid state
+// diagram (the same as Mermaid of a new machine; docs/diagrams is
+// generated from it).
+func Diagram() string {
+	f, err := runtime.NewFSM(states, events.StateStart, transitions)
+	if err != nil {
+		return err.Error()
+	}
+	return f.Mermaid()
+}
