@@ -38,28 +38,44 @@ func itemPrefix(prio int64, priority bool) string {
 }
 
 // parseItem parses a child's name; ok is false for a child that is not an
-// item.
+// item. The sequence is ZooKeeper's: a signed 32-bit counter written
+// %010d, so after 2147483647 come -2147483648 (eleven characters) up to
+// -000000001; it is read as the unsigned serial number that continues the
+// order across the wrap.
 func parseItem(name string) (itemName, bool) {
 	rest, ok := strings.CutPrefix(name, Prefix)
 	if !ok {
 		return itemName{}, false
 	}
 	var prio int64
-	if len(rest) == 21 && rest[10] == '-' {
+	if len(rest) >= 21 && rest[10] == '-' {
 		p, ok := digits(rest[:10])
 		if !ok {
 			return itemName{}, false
 		}
 		prio, rest = p, rest[11:]
 	}
-	if len(rest) != 10 {
+	seq, ok := sequence(rest)
+	if !ok {
 		return itemName{}, false
 	}
-	seq, ok := digits(rest)
-	if !ok || seq > math.MaxUint32 {
-		return itemName{}, false
+	return itemName{name: name, prio: prio, seq: seq}, true
+}
+
+// sequence reads a sequence suffix as ZooKeeper writes it: ten digits up
+// to 2147483647, or a negative number after the wrap.
+func sequence(s string) (uint32, bool) {
+	if len(s) == 10 {
+		if n, ok := digits(s); ok && n <= math.MaxInt32 {
+			return uint32(n), true
+		}
 	}
-	return itemName{name: name, prio: prio, seq: uint32(seq)}, true
+	if (len(s) == 10 || len(s) == 11) && s[0] == '-' {
+		if n, ok := digits(s[1:]); ok && -n >= math.MinInt32 && n > 0 && fmt.Sprintf("%010d", -n) == s {
+			return uint32(int32(-n)), true
+		}
+	}
+	return 0, false
 }
 
 // digits parses a run of ASCII digits.
