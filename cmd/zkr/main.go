@@ -3,7 +3,7 @@
 //
 //	zkr lock [flags] PATH -- CMD ARGS...       run CMD while holding the lock at PATH
 //	zkr elect [flags] PATH ID -- CMD ARGS...   run CMD while ID leads the election at PATH
-//	zkr elect -observe [flags] PATH            print each leader change, until interrupted
+//	zkr elect -observe [flags] PATH            print each leader change, until interrupted (then exit 0)
 //	zkr holders [-election] [flags] PATH       print the lock's holder (or the election's participants)
 //	zkr queue offer [flags] PATH DATA          add DATA to the queue at PATH
 //	zkr queue take [flags] PATH                remove and print the head item, waiting for one

@@ -177,8 +177,9 @@ func (z *zkr) testExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
+	// The command ignores SIGTERM, so it takes the SIGKILL after -grace.
 	first := z.cmd("lock", "-zk", p.Addr(), "-session", "2s", "-grace", "1s", "/y", "--",
-		"sh", "-c", `echo "$ZKR_LOCK_NODE $ZKR_LOCK_TOKEN"; exec sleep 60`)
+		"sh", "-c", `trap '' TERM; echo "$ZKR_LOCK_NODE $ZKR_LOCK_TOKEN"; exec sleep 60`)
 	out1 := startWithPipe(t, first)
 	held := strings.Fields(next(t, out1))
 	if len(held) != 2 {
@@ -202,8 +203,8 @@ func (z *zkr) testExpiry(t *testing.T) {
 		t.Fatalf("expire the first holder's session: %v", err)
 	}
 
-	if code := waitExit(t, first); code != 128+int(syscall.SIGTERM) {
-		t.Errorf("first zkr exited with %d, want %d (its command got SIGTERM)", code, 128+int(syscall.SIGTERM))
+	if code := waitExit(t, first); code != 128+int(syscall.SIGKILL) {
+		t.Errorf("first zkr exited with %d, want %d (its command killed after the grace)", code, 128+int(syscall.SIGKILL))
 	}
 	token := next(t, out2)
 	if code := waitExit(t, second); code != 0 {
