@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/machines/election"
+	"github.com/zkrecipes/zkrecipes/machines/lock"
+	"github.com/zkrecipes/zkrecipes/machines/queue"
+)
+
+// session connects for a command without CMD: ctx ends at SIGINT or
+// SIGTERM. done closes what it opened.
+func (e *env) session(c *common) (ctx context.Context, conn zk.Conn, done func(), err error) {
+	ctx, stop := e.untilSignal()
+	conn, err = c.connect(ctx)
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return ctx, conn, func() {
+		conn.Close()
+		stop()
+	}, nil
+}
+
+// onePath checks that the arguments after the flags are one path.
+func onePath(c *common, args []string) (string, error) {
+	if err := c.parse(args); err != nil {
+		return "", err
+	}
+	if c.fs.NArg() != 1 {
+		return "", usagef("want one PATH, got %q (-h for usage)", c.fs.Args())
+	}
+	return c.fs.Arg(0), checkPath(c.fs.Arg(0))
+}
+
+// observe prints the leader at c's path, then each change, until a signal.
+func (e *env) observe(c *common) int {
+	if c.fs.NArg() != 1 {
+		return e.fail("elect", usagef("-observe wants one PATH, got %q", c.fs.Args()))
+	}
+	path := c.fs.Arg(0)
+	if err := checkPath(path); err != nil {
+		return e.fail("elect", err)
+	}
+	ctx, conn, done, err := e.session(c)
+	if err != nil {
+		return e.fail("elect", err)
+	}
+	defer done()
+	el, err := election.New(conn, path)
+	if err != nil {
+		return e.fail("elect", err)
+	}
+	defer el.Close()
+	for l := range el.Observe(ctx) {
+		if l.Vacant() {
+			c.print(e.stdout, "(none)", map[string]any{"leader": nil})
+			continue
+		}
+		c.print(e.stdout, l.ID+"\t"+l.Node+"\t"+strconv.FormatInt(l.Token, 10),
+			map[string]any{"leader": l.ID, "node": l.Node, "token": l.Token})
+	}
+	if ctx.Err() != nil {
+		return 0 // interrupted: the normal end
+	}
+	return e.fail("elect", fmt.Errorf("observing stopped: %w", el.Err()))
+}
+
+func holdersCmd(e *env, args []string) int {
+	c := newCommon("holders", "zkr holders [-election] [flags] PATH", e.stderr)
+	elect := c.fs.Bool("election", false, "PATH is an election: print its participants in queue order (the first leads)")
+	path, err := onePath(c, args)
+	if err != nil {
+		return e.fail("holders", err)
+	}
+	ctx, conn, done, err := e.session(c)
+	if err != nil {
+		return e.fail("holders", err)
+	}
+	defer done()
+	if *elect {
+		el, err := election.New(conn, path)
+		if err != nil {
+			return e.fail("holders", err)
+		}
+		defer el.Close()
+		ps, err := el.Participants(ctx)
+		if err != nil {
+			return e.fail("holders", waitErr(ctx, err))
+		}
+		for _, p := range ps {
+			c.print(e.stdout, p.ID+"\t"+p.Node, map[string]any{"id": p.ID, "node": p.Node})
+		}
+		return 0
+	}
+	hs, err := lock.Holders(ctx, conn, path)
+	if err != nil {
+		return e.fail("holders", waitErr(ctx, err))
+	}
+	for _, h := range hs {
+		c.print(e.stdout, h.Node+"\t"+strconv.FormatInt(h.Token, 10),
+			map[string]any{"node": h.Node, "token": h.Token, "id": h.ID})
+	}
+	return 0
+}
+
+func queueCmd(e *env, args []string) int {
+	c := newCommon("queue", "zkr queue offer [flags] PATH DATA | take [flags] PATH | len [flags] PATH", e.stderr)
+	// Flags may come before the verb, after it, or both.
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return e.fail("queue", c.parse(args))
+		}
+		return e.fail("queue", usageError{err.Error()})
+	}
+	if c.fs.NArg() == 0 {
+		return e.fail("queue", usagef("want offer, take or len (-h for usage)"))
+	}
+	verb := c.fs.Arg(0)
+	want := map[string]int{"offer": 2, "take": 1, "len": 1}[verb]
+	if want == 0 {
+		return e.fail("queue", usagef("unknown verb %q: want offer, take or len", verb))
+	}
+	if err := c.parse(c.fs.Args()[1:]); err != nil {
+		return e.fail("queue", err)
+	}
+	if c.fs.NArg() != want {
+		return e.fail("queue", usagef("%s wants %d arguments, got %q", verb, want, c.fs.Args()))
+	}
+	path := c.fs.Arg(0)
+	if err := checkPath(path); err != nil {
+		return e.fail("queue", err)
+	}
+	ctx, conn, done, err := e.session(c)
+	if err != nil {
+		return e.fail("queue", err)
+	}
+	defer done()
+	q, err := queue.New(conn, path)
+	if err != nil {
+		return e.fail("queue", err)
+	}
+	defer q.Close()
+	switch verb {
+	case "offer":
+		err = q.Offer(ctx, []byte(c.fs.Arg(1)))
+	case "take":
+		var data []byte
+		if data, err = q.Take(ctx); err == nil {
+			c.print(e.stdout, string(data), map[string]any{"data": string(data)})
+		}
+	case "len":
+		var n int
+		if n, err = q.Len(ctx); err == nil {
+			c.print(e.stdout, strconv.Itoa(n), map[string]any{"len": n})
+		}
+	}
+	if err != nil {
+		return e.fail("queue", waitErr(ctx, err))
+	}
+	return 0
+}
