@@ -80,6 +80,10 @@ type Machine struct {
 	busy       uint64   // the handler command in flight (0: none)
 	inboxCmd   uint64   // the inbox listing in flight, or its watch
 	inboxArmed bool
+	// done: transactions whose inbox entry we deleted, and the last
+	// command made before: a listing made before the delete may still
+	// show the entry.
+	done       map[string]uint64
 	regCmd     uint64 // the registration in flight, or its watch
 	registered bool
 	sleepCmd   uint64 // the resync timer
@@ -224,6 +228,7 @@ func (m *Machine) Step(in Input) out {
 			break
 		}
 		delete(m.txs, t.id)
+		m.done[t.id] = m.nextCmd
 	case deregistered:
 		if i.Cmd == m.deregCmd {
 			m.deregCmd = 0
@@ -248,7 +253,7 @@ func (m *Machine) serve(o *out, req uint64) {
 		m.reply(o, req, ErrServing)
 		return
 	}
-	m.serving, m.txs, m.failed = req, make(map[string]*ptx), false
+	m.serving, m.txs, m.done, m.failed = req, make(map[string]*ptx), make(map[string]uint64), false
 	m.b.reset()
 	// The inbox first: once we are registered, Proposes naming us find
 	// it. Registering follows its listing.
@@ -384,12 +389,16 @@ func (m *Machine) inboxListed(o *out, i inboxListed) {
 		m.register(o)
 	}
 	for _, id := range i.Kids {
+		if at, ok := m.done[id]; ok && i.Cmd <= at {
+			continue // deleted by us after this listing was made
+		}
 		if _, ok := m.txs[id]; !ok {
 			t := &ptx{id: id}
 			m.txs[id] = t
 			m.advance(o, t)
 		}
 	}
+	clear(m.done) // listings made from now on are made after those deletes
 }
 
 // tx is the transaction id whose command cmd is answered, or nil for a

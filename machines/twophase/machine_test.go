@@ -291,3 +291,22 @@ func TestTranscriptSessionLostAndClose(t *testing.T) {
 	tr.wantState(events.StateStop)
 	tr.check("session_lost_and_close")
 }
+
+// A listing of the inbox made before our delete of tx1's entry, answered
+// after it, still shows tx1: it is not taken for a new transaction (its
+// handler is not called twice); tx2, new, is loaded.
+func TestTranscriptStaleListingAfterDelete(t *testing.T) {
+	tr := newTranscript(t)
+	ld := tr.serving()
+	out := tr.step(loaded{Cmd: ld, Tx: "tx1", Decided: true, Outcome: Outcome{Committed: true}})
+	out = tr.step(handled{Cmd: commands[handle](out)[0].Cmd, Tx: "tx1"})
+	del := commands[deleteEntry](out)[0]
+	out = tr.step(inboxEvent{Cmd: 1, Type: zk.EventNodeChildrenChanged})
+	li := commands[listInbox](out)[0]
+	tr.step(entryDeleted{Cmd: del.Cmd, Tx: "tx1"})
+	out = tr.step(inboxListed{Cmd: li.Cmd, Kids: []string{"tx1", "tx2"}})
+	if l := commands[load](out); len(l) != 1 || l[0].Tx != "tx2" {
+		t.Fatalf("loads %v, want tx2 only", l)
+	}
+	tr.check("stale_listing_after_delete")
+}
