@@ -57,8 +57,14 @@
 // transaction ("twophase.participate <txID>") with a child per handler
 // call, on otel's global provider.
 //
-// A Participant runs its handler on the goroutine that called Serve, one
-// transaction step at a time; a Coordinator's Propose runs on its caller's
-// goroutine, and the handle has one goroutine that deletes finished
-// transactions.
+// A Participant is an actor: a pure state machine (Machine, run by a
+// runtime.Shell on one goroutine with one mailbox) whose ZooKeeper requests
+// and Handler calls are made off the actor, on goroutines of the
+// participant's, and come back to it as inputs. Its handler is called one
+// call at a time, with a ctx that carries Serve's values and ends with it.
+// Its states (State): START while not serving, DETERMINE while serving
+// with transactions pending, READY while serving and idle, FAILED after
+// its session ended until it is registered again, STOP once closed. A
+// Coordinator's Propose runs on its caller's goroutine, and the handle has
+// one goroutine that deletes finished transactions.
 package twophase

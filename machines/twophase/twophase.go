@@ -63,8 +63,11 @@ type Outcome struct {
 	Reason    string
 }
 
-// Handler is a participant's part of the protocol. Its methods run on the
-// goroutine that called Serve, with Serve's ctx.
+// Handler is a participant's part of the protocol. Its methods are called
+// one at a time per participant, off the participant's actor, with a ctx
+// that carries Serve's values and ends when Serve's ctx ends or the
+// participant is closed; Serve returns only once a call in flight has
+// returned.
 type Handler interface {
 	// Prepare votes on tx: true votes yes. An error votes no with its text
 	// as the reason (unless Serve's ctx ended: then nothing is voted, and

@@ -1,0 +1,367 @@
+package twophase
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// exec makes one command's requests (or handler call) off the actor and
+// posts their replies (and a watch's event) back as inputs. Requests are
+// not retried here: an error goes back to the machine, which makes the
+// command again at its next resync (every request is safe to repeat: a
+// create that finds its node reads it).
+func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.Op) {
+	conn, ps := p.conn, p.p
+	do := func(ctx context.Context, name string, f func(ctx context.Context) error) error {
+		var err error
+		op(ctx, name, func(ctx context.Context) error { err = f(ctx); return err })
+		return err
+	}
+	switch c := cmd.(type) {
+	case listInbox:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := inboxListed{Cmd: c.Cmd}
+			inbox := ps.inbox(p.id)
+			var w <-chan zk.WatchEvent
+			list := func(ctx context.Context) (err error) {
+				r.Kids, _, w, err = conn.ChildrenW(ctx, inbox)
+				return err
+			}
+			r.Err = do(ctx, "children", list)
+			if errors.Is(r.Err, zk.ErrNoNode) {
+				// Made once: a create, even one that finds the node, is a write.
+				if r.Err = do(ctx, "create", func(ctx context.Context) error { return ensurePath(ctx, conn, inbox) }); r.Err == nil {
+					r.Err = do(ctx, "children", list)
+				}
+			}
+			if r.Err != nil {
+				return r, true
+			}
+			sh.Post(r, true)
+			return awaitWatch(ctx, w, func(t zk.EventType) Input { return inboxEvent{Cmd: c.Cmd, Type: t} })
+		})
+	case register:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := registered{Cmd: c.Cmd}
+			var w <-chan zk.WatchEvent
+			r.Err = do(ctx, "create", func(ctx context.Context) (err error) {
+				w, err = p.register(ctx)
+				return err
+			})
+			if r.Err != nil {
+				return r, true
+			}
+			sh.Post(r, true)
+			return awaitWatch(ctx, w, func(t zk.EventType) Input { return regEvent{Cmd: c.Cmd, Type: t} })
+		})
+	case load:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := loaded{Cmd: c.Cmd, Tx: c.Tx}
+			// The transaction, its decision (with a watch) and our vote,
+			// read at once: one round trip.
+			var (
+				data, vote []byte
+				err, verr  error
+				wg         sync.WaitGroup
+			)
+			wg.Go(func() {
+				err = do(ctx, "get", func(ctx context.Context) (err error) { data, _, err = conn.Get(ctx, ps.tx(c.Tx)); return err })
+			})
+			wg.Go(func() {
+				verr = do(ctx, "get", func(ctx context.Context) (err error) { vote, _, err = conn.Get(ctx, ps.vote(c.Tx, p.id)); return err })
+			})
+			d, w, derr := p.readDecision(ctx, do, c.Tx)
+			wg.Wait()
+			switch {
+			case errors.Is(err, zk.ErrNoNode):
+				r.Gone = true
+				return r, true
+			case err != nil:
+				r.Err = err
+				return r, true
+			}
+			td, jerr := decodeTx(data)
+			if jerr != nil {
+				r.Bad = true
+				return r, true
+			}
+			r.Payload = td.Payload
+			switch {
+			case derr != nil:
+				r.Err = derr
+			case d.Exists:
+				r.Decided, r.Outcome = true, d.Outcome
+			case d.Gone:
+				r.DecGone = true
+			case errors.Is(verr, zk.ErrNoNode):
+			case verr != nil:
+				r.Err = verr
+			default:
+				r.Voted = true
+				r.Yes, r.Reason = decodeVote(vote)
+			}
+			if r.Err != nil || w == nil {
+				return r, true
+			}
+			r.DecWatched = true
+			sh.Post(r, true)
+			return awaitWatch(ctx, w, func(t zk.EventType) Input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
+		})
+	case readDecision:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r, w, err := p.readDecision(ctx, do, c.Tx)
+			r.Cmd, r.Tx, r.Err = c.Cmd, c.Tx, err
+			if err != nil || w == nil {
+				return r, true
+			}
+			sh.Post(r, true)
+			return awaitWatch(ctx, w, func(t zk.EventType) Input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
+		})
+	case watchCoord:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := coordWatched{Cmd: c.Cmd, Tx: c.Tx}
+			var w <-chan zk.WatchEvent
+			r.Err = do(ctx, "exists", func(ctx context.Context) (err error) {
+				_, r.Exists, w, err = conn.ExistsW(ctx, ps.coordinator(c.Tx))
+				return err
+			})
+			if r.Err != nil || !r.Exists {
+				return r, true
+			}
+			sh.Post(r, true)
+			return awaitWatch(ctx, w, func(t zk.EventType) Input { return coordEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
+		})
+	case prepare:
+		hctx, span := p.handlerCtx(c.Tx, "twophase.prepare")
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			hc, cancel := context.WithCancel(hctx)
+			defer cancel()
+			defer context.AfterFunc(ctx, cancel)()
+			yes, err := p.h.Prepare(hc, Tx{ID: c.Tx, Payload: c.Payload})
+			span.End()
+			r := prepared{Cmd: c.Cmd, Tx: c.Tx, Yes: yes, Cancelled: hctx.Err() != nil || ctx.Err() != nil}
+			if err != nil {
+				r.Yes, r.Reason = false, err.Error()
+			} else if !yes {
+				r.Reason = "voted no"
+			}
+			return r, true
+		})
+	case vote:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := voteWritten{Cmd: c.Cmd, Tx: c.Tx, Yes: c.Yes, Reason: c.Reason}
+			path := ps.vote(c.Tx, p.id)
+			err := do(ctx, "create", func(ctx context.Context) error {
+				_, err := conn.Create(ctx, path, encodeVote(c.Yes, c.Reason), zk.ModePersistent)
+				return err
+			})
+			switch {
+			case errors.Is(err, zk.ErrNodeExists): // ours, after a lost reply
+				var data []byte
+				r.Err = do(ctx, "get", func(ctx context.Context) (err error) { data, _, err = conn.Get(ctx, path); return err })
+				r.Found = true
+				r.Yes, r.Reason = decodeVote(data)
+			case errors.Is(err, zk.ErrNoNode):
+				r.Gone = true
+			default:
+				r.Err = err
+			}
+			return r, true
+		})
+	case makeDecision:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := decided{Cmd: c.Cmd, Tx: c.Tx}
+			var err error
+			op(ctx, "create", func(ctx context.Context) error {
+				r.Outcome, err = decide(ctx, conn, ps, c.Tx, c.Want)
+				return err
+			})
+			switch {
+			case errors.Is(err, zk.ErrNoNode):
+				r.Gone = true // the transaction is deleted
+			case err != nil:
+				r.Err = err
+			}
+			return r, true
+		})
+	case handle:
+		name := "twophase.commit"
+		if !c.Outcome.Committed {
+			name = "twophase.abort"
+		}
+		hctx, span := p.handlerCtx(c.Tx, name)
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			hc, cancel := context.WithCancel(hctx)
+			defer cancel()
+			defer context.AfterFunc(ctx, cancel)()
+			tx := Tx{ID: c.Tx, Payload: c.Payload}
+			var err error
+			if c.Outcome.Committed {
+				err = p.h.Commit(hc, tx)
+			} else {
+				err = p.h.Abort(hc, tx, c.Outcome.Reason)
+			}
+			if err != nil {
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.End()
+			r := handled{Cmd: c.Cmd, Tx: c.Tx, Cancelled: hctx.Err() != nil || ctx.Err() != nil}
+			if err != nil {
+				r.Err = fmt.Errorf("twophase: handler: %w", err)
+			}
+			return r, true
+		})
+	case deleteEntry:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := entryDeleted{Cmd: c.Cmd, Tx: c.Tx}
+			r.Err = do(ctx, "delete", func(ctx context.Context) error {
+				err := conn.Delete(ctx, ps.inboxEntry(p.id, c.Tx), zk.AnyVersion)
+				if errors.Is(err, zk.ErrNoNode) {
+					return nil
+				}
+				return err
+			})
+			if r.Err == nil {
+				p.endSpan(c.Tx)
+			}
+			return r, true
+		})
+	case deregister:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			p.endSpans()
+			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_ = do(dctx, "delete", func(ctx context.Context) error {
+				st, ok, err := conn.Exists(ctx, ps.participant(p.id))
+				if err == nil && ok && st.EphemeralOwner == conn.SessionID() {
+					err = conn.Delete(ctx, ps.participant(p.id), st.Version)
+				}
+				return err
+			})
+			return deregistered{Cmd: c.Cmd}, true
+		})
+	case sleep:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			if wait(ctx, c.Delay) != nil {
+				return nil, false
+			}
+			return woke{Cmd: c.Cmd}, true
+		})
+	default:
+		panic(fmt.Sprintf("twophase: unknown command %T", cmd))
+	}
+}
+
+// awaitWatch waits for w to fire.
+func awaitWatch(ctx context.Context, w <-chan zk.WatchEvent, mk func(zk.EventType) Input) (Input, bool) {
+	select {
+	case ev, ok := <-w:
+		if !ok {
+			return mk(zk.EventNotWatching), true
+		}
+		return mk(ev.Type), true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
+// register creates our ephemeral registration node, or finds the one an
+// old session of ours still has, and watches it.
+func (p *Participant) register(ctx context.Context) (<-chan zk.WatchEvent, error) {
+	path := p.p.participant(p.id)
+	if err := ensurePath(ctx, p.conn, p.p.participants()); err != nil {
+		return nil, err
+	}
+	for range 3 {
+		_, err := p.conn.Create(ctx, path, nil, zk.ModeEphemeral)
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return nil, err
+		}
+		_, ok, w, err := p.conn.ExistsW(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return w, nil
+		}
+	}
+	return nil, fmt.Errorf("twophase: registering %q: %w", p.id, zk.ErrNoNode)
+}
+
+// readDecision reads tx's decision, or leaves a watch for it (w not nil).
+func (p *Participant) readDecision(ctx context.Context, do func(context.Context, string, func(context.Context) error) error, tx string) (decisionRead, <-chan zk.WatchEvent, error) {
+	var r decisionRead
+	var ok bool
+	var w <-chan zk.WatchEvent
+	err := do(ctx, "exists", func(ctx context.Context) (err error) {
+		_, ok, w, err = p.conn.ExistsW(ctx, p.p.decision(tx))
+		return err
+	})
+	if err != nil {
+		return r, nil, err
+	}
+	if !ok {
+		return r, w, nil
+	}
+	var data []byte
+	err = do(ctx, "get", func(ctx context.Context) (err error) {
+		data, _, err = p.conn.Get(ctx, p.p.decision(tx))
+		return err
+	})
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		r.Gone = true // deleted after its retention
+	case err != nil:
+		return r, nil, err
+	default:
+		r.Exists, r.Outcome = true, decodeDecision(data)
+	}
+	return r, nil, nil
+}
+
+// handlerCtx is the ctx of a handler call on tx, named name: Serve's ctx
+// with the call's span, a child of the transaction's.
+func (p *Participant) handlerCtx(tx, name string) (context.Context, trace.Span) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sctx := p.hctx
+	if sctx == nil {
+		sctx = p.life
+	}
+	ts, ok := p.spans[tx]
+	if !ok {
+		_, ts = p.tracer.Start(sctx, "twophase.participate "+tx, trace.WithAttributes(
+			attribute.String("twophase.tx", tx), attribute.String("twophase.participant", p.id),
+			attribute.String("zk.path", p.p.root)))
+		p.spans[tx] = ts
+	}
+	return p.tracer.Start(trace.ContextWithSpan(sctx, ts), name)
+}
+
+func (p *Participant) endSpan(tx string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s, ok := p.spans[tx]; ok {
+		s.End()
+		delete(p.spans, tx)
+	}
+}
+
+func (p *Participant) endSpans() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for tx, s := range p.spans {
+		s.End()
+		delete(p.spans, tx)
+	}
+}

@@ -1,0 +1,401 @@
+package twophase
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+)
+
+// Input is everything that can happen to a participant's Machine: a call,
+// a reply to one of its commands, a watch firing, a session change.
+type Input interface {
+	isInput()
+	String() string
+}
+
+// serveCall starts serving; it is answered only when serving ends by
+// Close (ErrClosed).
+type serveCall struct{ Req uint64 }
+
+// unserve ends serving: the serve call Req was withdrawn (Serve's ctx
+// ended).
+type unserve struct{ Req uint64 }
+
+// awaitStopped is answered once serving has stopped: no handler call in
+// flight and our registration node deleted.
+type awaitStopped struct{ Req uint64 }
+
+// shutdown stops serving and ends the machine once it has stopped.
+type shutdown struct{ Req uint64 }
+
+// sessionChange is a change of the connection's session state.
+type sessionChange struct {
+	State     zk.SessionState
+	SessionID int64
+}
+
+// inboxListed is the reply to listInbox: our inbox's entries (a child
+// watch is left on it).
+type inboxListed struct {
+	Cmd  uint64
+	Kids []string
+	Err  error
+}
+
+// inboxEvent: the child watch listInbox left fired.
+type inboxEvent struct {
+	Cmd  uint64
+	Type zk.EventType
+}
+
+// registered is the reply to register: our registration node exists (a
+// watch is left on it).
+type registered struct {
+	Cmd uint64
+	Err error
+}
+
+// regEvent: the watch on our registration node fired.
+type regEvent struct {
+	Cmd  uint64
+	Type zk.EventType
+}
+
+// loaded is the reply to load: the transaction (Gone: deleted; Bad: not
+// ours to read), its decision (a watch is left when it is not made:
+// DecWatched) and our vote.
+type loaded struct {
+	Cmd        uint64
+	Tx         string
+	Gone       bool
+	Bad        bool
+	Payload    []byte
+	Decided    bool
+	DecGone    bool // the decision existed and was deleted (retention)
+	Outcome    Outcome
+	DecWatched bool
+	Voted      bool
+	Yes        bool
+	Reason     string
+	Err        error
+}
+
+// decisionRead is the reply to readDecision: Exists with its Outcome, or
+// Gone (deleted after its retention), or neither (a watch is left).
+type decisionRead struct {
+	Cmd     uint64
+	Tx      string
+	Exists  bool
+	Gone    bool
+	Outcome Outcome
+	Err     error
+}
+
+// decisionEvent: a watch on a decision node fired.
+type decisionEvent struct {
+	Cmd  uint64
+	Tx   string
+	Type zk.EventType
+}
+
+// coordWatched is the reply to watchCoord: whether the coordinator node
+// exists (then a watch is left on it).
+type coordWatched struct {
+	Cmd    uint64
+	Tx     string
+	Exists bool
+	Err    error
+}
+
+// coordEvent: the watch on a coordinator node fired.
+type coordEvent struct {
+	Cmd  uint64
+	Tx   string
+	Type zk.EventType
+}
+
+// prepared is the reply to prepare: the handler's vote. Cancelled when
+// Serve's ctx ended during the call: nothing is voted.
+type prepared struct {
+	Cmd       uint64
+	Tx        string
+	Yes       bool
+	Reason    string
+	Cancelled bool
+}
+
+// voteWritten is the reply to vote: our vote node exists with Yes and
+// Reason (Found: it existed already, ours after a lost reply), or the
+// transaction is Gone.
+type voteWritten struct {
+	Cmd    uint64
+	Tx     string
+	Yes    bool
+	Reason string
+	Found  bool
+	Gone   bool
+	Err    error
+}
+
+// decided is the reply to decide: the decision, or the transaction is
+// Gone.
+type decided struct {
+	Cmd     uint64
+	Tx      string
+	Outcome Outcome
+	Gone    bool
+	Err     error
+}
+
+// handled is the reply to handle: the handler's Commit or Abort returned
+// (Err), or was cut short by the end of Serve's ctx (Cancelled).
+type handled struct {
+	Cmd       uint64
+	Tx        string
+	Err       error
+	Cancelled bool
+}
+
+// entryDeleted is the reply to deleteEntry.
+type entryDeleted struct {
+	Cmd uint64
+	Tx  string
+	Err error
+}
+
+// deregistered is the reply to deregister.
+type deregistered struct{ Cmd uint64 }
+
+// woke is the reply to sleep.
+type woke struct{ Cmd uint64 }
+
+func (serveCall) isInput()     {}
+func (unserve) isInput()       {}
+func (awaitStopped) isInput()  {}
+func (shutdown) isInput()      {}
+func (sessionChange) isInput() {}
+func (inboxListed) isInput()   {}
+func (inboxEvent) isInput()    {}
+func (registered) isInput()    {}
+func (regEvent) isInput()      {}
+func (loaded) isInput()        {}
+func (decisionRead) isInput()  {}
+func (decisionEvent) isInput() {}
+func (coordWatched) isInput()  {}
+func (coordEvent) isInput()    {}
+func (prepared) isInput()      {}
+func (voteWritten) isInput()   {}
+func (decided) isInput()       {}
+func (handled) isInput()       {}
+func (entryDeleted) isInput()  {}
+func (deregistered) isInput()  {}
+func (woke) isInput()          {}
+
+func (i serveCall) String() string    { return fmt.Sprintf("serve req=%d", i.Req) }
+func (i unserve) String() string      { return fmt.Sprintf("unserve req=%d", i.Req) }
+func (i awaitStopped) String() string { return fmt.Sprintf("await stopped req=%d", i.Req) }
+func (i shutdown) String() string     { return fmt.Sprintf("shutdown req=%d", i.Req) }
+func (i sessionChange) String() string {
+	return fmt.Sprintf("session %s %#x", i.State, i.SessionID)
+}
+func (i inboxListed) String() string {
+	return fmt.Sprintf("inbox listed cmd=%d kids=%v err=%v", i.Cmd, i.Kids, i.Err)
+}
+func (i inboxEvent) String() string { return fmt.Sprintf("inbox event cmd=%d %s", i.Cmd, i.Type) }
+func (i registered) String() string { return fmt.Sprintf("registered cmd=%d err=%v", i.Cmd, i.Err) }
+func (i regEvent) String() string   { return fmt.Sprintf("registration event cmd=%d %s", i.Cmd, i.Type) }
+func (i loaded) String() string {
+	return fmt.Sprintf("loaded cmd=%d %s gone=%t bad=%t payload=%q decided=%t dec_gone=%t outcome=%s dec_watched=%t voted=%t yes=%t reason=%q err=%v",
+		i.Cmd, i.Tx, i.Gone, i.Bad, i.Payload, i.Decided, i.DecGone, outcomeString(i.Outcome), i.DecWatched, i.Voted, i.Yes, i.Reason, i.Err)
+}
+func (i decisionRead) String() string {
+	return fmt.Sprintf("decision read cmd=%d %s exists=%t gone=%t outcome=%s err=%v", i.Cmd, i.Tx, i.Exists, i.Gone, outcomeString(i.Outcome), i.Err)
+}
+func (i decisionEvent) String() string {
+	return fmt.Sprintf("decision event cmd=%d %s %s", i.Cmd, i.Tx, i.Type)
+}
+func (i coordWatched) String() string {
+	return fmt.Sprintf("coordinator watched cmd=%d %s exists=%t err=%v", i.Cmd, i.Tx, i.Exists, i.Err)
+}
+func (i coordEvent) String() string {
+	return fmt.Sprintf("coordinator event cmd=%d %s %s", i.Cmd, i.Tx, i.Type)
+}
+func (i prepared) String() string {
+	return fmt.Sprintf("prepared cmd=%d %s yes=%t reason=%q cancelled=%t", i.Cmd, i.Tx, i.Yes, i.Reason, i.Cancelled)
+}
+func (i voteWritten) String() string {
+	return fmt.Sprintf("vote written cmd=%d %s yes=%t reason=%q found=%t gone=%t err=%v", i.Cmd, i.Tx, i.Yes, i.Reason, i.Found, i.Gone, i.Err)
+}
+func (i decided) String() string {
+	return fmt.Sprintf("decided cmd=%d %s outcome=%s gone=%t err=%v", i.Cmd, i.Tx, outcomeString(i.Outcome), i.Gone, i.Err)
+}
+func (i handled) String() string {
+	return fmt.Sprintf("handled cmd=%d %s err=%v cancelled=%t", i.Cmd, i.Tx, i.Err, i.Cancelled)
+}
+func (i entryDeleted) String() string {
+	return fmt.Sprintf("entry deleted cmd=%d %s err=%v", i.Cmd, i.Tx, i.Err)
+}
+func (i deregistered) String() string { return fmt.Sprintf("deregistered cmd=%d", i.Cmd) }
+func (i woke) String() string         { return fmt.Sprintf("woke cmd=%d", i.Cmd) }
+
+func outcomeString(o Outcome) string {
+	if o.Committed {
+		return "commit"
+	}
+	if o.Reason == "" {
+		return "none"
+	}
+	return fmt.Sprintf("abort(%q)", o.Reason)
+}
+
+// Command is a request the Machine asks its shell to make.
+type Command interface {
+	ID() uint64
+	String() string
+}
+
+// listInbox lists our inbox, leaving a child watch (the inbox is created
+// when missing).
+type listInbox struct{ Cmd uint64 }
+
+// register creates our ephemeral registration node, or finds the one an
+// old session of ours still has, and leaves a watch on it.
+type register struct{ Cmd uint64 }
+
+// load reads transaction Tx, its decision (leaving a watch when it is not
+// made) and our vote, at once.
+type load struct {
+	Cmd uint64
+	Tx  string
+}
+
+// readDecision reads Tx's decision, leaving a watch when it is not made.
+type readDecision struct {
+	Cmd uint64
+	Tx  string
+}
+
+// watchCoord reads whether Tx's coordinator node exists, leaving a watch.
+type watchCoord struct {
+	Cmd uint64
+	Tx  string
+}
+
+// prepare calls the handler's Prepare, off the actor.
+type prepare struct {
+	Cmd     uint64
+	Tx      string
+	Payload []byte
+}
+
+// vote creates our vote node.
+type vote struct {
+	Cmd    uint64
+	Tx     string
+	Yes    bool
+	Reason string
+}
+
+// makeDecision creates Tx's decision with Want, or reads the one made first.
+type makeDecision struct {
+	Cmd  uint64
+	Tx   string
+	Want Outcome
+}
+
+// handle calls the handler's Commit or Abort, off the actor.
+type handle struct {
+	Cmd     uint64
+	Tx      string
+	Payload []byte
+	Outcome Outcome
+}
+
+// deleteEntry deletes Tx's entry from our inbox: we are done with it.
+type deleteEntry struct {
+	Cmd uint64
+	Tx  string
+}
+
+// deregister deletes our registration node, if our session owns it.
+type deregister struct{ Cmd uint64 }
+
+// sleep waits Delay before a resync after an error of the server.
+type sleep struct {
+	Cmd   uint64
+	Delay time.Duration
+}
+
+func (c listInbox) ID() uint64    { return c.Cmd }
+func (c register) ID() uint64     { return c.Cmd }
+func (c load) ID() uint64         { return c.Cmd }
+func (c readDecision) ID() uint64 { return c.Cmd }
+func (c watchCoord) ID() uint64   { return c.Cmd }
+func (c prepare) ID() uint64      { return c.Cmd }
+func (c vote) ID() uint64         { return c.Cmd }
+func (c makeDecision) ID() uint64 { return c.Cmd }
+func (c handle) ID() uint64       { return c.Cmd }
+func (c deleteEntry) ID() uint64  { return c.Cmd }
+func (c deregister) ID() uint64   { return c.Cmd }
+func (c sleep) ID() uint64        { return c.Cmd }
+
+func (c listInbox) String() string    { return fmt.Sprintf("list inbox cmd=%d", c.Cmd) }
+func (c register) String() string     { return fmt.Sprintf("register cmd=%d", c.Cmd) }
+func (c load) String() string         { return fmt.Sprintf("load cmd=%d %s", c.Cmd, c.Tx) }
+func (c readDecision) String() string { return fmt.Sprintf("read decision cmd=%d %s", c.Cmd, c.Tx) }
+func (c watchCoord) String() string   { return fmt.Sprintf("watch coordinator cmd=%d %s", c.Cmd, c.Tx) }
+func (c prepare) String() string {
+	return fmt.Sprintf("prepare cmd=%d %s payload=%q", c.Cmd, c.Tx, c.Payload)
+}
+func (c vote) String() string {
+	return fmt.Sprintf("vote cmd=%d %s yes=%t reason=%q", c.Cmd, c.Tx, c.Yes, c.Reason)
+}
+func (c makeDecision) String() string {
+	return fmt.Sprintf("decide cmd=%d %s want=%s", c.Cmd, c.Tx, outcomeString(c.Want))
+}
+func (c handle) String() string {
+	return fmt.Sprintf("handle cmd=%d %s payload=%q outcome=%s", c.Cmd, c.Tx, c.Payload, outcomeString(c.Outcome))
+}
+func (c deleteEntry) String() string { return fmt.Sprintf("delete entry cmd=%d %s", c.Cmd, c.Tx) }
+func (c deregister) String() string  { return fmt.Sprintf("deregister cmd=%d", c.Cmd) }
+func (c sleep) String() string       { return fmt.Sprintf("sleep cmd=%d %v", c.Cmd, c.Delay) }
+
+// answers is the command an input answers (0: none).
+func answers(in Input) uint64 {
+	switch i := in.(type) {
+	case inboxListed:
+		return i.Cmd
+	case inboxEvent:
+		return i.Cmd
+	case registered:
+		return i.Cmd
+	case regEvent:
+		return i.Cmd
+	case loaded:
+		return i.Cmd
+	case decisionRead:
+		return i.Cmd
+	case decisionEvent:
+		return i.Cmd
+	case coordWatched:
+		return i.Cmd
+	case coordEvent:
+		return i.Cmd
+	case prepared:
+		return i.Cmd
+	case voteWritten:
+		return i.Cmd
+	case decided:
+		return i.Cmd
+	case handled:
+		return i.Cmd
+	case entryDeleted:
+		return i.Cmd
+	case deregistered:
+		return i.Cmd
+	case woke:
+		return i.Cmd
+	}
+	return 0
+}

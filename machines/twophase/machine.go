@@ -1,0 +1,605 @@
+package twophase
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// Config is what a participant's Machine needs.
+type Config struct {
+	Root      string // the root path of the transactions
+	ID        string // the participant's id
+	SessionID int64  // the connection's session when the machine starts
+}
+
+// The machine's states: START while not serving, DETERMINE while serving
+// with transactions pending (or not yet registered), READY while serving
+// and idle, FAILED after the session ended while serving, until it is
+// registered again, STOP once closed. A transaction's own state is on its
+// events: OFFER prepared, DETERMINE voted, READY decided.
+var states = []events.State{events.StateStart, events.StateOffer, events.StateDetermine,
+	events.StateReady, events.StateFailed, events.StateStop}
+
+const (
+	trWork    runtime.Trigger = "work"
+	trIdle    runtime.Trigger = "idle"
+	trLost    runtime.Trigger = "lost"
+	trUnserve runtime.Trigger = "unserve"
+	trStopped runtime.Trigger = "stopped"
+)
+
+var transitions = []runtime.Transition{
+	{Trigger: trWork, From: []events.State{events.StateStart, events.StateDetermine, events.StateReady, events.StateFailed}, To: events.StateDetermine},
+	{Trigger: trIdle, From: []events.State{events.StateDetermine, events.StateReady, events.StateFailed}, To: events.StateReady},
+	{Trigger: trLost, From: []events.State{events.StateDetermine, events.StateReady, events.StateFailed}, To: events.StateFailed},
+	{Trigger: trUnserve, From: []events.State{events.StateStart, events.StateDetermine, events.StateReady, events.StateFailed}, To: events.StateStart},
+	{Trigger: trStopped, From: states, To: events.StateStop},
+}
+
+// txState is where a transaction is, for this participant.
+type txState int
+
+const (
+	stLoad    txState = iota // read the transaction, its decision and our vote
+	stPrepare                // call Prepare
+	stVote                   // write the vote
+	stVoted                  // wait for the decision
+	stDecide                 // create the decision (abort)
+	stDecided                // call Commit or Abort
+	stHandled                // delete the inbox entry
+)
+
+type ptx struct {
+	id       string
+	st       txState
+	cmd      uint64 // the command in flight that moves it on (0: none)
+	queued   bool   // waiting for the handler
+	payload  []byte
+	yes      bool
+	reason   string
+	want     Outcome // stDecide: the decision to make
+	outcome  Outcome
+	decCmd   uint64 // the read of the decision in flight, or its watch
+	decArmed bool   // decCmd is a watch
+	coordCmd uint64 // the watch on the coordinator node (or its request)
+}
+
+// Machine is a participant: a pure machine, run by a runtime.Shell.
+type Machine struct {
+	cfg Config
+	fsm *runtime.FSM
+	p   paths
+
+	serving    uint64 // the serve call (0: not serving)
+	txs        map[string]*ptx
+	queue      []string // transactions waiting for the handler
+	busy       uint64   // the handler command in flight (0: none)
+	inboxCmd   uint64   // the inbox listing in flight, or its watch
+	inboxArmed bool
+	// done: transactions whose inbox entry we deleted, and the last
+	// command made before: a listing made before the delete may still
+	// show the entry.
+	done       map[string]uint64
+	regCmd     uint64 // the registration in flight, or its watch
+	registered bool
+	sleepCmd   uint64 // the resync timer
+	b          backoff
+	failed     bool // the session ended while serving; not registered again yet
+	session    int64
+	deregCmd   uint64   // the deregistration in flight
+	waiting    []uint64 // awaitStopped calls
+	closing    uint64   // the shutdown call
+	stopped    bool
+	nextCmd    uint64
+}
+
+// NewMachine returns a machine for cfg.
+func NewMachine(cfg Config) (*Machine, error) {
+	f, err := runtime.NewFSM(states, events.StateStart, transitions)
+	if err != nil {
+		return nil, err
+	}
+	return &Machine{cfg: cfg, fsm: f, p: paths{cfg.Root}, session: cfg.SessionID}, nil
+}
+
+// State is the machine's state.
+func (m *Machine) State() events.State { return m.fsm.Current() }
+
+// Mermaid renders the machine's states as a Mermaid diagram.
+func (m *Machine) Mermaid() string { return m.fsm.Mermaid() }
+
+type out = runtime.Output[Command]
+
+// Start begins: nothing is sent until Serve.
+func (m *Machine) Start() out { return out{} }
+
+// Step handles one input.
+func (m *Machine) Step(in Input) out {
+	var o out
+	switch i := in.(type) {
+	case serveCall:
+		m.serve(&o, i.Req)
+	case unserve:
+		if i.Req == m.serving && m.serving != 0 {
+			m.stopServing(&o)
+		}
+	case awaitStopped:
+		m.waiting = append(m.waiting, i.Req)
+	case shutdown:
+		if m.closing != 0 {
+			m.reply(&o, i.Req, ErrClosed)
+			break
+		}
+		m.closing = i.Req
+		if m.serving != 0 {
+			m.reply(&o, m.serving, ErrClosed)
+			m.stopServing(&o)
+		}
+	case sessionChange:
+		m.sessionChange(&o, i)
+	case inboxListed:
+		m.inboxListed(&o, i)
+	case inboxEvent:
+		if i.Cmd == m.inboxCmd && m.serving != 0 {
+			m.listInbox(&o)
+		}
+	case registered:
+		if i.Cmd != m.regCmd || m.serving == 0 {
+			break
+		}
+		if i.Err != nil {
+			m.regCmd = 0
+			m.fail(&o)
+			break
+		}
+		m.registered, m.failed = true, false
+		m.b.reset()
+	case regEvent:
+		if i.Cmd == m.regCmd && m.serving != 0 {
+			m.register(&o)
+		}
+	case loaded:
+		m.loaded(&o, i)
+	case decisionRead:
+		m.decisionRead(&o, i)
+	case decisionEvent:
+		t := m.txs[i.Tx]
+		if t == nil || t.decCmd != i.Cmd {
+			break
+		}
+		t.decCmd, t.decArmed = 0, false
+		m.advance(&o, t)
+	case coordWatched:
+		t := m.txs[i.Tx]
+		if t == nil || t.coordCmd != i.Cmd {
+			break
+		}
+		switch {
+		case i.Err != nil:
+			t.coordCmd = 0
+			m.fail(&o)
+		case !i.Exists:
+			t.coordCmd = 0
+			if t.st == stVoted && t.cmd == 0 {
+				// The coordinator's session ended before a decision.
+				t.st, t.want = stDecide, Outcome{Reason: ReasonCoordinatorGone}
+				m.advance(&o, t)
+			}
+		}
+	case coordEvent:
+		t := m.txs[i.Tx]
+		if t == nil || t.coordCmd != i.Cmd {
+			break
+		}
+		t.coordCmd = 0
+		m.advance(&o, t)
+	case prepared:
+		m.prepared(&o, i)
+	case voteWritten:
+		m.voteWritten(&o, i)
+	case decided:
+		t := m.tx(i.Tx, i.Cmd)
+		if t == nil {
+			break
+		}
+		switch {
+		case i.Err != nil:
+			m.fail(&o) // made again at the resync
+		case i.Gone:
+			t.st = stHandled
+			m.advance(&o, t)
+		default:
+			t.st, t.outcome = stDecided, i.Outcome
+			m.advance(&o, t)
+		}
+	case handled:
+		m.handled(&o, i)
+	case entryDeleted:
+		t := m.tx(i.Tx, i.Cmd)
+		if t == nil {
+			break
+		}
+		if i.Err != nil {
+			m.fail(&o)
+			break
+		}
+		delete(m.txs, t.id)
+		m.done[t.id] = m.nextCmd
+	case deregistered:
+		if i.Cmd == m.deregCmd {
+			m.deregCmd = 0
+		}
+	case woke:
+		if i.Cmd == m.sleepCmd && m.serving != 0 {
+			m.sleepCmd = 0
+			m.resync(&o)
+		}
+	}
+	m.finish(&o)
+	m.settle()
+	return o
+}
+
+func (m *Machine) serve(o *out, req uint64) {
+	switch {
+	case m.closing != 0:
+		m.reply(o, req, ErrClosed)
+		return
+	case m.serving != 0:
+		m.reply(o, req, ErrServing)
+		return
+	}
+	m.serving, m.txs, m.done, m.failed = req, make(map[string]*ptx), make(map[string]uint64), false
+	m.b.reset()
+	// The inbox first: once we are registered, Proposes naming us find
+	// it. Registering follows its listing.
+	m.listInbox(o)
+}
+
+// stopServing forgets every transaction and watch (replies to them are
+// ignored from now on) and deletes our registration node. A handler call
+// in flight is waited for (see finish).
+func (m *Machine) stopServing(o *out) {
+	m.serving, m.txs, m.queue = 0, nil, nil
+	m.inboxCmd, m.inboxArmed, m.regCmd, m.registered, m.sleepCmd, m.failed = 0, false, 0, false, 0, false
+	m.deregCmd = m.cmd()
+	o.Commands = append(o.Commands, deregister{Cmd: m.deregCmd})
+}
+
+// finish answers the waits for the end of serving, and the shutdown,
+// once nothing is in flight.
+func (m *Machine) finish(o *out) {
+	if m.serving != 0 || m.deregCmd != 0 || m.busy != 0 {
+		return
+	}
+	for _, req := range m.waiting {
+		m.reply(o, req, nil)
+	}
+	m.waiting = nil
+	if m.closing != 0 && !m.stopped {
+		m.stopped = true
+		m.reply(o, m.closing, nil)
+		o.Done = true
+	}
+}
+
+// settle moves the state machine to where the participant is.
+func (m *Machine) settle() {
+	var tr runtime.Trigger
+	switch {
+	case m.stopped:
+		tr = trStopped
+	case m.serving == 0:
+		tr = trUnserve
+	case m.failed:
+		tr = trLost
+	case len(m.txs) > 0 || !m.registered:
+		tr = trWork
+	default:
+		tr = trIdle
+	}
+	_ = m.fsm.Fire(tr)
+}
+
+func (m *Machine) sessionChange(o *out, i sessionChange) {
+	switch i.State {
+	case zk.StateLost:
+		m.lose()
+		m.session = 0
+	case zk.StateConnected:
+		if m.session != 0 && m.session != i.SessionID {
+			m.lose()
+		}
+		m.session = i.SessionID
+		m.resync(o)
+	case zk.StateReconnected:
+		m.resync(o)
+	}
+}
+
+// lose forgets every watch: the session that had them is gone, and our
+// registration node with it.
+func (m *Machine) lose() {
+	if m.serving == 0 {
+		return
+	}
+	m.failed = true
+	m.inboxCmd, m.inboxArmed, m.regCmd, m.registered = 0, false, 0, false
+	for _, t := range m.txs {
+		t.decCmd, t.decArmed, t.coordCmd = 0, false, 0
+	}
+}
+
+// resync lists the inbox and registers (when their watches are not
+// pending) and moves every transaction on.
+func (m *Machine) resync(o *out) {
+	if m.serving == 0 {
+		return
+	}
+	m.sleepCmd = 0
+	if m.inboxCmd == 0 {
+		m.listInbox(o)
+	} else if m.inboxArmed && m.regCmd == 0 {
+		m.register(o)
+	}
+	ids := make([]string, 0, len(m.txs))
+	for id := range m.txs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		m.advance(o, m.txs[id])
+	}
+}
+
+// fail schedules a resync after an error of the server.
+func (m *Machine) fail(o *out) {
+	if m.serving == 0 || m.sleepCmd != 0 {
+		return
+	}
+	m.sleepCmd = m.cmd()
+	o.Commands = append(o.Commands, sleep{Cmd: m.sleepCmd, Delay: m.b.next()})
+}
+
+func (m *Machine) listInbox(o *out) {
+	m.inboxCmd, m.inboxArmed = m.cmd(), false
+	o.Commands = append(o.Commands, listInbox{Cmd: m.inboxCmd})
+}
+
+func (m *Machine) register(o *out) {
+	m.regCmd, m.registered = m.cmd(), false
+	o.Commands = append(o.Commands, register{Cmd: m.regCmd})
+}
+
+func (m *Machine) inboxListed(o *out, i inboxListed) {
+	if i.Cmd != m.inboxCmd || m.serving == 0 {
+		return
+	}
+	if i.Err != nil {
+		m.inboxCmd = 0
+		m.fail(o)
+		return
+	}
+	m.inboxArmed = true
+	if m.regCmd == 0 {
+		m.register(o)
+	}
+	for _, id := range i.Kids {
+		if at, ok := m.done[id]; ok && i.Cmd <= at {
+			continue // deleted by us after this listing was made
+		}
+		if _, ok := m.txs[id]; !ok {
+			t := &ptx{id: id}
+			m.txs[id] = t
+			m.advance(o, t)
+		}
+	}
+	clear(m.done) // listings made from now on are made after those deletes
+}
+
+// tx is the transaction id whose command cmd is answered, or nil for a
+// stale reply; its command is done.
+func (m *Machine) tx(id string, cmd uint64) *ptx {
+	t := m.txs[id]
+	if t == nil || t.cmd != cmd || cmd == 0 {
+		return nil
+	}
+	t.cmd = 0
+	return t
+}
+
+// advance moves t on, unless a command of its is in flight.
+func (m *Machine) advance(o *out, t *ptx) {
+	if t.cmd != 0 || m.serving == 0 {
+		return
+	}
+	switch t.st {
+	case stLoad:
+		t.cmd = m.cmd()
+		o.Commands = append(o.Commands, load{Cmd: t.cmd, Tx: t.id})
+	case stPrepare, stDecided:
+		if !t.queued {
+			t.queued = true
+			m.queue = append(m.queue, t.id)
+		}
+		m.pump(o)
+	case stVote:
+		t.cmd = m.cmd()
+		o.Commands = append(o.Commands, vote{Cmd: t.cmd, Tx: t.id, Yes: t.yes, Reason: t.reason})
+	case stVoted:
+		switch {
+		case !t.yes:
+			// Our no decides: abort, for our reason.
+			t.st, t.want = stDecide, Outcome{Reason: m.cfg.ID + ": " + t.reason}
+			m.advance(o, t)
+		case t.decCmd == 0:
+			t.decCmd, t.decArmed = m.cmd(), false
+			o.Commands = append(o.Commands, readDecision{Cmd: t.decCmd, Tx: t.id})
+		case t.decArmed && t.coordCmd == 0:
+			t.coordCmd = m.cmd()
+			o.Commands = append(o.Commands, watchCoord{Cmd: t.coordCmd, Tx: t.id})
+		}
+	case stDecide:
+		t.cmd = m.cmd()
+		o.Commands = append(o.Commands, makeDecision{Cmd: t.cmd, Tx: t.id, Want: t.want})
+	case stHandled:
+		t.cmd = m.cmd()
+		o.Commands = append(o.Commands, deleteEntry{Cmd: t.cmd, Tx: t.id})
+	}
+}
+
+// pump starts the next handler call, one at a time.
+func (m *Machine) pump(o *out) {
+	for m.busy == 0 && m.serving != 0 && len(m.queue) > 0 {
+		id := m.queue[0]
+		m.queue = m.queue[1:]
+		t := m.txs[id]
+		if t == nil || !t.queued {
+			continue
+		}
+		t.queued = false
+		t.cmd = m.cmd()
+		m.busy = t.cmd
+		if t.st == stPrepare {
+			o.Commands = append(o.Commands, prepare{Cmd: t.cmd, Tx: t.id, Payload: t.payload})
+		} else {
+			o.Commands = append(o.Commands, handle{Cmd: t.cmd, Tx: t.id, Payload: t.payload, Outcome: t.outcome})
+		}
+	}
+}
+
+func (m *Machine) loaded(o *out, i loaded) {
+	t := m.tx(i.Tx, i.Cmd)
+	if t == nil {
+		return
+	}
+	switch {
+	case i.Err != nil:
+		m.fail(o)
+		return
+	case i.Gone, i.Bad:
+		t.st = stHandled // gone (retention), or not ours to read: nothing to learn
+	case i.DecGone:
+		t.payload, t.st = i.Payload, stHandled
+	case i.Decided:
+		t.payload, t.st, t.outcome = i.Payload, stDecided, i.Outcome
+	default:
+		t.payload = i.Payload
+		if i.DecWatched {
+			t.decCmd, t.decArmed = i.Cmd, true
+		}
+		if i.Voted {
+			t.st, t.yes, t.reason = stVoted, i.Yes, i.Reason
+		} else {
+			t.st = stPrepare
+		}
+	}
+	m.advance(o, t)
+}
+
+func (m *Machine) decisionRead(o *out, i decisionRead) {
+	t := m.txs[i.Tx]
+	if t == nil || t.decCmd != i.Cmd {
+		return
+	}
+	switch {
+	case i.Err != nil:
+		t.decCmd = 0
+		m.fail(o)
+		return
+	case i.Exists, i.Gone:
+		t.decCmd = 0
+		if t.st != stVoted || t.cmd != 0 {
+			return
+		}
+		t.st, t.outcome = stDecided, i.Outcome
+		if i.Gone {
+			t.st = stHandled // deleted after its retention
+		}
+	default:
+		t.decArmed = true
+	}
+	m.advance(o, t)
+}
+
+func (m *Machine) prepared(o *out, i prepared) {
+	if i.Cmd == m.busy {
+		m.busy = 0
+	}
+	defer m.pump(o)
+	t := m.tx(i.Tx, i.Cmd)
+	if t == nil || i.Cancelled {
+		return
+	}
+	t.yes, t.reason = i.Yes, i.Reason
+	m.event(o, t, events.Event{Type: events.Prepared, Phase: events.PhaseBegin, State: statePrepared})
+	t.st = stVote
+	m.advance(o, t)
+}
+
+func (m *Machine) voteWritten(o *out, i voteWritten) {
+	t := m.tx(i.Tx, i.Cmd)
+	if t == nil {
+		return
+	}
+	switch {
+	case i.Err != nil:
+		m.fail(o)
+		return
+	case i.Gone:
+		t.st = stLoad // the transaction is gone
+	default:
+		t.yes, t.reason = i.Yes, i.Reason
+		ev := events.Event{Type: events.Voted, State: stateVoted}
+		if !t.yes {
+			ev.Err = fmt.Errorf("%w: %s", ErrAborted, t.reason)
+		}
+		m.event(o, t, ev)
+		t.st = stVoted
+	}
+	m.advance(o, t)
+}
+
+func (m *Machine) handled(o *out, i handled) {
+	if i.Cmd == m.busy {
+		m.busy = 0
+	}
+	defer m.pump(o)
+	t := m.tx(i.Tx, i.Cmd)
+	if t == nil || i.Cancelled {
+		return
+	}
+	if i.Err != nil {
+		m.fail(o) // called again at the resync
+		return
+	}
+	ev := events.Event{Type: events.Committed, Phase: events.PhaseEnded, State: stateDecided}
+	if !t.outcome.Committed {
+		ev = events.Event{Type: events.Aborted, Phase: events.PhaseFailed, State: stateDecided,
+			Err: fmt.Errorf("%w: %s", ErrAborted, t.outcome.Reason)}
+	}
+	m.event(o, t, ev)
+	t.st = stHandled
+	m.advance(o, t)
+}
+
+func (m *Machine) cmd() uint64 {
+	m.nextCmd++
+	return m.nextCmd
+}
+
+func (m *Machine) reply(o *out, req uint64, err error) {
+	if req == 0 {
+		return
+	}
+	o.Replies = append(o.Replies, runtime.Reply{Req: req, Err: err})
+}
+
+func (m *Machine) event(o *out, t *ptx, ev events.Event) {
+	ev.Node = m.p.tx(t.id)
+	o.Events = append(o.Events, ev)
+}

@@ -1,0 +1,312 @@
+package twophase
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden transcripts in testdata")
+
+const sess = 0x100
+
+// transcript drives a Machine with scripted inputs and records, for each
+// input, the events, replies and commands it produced and the state after.
+type transcript struct {
+	t *testing.T
+	m *Machine
+	b strings.Builder
+}
+
+func newTranscript(t *testing.T) *transcript {
+	m, err := NewMachine(Config{Root: "/app/2pc", ID: "me", SessionID: sess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &transcript{t: t, m: m}
+	tr.record("(start)", m.Start())
+	return tr
+}
+
+func (tr *transcript) step(in Input) runtime.Output[Command] {
+	out := tr.m.Step(in)
+	tr.record(in.String(), out)
+	return out
+}
+
+func (tr *transcript) record(in string, out runtime.Output[Command]) {
+	fmt.Fprintf(&tr.b, "> %s\n", in)
+	for _, e := range out.Events {
+		fmt.Fprintf(&tr.b, "  Event %s phase=%s state=%s node=%s", e.Type, e.Phase, e.State, e.Node)
+		if e.Err != nil {
+			fmt.Fprintf(&tr.b, " err=%v", e.Err)
+		}
+		fmt.Fprintln(&tr.b)
+	}
+	for _, r := range out.Replies {
+		fmt.Fprintf(&tr.b, "  Reply req=%d", r.Req)
+		if r.Err != nil {
+			fmt.Fprintf(&tr.b, " err=%v", r.Err)
+		}
+		fmt.Fprintln(&tr.b)
+	}
+	for _, c := range out.Commands {
+		fmt.Fprintf(&tr.b, "  %s\n", c)
+	}
+	if out.Done {
+		fmt.Fprintf(&tr.b, "  Done\n")
+	}
+	fmt.Fprintf(&tr.b, "  = %s\n", tr.m.State())
+}
+
+func (tr *transcript) check(name string) {
+	tr.t.Helper()
+	golden := filepath.Join("testdata", name+".txt")
+	got := tr.b.String()
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			tr.t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		tr.t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		tr.t.Errorf("transcript %s differs from %s (run with -update after checking):\n%s", name, golden, got)
+	}
+}
+
+func (tr *transcript) wantState(s events.State) {
+	tr.t.Helper()
+	if got := tr.m.State(); got != s {
+		tr.t.Fatalf("state %s, want %s", got, s)
+	}
+}
+
+func commands[C Command](out runtime.Output[Command]) []C {
+	var cs []C
+	for _, c := range out.Commands {
+		if c, ok := c.(C); ok {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+func eventTypes(out runtime.Output[Command]) []events.Type {
+	var ts []events.Type
+	for _, e := range out.Events {
+		ts = append(ts, e.Type)
+	}
+	return ts
+}
+
+// serving starts serving with tx1 in the inbox, registered: it returns
+// the load command's id.
+func (tr *transcript) serving() uint64 {
+	tr.step(serveCall{Req: 1})
+	out := tr.step(inboxListed{Cmd: 1, Kids: []string{"tx1"}})
+	tr.step(registered{Cmd: 2})
+	tr.wantState(events.StateDetermine)
+	return commands[load](out)[0].Cmd
+}
+
+// tx1 is voted yes and committed: Prepare, the vote, a watch on the
+// coordinator while the decision is awaited, Commit, the inbox entry
+// deleted; then serving stops: our registration is deleted before the
+// wait for the stop is answered.
+func TestTranscriptVotedYesAndCommitted(t *testing.T) {
+	tr := newTranscript(t)
+	tr.wantState(events.StateStart)
+	ld := tr.serving()
+	out := tr.step(loaded{Cmd: ld, Tx: "tx1", Payload: []byte("pay"), DecWatched: true})
+	prep := commands[prepare](out)[0]
+	out = tr.step(prepared{Cmd: prep.Cmd, Tx: "tx1", Yes: true})
+	v := commands[vote](out)[0]
+	out = tr.step(voteWritten{Cmd: v.Cmd, Tx: "tx1", Yes: true})
+	wc := commands[watchCoord](out)[0]
+	tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: true})
+	out = tr.step(decisionEvent{Cmd: ld, Tx: "tx1", Type: zk.EventNodeCreated})
+	rd := commands[readDecision](out)[0]
+	out = tr.step(decisionRead{Cmd: rd.Cmd, Tx: "tx1", Exists: true, Outcome: Outcome{Committed: true}})
+	h := commands[handle](out)[0]
+	if !h.Outcome.Committed || string(h.Payload) != "pay" {
+		t.Fatalf("handle %v", h)
+	}
+	out = tr.step(handled{Cmd: h.Cmd, Tx: "tx1"})
+	if ts := eventTypes(out); len(ts) != 1 || ts[0] != events.Committed {
+		t.Fatalf("events %v, want COMMITTED", ts)
+	}
+	del := commands[deleteEntry](out)[0]
+	tr.step(entryDeleted{Cmd: del.Cmd, Tx: "tx1"})
+	tr.wantState(events.StateReady)
+	out = tr.step(unserve{Req: 1})
+	dr := commands[deregister](out)[0]
+	tr.step(awaitStopped{Req: 2})
+	out = tr.step(deregistered{Cmd: dr.Cmd})
+	if len(out.Replies) != 1 || out.Replies[0].Req != 2 {
+		t.Fatalf("the stop is not answered: %+v", out.Replies)
+	}
+	tr.wantState(events.StateStart)
+	tr.check("voted_yes_and_committed")
+}
+
+// Our handler votes no: the vote is written, and we decide abort
+// ourselves, for our reason, without waiting for the coordinator.
+func TestTranscriptNoVoteDecidesAbort(t *testing.T) {
+	tr := newTranscript(t)
+	ld := tr.serving()
+	out := tr.step(loaded{Cmd: ld, Tx: "tx1", DecWatched: true})
+	prep := commands[prepare](out)[0]
+	out = tr.step(prepared{Cmd: prep.Cmd, Tx: "tx1", Reason: "out of stock"})
+	v := commands[vote](out)[0]
+	if v.Yes || v.Reason != "out of stock" {
+		t.Fatalf("vote %v", v)
+	}
+	out = tr.step(voteWritten{Cmd: v.Cmd, Tx: "tx1", Reason: "out of stock"})
+	d := commands[makeDecision](out)
+	if len(d) != 1 || d[0].Want != (Outcome{Reason: "me: out of stock"}) {
+		t.Fatalf("decide %v", d)
+	}
+	out = tr.step(decided{Cmd: d[0].Cmd, Tx: "tx1", Outcome: d[0].Want})
+	h := commands[handle](out)[0]
+	out = tr.step(handled{Cmd: h.Cmd, Tx: "tx1"})
+	if ts := eventTypes(out); len(ts) != 1 || ts[0] != events.Aborted || !errors.Is(out.Events[0].Err, ErrAborted) {
+		t.Fatalf("events %v, want ABORTED", out.Events)
+	}
+	tr.step(entryDeleted{Cmd: commands[deleteEntry](out)[0].Cmd, Tx: "tx1"})
+	tr.wantState(events.StateReady)
+	tr.check("no_vote_decides_abort")
+}
+
+// We voted yes; the coordinator's node goes before a decision (its
+// session ended): we decide abort for that reason.
+func TestTranscriptCoordinatorGone(t *testing.T) {
+	tr := newTranscript(t)
+	ld := tr.serving()
+	out := tr.step(loaded{Cmd: ld, Tx: "tx1", DecWatched: true})
+	out = tr.step(prepared{Cmd: commands[prepare](out)[0].Cmd, Tx: "tx1", Yes: true})
+	out = tr.step(voteWritten{Cmd: commands[vote](out)[0].Cmd, Tx: "tx1", Yes: true})
+	wc := commands[watchCoord](out)[0]
+	tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: true})
+	out = tr.step(coordEvent{Cmd: wc.Cmd, Tx: "tx1", Type: zk.EventNodeDeleted})
+	wc = commands[watchCoord](out)[0]
+	out = tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: false})
+	d := commands[makeDecision](out)
+	if len(d) != 1 || d[0].Want != (Outcome{Reason: ReasonCoordinatorGone}) {
+		t.Fatalf("decide %v", d)
+	}
+	out = tr.step(decided{Cmd: d[0].Cmd, Tx: "tx1", Outcome: d[0].Want})
+	out = tr.step(handled{Cmd: commands[handle](out)[0].Cmd, Tx: "tx1"})
+	tr.step(entryDeleted{Cmd: commands[deleteEntry](out)[0].Cmd, Tx: "tx1"})
+	tr.check("coordinator_gone")
+}
+
+// A restarted participant finds its vote written: it does not prepare
+// again, and waits for the decision (the watch the load left fires).
+func TestTranscriptRestartFindsVote(t *testing.T) {
+	tr := newTranscript(t)
+	ld := tr.serving()
+	out := tr.step(loaded{Cmd: ld, Tx: "tx1", Payload: []byte("one"), DecWatched: true, Voted: true, Yes: true})
+	if len(commands[prepare](out)) != 0 {
+		t.Fatal("prepared again")
+	}
+	wc := commands[watchCoord](out)[0]
+	tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: true})
+	out = tr.step(decisionEvent{Cmd: ld, Tx: "tx1", Type: zk.EventNodeCreated})
+	out = tr.step(decisionRead{Cmd: commands[readDecision](out)[0].Cmd, Tx: "tx1", Exists: true, Outcome: Outcome{Committed: true}})
+	out = tr.step(handled{Cmd: commands[handle](out)[0].Cmd, Tx: "tx1"})
+	tr.step(entryDeleted{Cmd: commands[deleteEntry](out)[0].Cmd, Tx: "tx1"})
+	tr.check("restart_finds_vote")
+}
+
+// The connection is lost while our vote is being created: the error
+// schedules a resync, the reconnection makes it at once, and the create,
+// made again, finds our node (the first create went through) and reads
+// it.
+func TestTranscriptConnectionLostDuringVote(t *testing.T) {
+	tr := newTranscript(t)
+	ld := tr.serving()
+	out := tr.step(loaded{Cmd: ld, Tx: "tx1", DecWatched: true})
+	out = tr.step(prepared{Cmd: commands[prepare](out)[0].Cmd, Tx: "tx1", Yes: true})
+	v := commands[vote](out)[0]
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	out = tr.step(voteWritten{Cmd: v.Cmd, Tx: "tx1", Yes: true, Err: zk.ErrConnectionLoss})
+	if len(commands[sleep](out)) != 1 || len(commands[vote](out)) != 0 {
+		t.Fatalf("commands %v, want a sleep", out.Commands)
+	}
+	sl := commands[sleep](out)[0]
+	out = tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	v2 := commands[vote](out)
+	if len(v2) != 1 {
+		t.Fatalf("commands %v, want the vote again", out.Commands)
+	}
+	out = tr.step(voteWritten{Cmd: v2[0].Cmd, Tx: "tx1", Yes: true, Found: true})
+	if ts := eventTypes(out); len(ts) != 1 || ts[0] != events.Voted {
+		t.Fatalf("events %v, want VOTED", ts)
+	}
+	// The resync was made already: the timer's wake is ignored.
+	if out := tr.step(woke{Cmd: sl.Cmd}); len(out.Commands) != 0 {
+		t.Fatalf("commands %v after a stale wake", out.Commands)
+	}
+	tr.check("connection_lost_during_vote")
+}
+
+// The session ends while we serve, with a Prepare in flight: FAILED until
+// registered again on the new session; then Close waits for the Prepare
+// (cut short) before the registration goes and the machine stops.
+func TestTranscriptSessionLostAndClose(t *testing.T) {
+	tr := newTranscript(t)
+	ld := tr.serving()
+	out := tr.step(loaded{Cmd: ld, Tx: "tx1", DecWatched: true})
+	prep := commands[prepare](out)[0]
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.wantState(events.StateFailed)
+	out = tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	li := commands[listInbox](out)[0]
+	out = tr.step(inboxListed{Cmd: li.Cmd, Kids: []string{"tx1"}})
+	tr.wantState(events.StateFailed)
+	tr.step(registered{Cmd: commands[register](out)[0].Cmd})
+	tr.wantState(events.StateDetermine)
+	out = tr.step(shutdown{Req: 2})
+	if len(out.Replies) != 1 || out.Replies[0].Req != 1 || !errors.Is(out.Replies[0].Err, ErrClosed) {
+		t.Fatalf("Serve not answered ErrClosed: %+v", out.Replies)
+	}
+	dr := commands[deregister](out)[0]
+	tr.step(deregistered{Cmd: dr.Cmd})
+	out = tr.step(prepared{Cmd: prep.Cmd, Tx: "tx1", Cancelled: true})
+	if !out.Done || len(out.Events) != 0 {
+		t.Fatalf("not done, or events %v", out.Events)
+	}
+	tr.wantState(events.StateStop)
+	tr.check("session_lost_and_close")
+}
+
+// A listing of the inbox made before our delete of tx1's entry, answered
+// after it, still shows tx1: it is not taken for a new transaction (its
+// handler is not called twice); tx2, new, is loaded.
+func TestTranscriptStaleListingAfterDelete(t *testing.T) {
+	tr := newTranscript(t)
+	ld := tr.serving()
+	out := tr.step(loaded{Cmd: ld, Tx: "tx1", Decided: true, Outcome: Outcome{Committed: true}})
+	out = tr.step(handled{Cmd: commands[handle](out)[0].Cmd, Tx: "tx1"})
+	del := commands[deleteEntry](out)[0]
+	out = tr.step(inboxEvent{Cmd: 1, Type: zk.EventNodeChildrenChanged})
+	li := commands[listInbox](out)[0]
+	tr.step(entryDeleted{Cmd: del.Cmd, Tx: "tx1"})
+	out = tr.step(inboxListed{Cmd: li.Cmd, Kids: []string{"tx1", "tx2"}})
+	if l := commands[load](out); len(l) != 1 || l[0].Tx != "tx2" {
+		t.Fatalf("loads %v, want tx2 only", l)
+	}
+	tr.check("stale_listing_after_delete")
+}
