@@ -603,3 +603,14 @@ func (m *Machine) event(o *out, t *ptx, ev events.Event) {
 	ev.Node = m.p.tx(t.id)
 	o.Events = append(o.Events, ev)
 }
+
+// Diagram renders the participant machine's states and transitions as a
+// Mermaid state diagram (the same as Mermaid of a new machine;
+// docs/diagrams is generated from it).
+func Diagram() string {
+	f, err := runtime.NewFSM(states, events.StateStart, transitions)
+	if err != nil {
+		return err.Error()
+	}
+	return f.Mermaid()
+}
