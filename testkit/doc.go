@@ -44,6 +44,25 @@
 // server applied it, Disarm disarms it if no request has matched it yet
 // (and says whether it did), and Release lets a held reply go.
 //
+// # Testing your own code
+//
+// Record records a recipe handle's lifecycle events (any handle: they all
+// have Subscribe) for the rest of the test. WaitFor and Expect wait for
+// them in order, 15 s each, and on failure print the recording, one line
+// per event, so that a failed assertion shows what the recipe lived
+// through:
+//
+//	l, _ := lock.New(conn, "/app/lock")
+//	rec := testkit.Record(t, l)
+//	g, _ := l.Acquire(ctx)
+//	sim.Expire(conn) // conn from sim.Connect()
+//	<-g.Lost()
+//	rec.Expect(t, events.ElectedComplete, events.Lost)
+//
+// The examples of this package are such tests: a leader that stops when
+// its session expires, a worker that releases a lock when its ctx ends, an
+// item delivered again after its consumer crashed.
+//
 // # A real ZooKeeper
 //
 // StartServer starts a standalone Apache ZooKeeper (Debian's

@@ -154,16 +154,17 @@ func (r *Recorder) Transcript() string {
 		if i == r.next-1 {
 			mark = "> "
 		}
-		fmt.Fprintf(&b, "\n%s%10s %-18s %-9s", mark, since(r.start, ev.Time), ev.Type, ev.State)
+		line := fmt.Sprintf("%s%10s %-18s %-9s", mark, since(r.start, ev.Time), ev.Type, ev.State)
 		if ev.Node != "" {
-			fmt.Fprintf(&b, " node=%s", ev.Node)
+			line += " node=" + ev.Node
 		}
 		if ev.Err != nil {
-			fmt.Fprintf(&b, " err=%v", ev.Err)
+			line += fmt.Sprintf(" err=%v", ev.Err)
 		}
 		if ev.Type == events.Overflow {
-			fmt.Fprintf(&b, " missed=%d", ev.Missed)
+			line += fmt.Sprintf(" missed=%d", ev.Missed)
 		}
+		b.WriteString("\n" + strings.TrimRight(line, " "))
 	}
 	return b.String()
 }
