@@ -723,7 +723,7 @@ func (m *Machine) offered(o *out, i offered) {
 	delete(m.offers, i.Cmd)
 	if i.Err == nil {
 		for _, n := range i.Names {
-			m.event(o, events.Offered, n, nil)
+			m.event(o, events.Offered, m.node(n), nil)
 		}
 	}
 	m.reply(o, req, i.Names, i.Err)
