@@ -19,6 +19,7 @@ import (
 // connection closes), and is counted out: the others leave together
 // without it, and no node is left.
 func barrierScenario(ctx context.Context, c *cluster, p *printer, hold time.Duration) error {
+	defer p.flush()
 	const path, workers, crasher = "/demo/barrier", 5, 2
 	p.say("barrier: %d workers start together and finish together on %s; worker-3 crashes inside, on %s", workers, path, c.where)
 	var printing sync.WaitGroup

@@ -31,6 +31,7 @@ type elected struct {
 // transitions are printed as they happen, and an observer (a handle that
 // never campaigns) prints each leader change it sees.
 func electionScenario(ctx context.Context, c *cluster, p *printer) error {
+	defer p.flush()
 	const path = "/demo/election"
 	p.say("election: 5 participants campaign for %s, on %s", path, c.where)
 	var printing sync.WaitGroup

@@ -17,6 +17,7 @@ import (
 // acquisitions per worker, the most workers seen holding at once (between
 // Acquire returning and Release being called), and the wait for the lock.
 func lockScenario(ctx context.Context, c *cluster, p *printer, workers, rounds int, hold time.Duration) error {
+	defer p.flush()
 	p.say("lock: %d workers take /demo/lock %d times each, on %s", workers, rounds, c.where)
 	var printing sync.WaitGroup
 	locks := make([]*lock.Lock, workers)

@@ -56,6 +56,7 @@ func main() {
 		c = &cluster{servers: strings.Split(*addr, ","), where: "ZooKeeper " + *addr}
 	}
 	p := newPrinter(os.Stdout)
+	p.key()
 	var err error
 	switch *scenario {
 	case "lock":

@@ -13,19 +13,59 @@ import (
 )
 
 // printer writes the demo's lines, whole, from any goroutine, each with its
-// time since the start.
+// time since the start, in the order of those times: an event reaches its
+// follower goroutine a little after it happened, so lines wait up to lag
+// for earlier ones before they are written, and flush writes the rest.
 type printer struct {
-	mu    sync.Mutex
-	w     io.Writer
-	start time.Time
+	mu      sync.Mutex
+	w       io.Writer
+	start   time.Time
+	pending []pendingLine // sorted by time
 }
+
+type pendingLine struct {
+	at   time.Time
+	text string
+}
+
+// lag is how long a line waits for lines with earlier times.
+const lag = 100 * time.Millisecond
 
 func newPrinter(w io.Writer) *printer { return &printer{w: w, start: time.Now()} }
 
 func (p *printer) line(at time.Time, format string, a ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fmt.Fprintf(p.w, "%9.3fms  %s\n", float64(at.Sub(p.start))/1e6, fmt.Sprintf(format, a...))
+	text := fmt.Sprintf("%9.3fms  %s\n", float64(at.Sub(p.start))/1e6, fmt.Sprintf(format, a...))
+	i, _ := slices.BinarySearchFunc(p.pending, at, func(l pendingLine, t time.Time) int {
+		if l.at.After(t) {
+			return 1
+		}
+		return -1 // equal times keep their arrival order
+	})
+	p.pending = slices.Insert(p.pending, i, pendingLine{at, text})
+	p.writeBefore(time.Now().Add(-lag))
+}
+
+// flush writes every line still waiting.
+func (p *printer) flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.writeBefore(time.Now().Add(time.Hour))
+}
+
+func (p *printer) writeBefore(t time.Time) {
+	n := 0
+	for n < len(p.pending) && p.pending[n].at.Before(t) {
+		io.WriteString(p.w, p.pending[n].text)
+		n++
+	}
+	p.pending = p.pending[n:]
+}
+
+// key prints what the columns of an event line are.
+func (p *printer) key() {
+	p.say("columns: time since the start | who | lifecycle event | the state it left its machine in | details")
 }
 
 // say prints a line of the story.

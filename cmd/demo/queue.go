@@ -21,6 +21,7 @@ import (
 // its claim goes with it: the order is REDELIVERED to one of the two,
 // which acks it. Every order is acked exactly once, and none is lost.
 func queueScenario(ctx context.Context, c *cluster, p *printer, orders int, hold time.Duration) error {
+	defer p.flush()
 	const path = "/demo/queue"
 	total := 2*orders + 1
 	p.say("queue: 2 producers offer %d orders to %s, 3 consumers ack them; consumer-3 crashes mid-order, on %s", total, path, c.where)

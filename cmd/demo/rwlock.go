@@ -18,6 +18,7 @@ import (
 // rwlock.Holders reports them from another session, are printed and
 // checked.
 func rwlockScenario(ctx context.Context, c *cluster, p *printer) error {
+	defer p.flush()
 	const path = "/demo/rwlock"
 	p.say("rwlock: readers share %s, writers hold it alone, a writer downgrades; on %s", path, c.where)
 	var printing sync.WaitGroup

@@ -22,6 +22,7 @@ import (
 // returns. To show it, the 7 take one lease more each, and each holds
 // until 3 hold at once. Every transition of every handle is printed.
 func semaphoreScenario(ctx context.Context, c *cluster, p *printer, rounds int, hold time.Duration) error {
+	defer p.flush()
 	const path, workers, leases = "/demo/semaphore", 8, 3
 	p.say("semaphore: %d workers share %d leases of %s, on %s", workers, leases, path, c.where)
 	var printing sync.WaitGroup

@@ -19,6 +19,7 @@ import (
 // participants abort it themselves: no one waits for a dead coordinator,
 // and every participant's handler sees the same outcome of every order.
 func twophaseScenario(ctx context.Context, c *cluster, p *printer) error {
+	defer p.flush()
 	const root = "/demo/2pc"
 	ids := []string{"warehouse", "payment", "shipping"}
 	p.say("2pc: a coordinator and %d participants (%s) on %s, on %s", len(ids), strings.Join(ids, ", "), root, c.where)
