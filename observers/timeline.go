@@ -79,6 +79,9 @@ type Record struct {
 	Missed   uint64 // OVERFLOW only: how many events the observer missed
 }
 
+// RecordOf is ev as a timeline Record.
+func RecordOf(ev events.Event) Record { return recordOf(ev) }
+
 func recordOf(ev events.Event) Record {
 	r := Record{
 		Time: ev.Time, Recipe: ev.Recipe, Path: ev.Path, Instance: ev.Instance, Type: ev.Type, State: ev.State,

@@ -15,6 +15,7 @@
 //	go run ./cmd/demo -scenario queue -orders 20
 //	go run ./cmd/demo -scenario barrier
 //	go run ./cmd/demo -scenario 2pc
+//	go run ./cmd/demo -trace-json /tmp/demo.json # then open it in ui.perfetto.dev
 //
 // Each worker and participant has its own session, as separate processes
 // would. The exit code is 0 when every check held (one holder at a time,
@@ -25,6 +26,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -41,6 +43,7 @@ func main() {
 	scenario := flag.String("scenario", "all", "lock, election, rwlock, semaphore, queue, barrier, 2pc or all")
 	workers := flag.Int("workers", 5, "lock: workers contending on one lock")
 	rounds := flag.Int("rounds", 3, "lock, semaphore: acquisitions per worker")
+	traceJSON := flag.String("trace-json", "", "write every event as Chrome Trace Event JSON to this file (opens in ui.perfetto.dev)")
 	orders := flag.Int("orders", 6, "queue: items each of the 2 producers offers")
 	hold := flag.Duration("hold", 5*time.Millisecond, "lock, semaphore, queue: how long a worker holds the lock or a lease, or works on an item")
 	flag.Parse()
@@ -56,6 +59,7 @@ func main() {
 		c = &cluster{servers: strings.Split(*addr, ","), where: "ZooKeeper " + *addr}
 	}
 	p := newPrinter(os.Stdout)
+	p.collect = *traceJSON != ""
 	p.key()
 	var err error
 	switch *scenario {
@@ -95,10 +99,28 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
+	if *traceJSON != "" {
+		if terr := writeTrace(p, *traceJSON); terr != nil {
+			err = errors.Join(err, terr)
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
+}
+
+// writeTrace writes the events the printer kept to file.
+func writeTrace(p *printer, file string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := p.trace(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // cluster is where the demo runs: the simulator or real servers.

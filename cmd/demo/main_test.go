@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -107,5 +108,44 @@ func TestScenariosOnARealServer(t *testing.T) {
 		if err := run(); err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, out.String())
 		}
+	}
+}
+
+// -trace-json: the scenario's events as Chrome Trace Event JSON, one lane
+// per worker.
+func TestTraceJSON(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var out, trace bytes.Buffer
+	p := newPrinter(&out)
+	p.collect = true
+	if err := barrierScenario(ctx, &cluster{sim: sim.New(), where: "the simulator"}, p, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.trace(&trace); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Ph   string         `json:"ph"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(trace.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	lanes := map[string]bool{}
+	entered := 0
+	for _, e := range doc.TraceEvents {
+		if e.Ph == "M" && e.Name == "thread_name" {
+			lanes[e.Args["name"].(string)] = true
+		}
+		if e.Ph == "i" && e.Name == "ENTERED" {
+			entered++
+		}
+	}
+	if len(lanes) != 5 || entered != 5 {
+		t.Errorf("lanes %v, ENTERED instants %d; want 5 workers, 5", lanes, entered)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/observers"
 )
 
 // printer writes the demo's lines, whole, from any goroutine, each with its
@@ -21,6 +22,8 @@ type printer struct {
 	w       io.Writer
 	start   time.Time
 	pending []pendingLine // sorted by time
+	collect bool          // keep every event for trace (-trace-json)
+	events  []events.Event
 }
 
 type pendingLine struct {
@@ -74,6 +77,14 @@ func (p *printer) say(format string, a ...any) { p.line(time.Now(), "== "+format
 // event prints one lifecycle event of who: its type, the state it left
 // the machine in, and what it carries.
 func (p *printer) event(who string, ev events.Event) {
+	if p.collect {
+		p.mu.Lock()
+		if ev.Instance == "" {
+			ev.Instance = who
+		}
+		p.events = append(p.events, ev)
+		p.mu.Unlock()
+	}
 	s := fmt.Sprintf("%-11s %-18s %-9s", who, ev.Type, ev.State)
 	if ev.Term != 0 {
 		s += fmt.Sprintf(" term=%d", ev.Term)
@@ -113,4 +124,15 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	s := slices.Sorted(slices.Values(d))
 	i := int(math.Ceil(p*float64(len(s)))) - 1
 	return s[min(max(i, 0), len(s)-1)]
+}
+
+// trace writes the events kept so far as Chrome's Trace Event JSON.
+func (p *printer) trace(w io.Writer) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	recs := make([]observers.Record, len(p.events))
+	for i, ev := range p.events {
+		recs[i] = observers.RecordOf(ev)
+	}
+	return observers.WriteChromeTrace(w, recs)
 }
