@@ -158,14 +158,19 @@ func TestTakeWaitsForAnItem(t *testing.T) {
 	})
 }
 
+// waitState polls q's state every millisecond, for at most 15 s, until it
+// is s.
 func waitState(t *testing.T, q *queue.Queue, s events.State) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(15 * time.Second)
 	for q.State() != s {
-		if time.Now().After(deadline) {
+		select {
+		case <-tick.C:
+		case <-deadline:
 			t.Fatalf("state %s, want %s", q.State(), s)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
