@@ -149,8 +149,9 @@ func TestQueueWithCurator(t *testing.T) {
 		t.Fatalf("together took %d items (ours %d, Curator's %d); want each of the 200 once", len(all), len(ours), len(theirs))
 	}
 	// Curator takes in queue order. Ours, after losing a race, takes one of
-	// the first 4 items it knows of, so an item it takes late is at most 3
-	// places ahead of one it took before.
+	// the first 4 items it still knows in the queue: when it takes an item,
+	// at most 3 older ones are left that it takes later (each of those was
+	// in the queue, before it, at the time).
 	pos := func(item string) int {
 		var i int
 		fmt.Sscanf(item[1:], "%d", &i)
@@ -165,10 +166,14 @@ func TestQueueWithCurator(t *testing.T) {
 			slack = 0
 		}
 		for i, a := range took {
+			var older []string
 			for _, b := range took[i+1:] {
-				if pos(a)-pos(b) > slack {
-					t.Errorf("%s took %s before %s, %d places behind it in the queue", who, a, b, pos(a)-pos(b))
+				if pos(b) < pos(a) {
+					older = append(older, b)
 				}
+			}
+			if len(older) > slack {
+				t.Errorf("%s took %s before %d older items it took later: %v", who, a, len(older), older)
 			}
 		}
 	}

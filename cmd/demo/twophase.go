@@ -94,8 +94,10 @@ func twophaseScenario(ctx context.Context, c *cluster, p *printer) error {
 		p.say("order-3: the crashed coordinator's Propose read the decision: %s", describe(r.out))
 	}
 	for _, id := range ids {
-		if err := seen.await(ctx, id, "order-3"); err != nil {
-			return err
+		for _, tx := range []string{"order-1", "order-2", "order-3"} {
+			if err := seen.await(ctx, id, tx); err != nil {
+				return err
+			}
 		}
 	}
 	stopServing()
