@@ -535,6 +535,11 @@ func (m *Machine) claimed(o *out, i claimed) {
 	}
 	e.busy = false
 	switch {
+	case i.Err == nil && m.session == 0:
+		// Made while no session was known: on the one that ended (and
+		// gone with it) or, sent again by the client, on the next one.
+		// Which one is asked once the session is back.
+		m.uncertain(o, e)
 	case i.Err == nil:
 		m.contended = false
 		e.mine = true
@@ -627,6 +632,16 @@ func (m *Machine) checked(o *out, i checked) {
 		return
 	}
 	switch t := e.taker; {
+	case t == nil && i.ItemExists && i.ClaimOwner != 0 && i.ClaimOwner == m.session:
+		// Our claim, made for a call no longer waiting for it: give it
+		// back, or it would hold the item for as long as our session.
+		e.mine = true
+		m.claims[e.name] = m.session
+		m.endClaim(o, e.name, true, 0)
+	case t == nil && i.ItemExists && i.ClaimOwner != 0:
+		m.othersClaim(o, e)
+	case t == nil && !i.ItemExists:
+		m.markGone(e)
 	case t == nil:
 	case t.kind == kindClaim && i.ClaimOwner == m.session && m.session != 0:
 		e.mine = true

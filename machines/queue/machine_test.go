@@ -192,6 +192,28 @@ func TestTranscriptPriorityArrivesDuringTake(t *testing.T) {
 	tr.check("priority_arrives_during_take")
 }
 
+// The reply to our claim comes after the session was lost and before the
+// next one is known: the claim may live on either session (a request sent
+// while disconnected is made on the next session). It is asked about once
+// the session is back, and found ours on the new one: delivered with it,
+// so that its Ack deletes it (it once stayed, holding the item for as long
+// as that session lived).
+func TestTranscriptClaimReplyBetweenSessions(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001"}, Watched: true})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
+	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	out := tr.step(checked{Cmd: 4, Name: "qn-0000000001", ItemExists: true, ClaimOwner: sess + 1})
+	r, ok := replied(out, 1)
+	if !ok || r.Err != nil || r.Value.(taken).Session != sess+1 {
+		t.Fatalf("the claim = %+v, want it delivered on session %#x", r, sess+1)
+	}
+	tr.check("claim_reply_between_sessions")
+}
+
 func TestItemNames(t *testing.T) {
 	for _, c := range []struct {
 		name string

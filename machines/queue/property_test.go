@@ -73,7 +73,17 @@ func drained(t *testing.T, ctx context.Context, c zk.Conn, path string) {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			t.Fatalf("the queue did not drain: %d items left", st.NumChildren)
+			// What is left, for the report: each item and its claim.
+			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			kids, _, _ := c.Children(dctx, path)
+			var left []string
+			for _, k := range kids {
+				cs, ok, _ := c.Exists(dctx, path+"/"+k+"/"+queue.ClaimName)
+				data, _, _ := c.Get(dctx, path+"/"+k+"/"+queue.ClaimName)
+				left = append(left, fmt.Sprintf("%s (claim: %t, owner %#x, data %q)", k, ok, cs.EphemeralOwner, data))
+			}
+			cancel()
+			t.Fatalf("the queue did not drain: %d items left: %v", st.NumChildren, left)
 		}
 	}
 }
