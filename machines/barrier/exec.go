@@ -69,7 +69,7 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 		})
 	case join:
 		sh.Go(func(ctx context.Context) (Input, bool) {
-			r := joined{Cmd: c.Cmd}
+			r := joined{Cmd: c.Cmd, Name: c.Name}
 			r.Err = do(ctx, "create", func(ctx context.Context) error {
 				var err error
 				r.ReadyCreated, err = d.join(ctx, c.Name, c.WithReady)

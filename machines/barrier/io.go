@@ -50,6 +50,7 @@ type probed struct {
 // ready was created with it, else the path's children, listed after.
 type joined struct {
 	Cmd          uint64
+	Name         string // the member node's
 	ReadyCreated bool
 	Children     []string
 	Err          error
@@ -135,7 +136,7 @@ func (i probed) String() string {
 	return fmt.Sprintf("probed cmd=%d data=%q ready=%t czxid=%d children=%v err=%v", i.Cmd, i.PathData, i.ReadyExists, i.ReadyCzxid, i.Children, i.Err)
 }
 func (i joined) String() string {
-	return fmt.Sprintf("joined cmd=%d ready=%t children=%v err=%v", i.Cmd, i.ReadyCreated, i.Children, i.Err)
+	return fmt.Sprintf("joined cmd=%d %s ready=%t children=%v err=%v", i.Cmd, i.Name, i.ReadyCreated, i.Children, i.Err)
 }
 func (i readyOpened) String() string { return fmt.Sprintf("ready opened cmd=%d err=%v", i.Cmd, i.Err) }
 func (i readyWatched) String() string {

@@ -74,6 +74,7 @@ type Machine struct {
 	member  bool            // our member node exists (or its create is in flight)
 	deleted bool            // our member node's delete is sent
 	joining bool            // our member node's create is in flight
+	joinCmd uint64          // its command
 	lost    bool            // the session ended while we were a member
 	name    string          // our member node's name this round
 	rounds  int             // Enter calls so far
@@ -240,11 +241,19 @@ func (m *Machine) probed(o *out, i probed) {
 	withReady := !i.ReadyExists && len(members(i.Children, "")) >= m.cfg.Members-1
 	m.member, m.deleted, m.joining = true, false, true
 	m.step = m.cmd()
+	m.joinCmd = m.step
 	o.Commands = append(o.Commands, join{Cmd: m.step, Name: m.name, WithReady: withReady})
 }
 
 func (m *Machine) joined(o *out, i joined) {
-	if !m.joining {
+	if !m.joining || i.Cmd != m.joinCmd {
+		if i.Err == nil {
+			// The create of a join we gave up (its session ended): the
+			// client may have sent it on the session that followed, where
+			// the node would count us in. It goes.
+			m.owed++
+			o.Commands = append(o.Commands, deleteMember{Cmd: m.cmd(), Name: i.Name})
+		}
 		return
 	}
 	m.joining = false

@@ -104,7 +104,7 @@ func TestTranscriptLastArrivalAndExit(t *testing.T) {
 	tr := newTranscript(t, 3)
 	tr.step(enterCall{Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"x-1", "y-1"}})
-	out := tr.step(joined{Cmd: 2, ReadyCreated: true})
+	out := tr.step(joined{Cmd: 2, Name: "me-1", ReadyCreated: true})
 	if r, ok := replied(out, 1); !ok || r.Err != nil {
 		t.Fatalf("Enter not answered: %+v", r)
 	}
@@ -132,7 +132,7 @@ func TestTranscriptStaleReadyAndNextRound(t *testing.T) {
 	tr := newTranscript(t, 2)
 	tr.step(enterCall{Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("2"), ReadyExists: true, ReadyCzxid: 7})
-	tr.step(joined{Cmd: 2, Children: []string{"me-1"}})
+	tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"me-1"}})
 	tr.step(readyEvent{Cmd: 1, Type: zk.EventNodeDeleted})
 	tr.step(readyWatched{Cmd: 3, Exists: false})
 	out := tr.step(readyEvent{Cmd: 3, Type: zk.EventNodeCreated})
@@ -160,7 +160,7 @@ func TestTranscriptSessionLostWhileEntering(t *testing.T) {
 	tr := newTranscript(t, 3)
 	tr.step(enterCall{Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"b-1"}})
-	tr.step(joined{Cmd: 2, Children: []string{"b-1", "me-1"}})
+	tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"b-1", "me-1"}})
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	out := tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	if r, ok := replied(out, 1); !ok || !errors.Is(r.Err, ErrSessionLost) {
@@ -172,6 +172,24 @@ func TestTranscriptSessionLostWhileEntering(t *testing.T) {
 	tr.check("session_lost_while_entering")
 }
 
+// The session ends while our member node's create is in flight; its
+// reply comes later and says it was made: on the session that followed,
+// possibly (the client sends queued requests after a reconnect), where it
+// would count us in a round we are not in. It is deleted.
+func TestTranscriptJoinAfterSessionLost(t *testing.T) {
+	tr := newTranscript(t, 3)
+	tr.step(enterCall{Req: 1})
+	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"b-1"}})
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	out := tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"b-1", "me-1"}})
+	if len(out.Commands) != 1 || out.Commands[0].(deleteMember).Name != "me-1" {
+		t.Fatalf("commands %v, want me-1 deleted", out.Commands)
+	}
+	tr.step(memberDeleted{Cmd: 3, Name: "me-1"})
+	tr.check("join_after_session_lost")
+}
+
 // Our listing after our create shows the count full, and a ready we did
 // not see before is in the way: openReady is sent (exec decides whether it
 // is stale); a member count recorded differently is refused before any
@@ -180,7 +198,7 @@ func TestTranscriptCountFullAndMismatch(t *testing.T) {
 	tr := newTranscript(t, 2)
 	tr.step(enterCall{Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("2")})
-	tr.step(joined{Cmd: 2, Children: []string{"b-1", "me-1"}})
+	tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"b-1", "me-1"}})
 	tr.step(readyOpened{Cmd: 3})
 	other := newTranscript(t, 3)
 	other.step(enterCall{Req: 1})
