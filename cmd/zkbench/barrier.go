@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
-	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/barrier"
 )
 
@@ -133,13 +132,10 @@ func barrierRound(ctx context.Context, conns []zk.Conn, path string, staggered b
 			run(i)
 		}
 		close(start)
-		for _, d := range ds[:last] {
-			for d.State() != events.StateDetermine {
-				if err := ctx.Err(); err != nil {
-					return 0, 0, err
-				}
-				time.Sleep(100 * time.Microsecond)
-			}
+		// The others are in once their nodes are: watch the path's
+		// children until there are as many.
+		if err := awaitChildCount(ctx, conns[last], path, last); err != nil {
+			return 0, 0, err
 		}
 		start = make(chan struct{})
 		t0 = time.Now()
@@ -188,4 +184,28 @@ func timeCreateNotify(ctx context.Context, conn, watcher zk.Conn, node string) (
 		return 0, ctx.Err()
 	}
 	return time.Since(t0), nil
+}
+
+// awaitChildCount waits, on child watches, until path has n children.
+func awaitChildCount(ctx context.Context, c zk.Conn, path string, n int) error {
+	for {
+		kids, _, w, err := c.ChildrenW(ctx, path)
+		if errors.Is(err, zk.ErrNoNode) {
+			var ok bool
+			if _, ok, w, err = c.ExistsW(ctx, path); err == nil && ok {
+				continue // made meanwhile: list it
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if len(kids) >= n {
+			return nil
+		}
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

@@ -632,16 +632,6 @@ func (m *Machine) checked(o *out, i checked) {
 		return
 	}
 	switch t := e.taker; {
-	case t == nil && i.ItemExists && i.ClaimOwner != 0 && i.ClaimOwner == m.session:
-		// Our claim, made for a call no longer waiting for it: give it
-		// back, or it would hold the item for as long as our session.
-		e.mine = true
-		m.claims[e.name] = m.session
-		m.endClaim(o, e.name, true, 0)
-	case t == nil && i.ItemExists && i.ClaimOwner != 0:
-		m.othersClaim(o, e)
-	case t == nil && !i.ItemExists:
-		m.markGone(e)
 	case t == nil:
 	case t.kind == kindClaim && i.ClaimOwner == m.session && m.session != 0:
 		e.mine = true

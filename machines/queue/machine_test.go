@@ -1,18 +1,14 @@
 package queue
 
 import (
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/internal/golden"
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden transcripts in testdata")
 
 const sess = 0x100
 
@@ -80,21 +76,7 @@ func (tr *transcript) record(in string, out runtime.Output[Command]) {
 
 func (tr *transcript) check(name string) {
 	tr.t.Helper()
-	golden := filepath.Join("testdata", name+".txt")
-	got := tr.b.String()
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			tr.t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		tr.t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		tr.t.Errorf("transcript %s differs from %s (run with -update after checking):\n%s", name, golden, got)
-	}
+	golden.Check(tr.t, name, tr.b.String())
 }
 
 // replies returns the replies of out to req.
