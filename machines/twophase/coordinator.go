@@ -232,16 +232,19 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 		case errors.Is(err, zk.ErrNoNode) && !ensured:
 			// A registered participant has its inbox already; the
 			// transactions' directory is made by the first Propose.
-			ensured = true
-			if err := ensurePath(ctx, c.conn, c.p.txs()); err != nil {
-				return fmt.Errorf("twophase: %w", err)
-			}
+			err := ensurePath(ctx, c.conn, c.p.txs())
 			for _, id := range participants {
-				if err := ensurePath(ctx, c.conn, c.p.inbox(id)); err != nil {
-					return fmt.Errorf("twophase: %w", err)
+				if err == nil {
+					err = ensurePath(ctx, c.conn, c.p.inbox(id))
 				}
 			}
-			continue
+			if err == nil {
+				ensured = true
+				continue
+			}
+			if !retryable(err) {
+				return fmt.Errorf("twophase: %w", err)
+			}
 		case errors.Is(err, zk.ErrNodeExists):
 			// Ours, applied before a lost reply?
 			if got, _, gerr := c.conn.Get(ctx, c.p.tx(txID)); gerr == nil {

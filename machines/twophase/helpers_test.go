@@ -33,6 +33,7 @@ type rec struct {
 	entered  map[string]int // Prepare calls begun, per tx
 	prepared map[string]int // Prepare calls that returned, per tx
 	outcomes map[string][]twophase.Outcome
+	at       map[string]time.Time // when the first outcome of a tx came
 	payloads map[string]string
 	failing  int // Commit and Abort calls that fail before they succeed
 	calls    int // Commit and Abort calls
@@ -40,7 +41,7 @@ type rec struct {
 
 func newRec() *rec {
 	return &rec{changed: make(chan struct{}, 1), gates: map[string]chan struct{}{}, entered: map[string]int{},
-		prepared: map[string]int{}, outcomes: map[string][]twophase.Outcome{}, payloads: map[string]string{}}
+		prepared: map[string]int{}, outcomes: map[string][]twophase.Outcome{}, at: map[string]time.Time{}, payloads: map[string]string{}}
 }
 
 func (r *rec) touch() {
@@ -100,6 +101,9 @@ func (r *rec) record(tx twophase.Tx, o twophase.Outcome) error {
 		r.mu.Unlock()
 		r.touch()
 		return errors.New("handler failed")
+	}
+	if len(r.outcomes[tx.ID]) == 0 {
+		r.at[tx.ID] = time.Now()
 	}
 	r.outcomes[tx.ID] = append(r.outcomes[tx.ID], o)
 	r.payloads[tx.ID] = string(tx.Payload)

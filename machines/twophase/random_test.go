@@ -1,6 +1,7 @@
 package twophase_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,9 +16,12 @@ import (
 )
 
 // Many transactions with random participants, random votes, and random
-// participant session expiries and connection losses: every participant sees the coordinator's
-// outcome, and a transaction commits exactly when all of its votes are
-// yes. TWOPHASE_SEED replays a run; TWOPHASE_N sets the number of
+// session expiries (of participants and of the coordinator, a crash as
+// the server sees it) and connection losses: every participant sees the
+// coordinator's outcome, a transaction commits only when all of its votes
+// are yes and, unless its coordinator's session ended under it, always
+// then; after a crash no participant waits longer than the vote timeout
+// plus the session timeout for the outcome. TWOPHASE_SEED replays a run; TWOPHASE_N sets the number of
 // transactions (default 200).
 func TestRandomized(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
@@ -64,19 +68,40 @@ func TestRandomized(t *testing.T) {
 			serve(t, conns[id], id, r)
 		}
 		cc := connect(t, tg)
-		c := newCoordinator(t, cc, twophase.WithVoteTimeout(30*time.Second))
+		const voteTimeout = 30 * time.Second
+		c := newCoordinator(t, cc, twophase.WithVoteTimeout(voteTimeout))
 
-		const batch = 10
+		const (
+			batch          = 10
+			sessionTimeout = 2 * time.Second // testkit's real-server targets' (the simulator's sessions end at once)
+		)
 		outcomes := map[string]twophase.Outcome{}
-		var unknown, expiries, disconnects int
+		var unknown, expiries, disconnects, crashes int
+		crashed := map[string]time.Time{} // tx -> when its coordinator's session ended under it
 		start := time.Now()
 		for i := 0; i < n; i += batch {
+			fault := rng.IntN(5)
+			switch i / batch { // every run has both kinds of crash
+			case 1:
+				fault = 2
+			case 2:
+				fault = 0
+			}
+			// A coordinator's crash comes while the batch's first
+			// transaction waits for a vote: its first participant's
+			// Prepare is held until the coordinator has seen the outcome.
+			first := plans[i]
+			var release func()
+			if fault == 2 {
+				release = recs[first.ps[0]].gate(first.id)
+			}
 			chans := map[string]<-chan proposal{}
 			for _, pl := range plans[i:min(i+batch, n)] {
 				chans[pl.id] = proposeAsync(ctx, c, pl.id, []byte(pl.id), pl.ps...)
 			}
+			results := map[string]proposal{}
 			var expired string
-			switch rng.IntN(4) {
+			switch fault {
 			case 0:
 				expired = ids[rng.IntN(len(ids))]
 				tg.Expire(t, conns[expired])
@@ -86,9 +111,25 @@ func TestRandomized(t *testing.T) {
 				tg.Disconnect(t, conns[id])
 				tg.Reconnect(t, conns[id])
 				disconnects++
+			case 2: // the coordinator crashes: its session ends under the batch
+				if p, ok := preparing(t, ctx, recs[first.ps[0]], first.id, chans[first.id]); !ok {
+					results[first.id] = p // refused (a participant re-registering): not held
+				}
+				tg.Expire(t, cc)
+				for tx := range chans {
+					crashed[tx] = time.Now()
+				}
+				crashes++
+				if _, ok := results[first.id]; !ok {
+					results[first.id] = recv(t, ctx, chans[first.id])
+				}
+				release()
 			}
 			for tx, ch := range chans {
-				p := recv(t, ctx, ch)
+				p, ok := results[tx]
+				if !ok {
+					p = recv(t, ctx, ch)
+				}
 				switch {
 				case errors.Is(p.err, twophase.ErrUnknownParticipant):
 					unknown++ // proposed while an expired participant was re-registering
@@ -102,10 +143,13 @@ func TestRandomized(t *testing.T) {
 				waitExists(t, cc, root+"/participants/"+expired)
 			}
 		}
-		t.Logf("%d transactions decided in %v, %d refused for an unknown participant, %d expiries, %d disconnects",
-			len(outcomes), time.Since(start), unknown, expiries, disconnects)
+		t.Logf("%d transactions decided in %v, %d refused for an unknown participant, %d participant expiries, %d disconnects, %d coordinator crashes",
+			len(outcomes), time.Since(start), unknown, expiries, disconnects, crashes)
+		if n > 3*batch && (crashes == 0 || expiries == 0) {
+			t.Errorf("%d coordinator crashes and %d participant expiries: want some of each", crashes, expiries)
+		}
 
-		var commits int
+		var commits, crashAborts int
 		for _, pl := range plans {
 			out, ok := outcomes[pl.id]
 			if !ok {
@@ -118,13 +162,23 @@ func TestRandomized(t *testing.T) {
 			if out.Committed {
 				commits++
 			}
-			if out.Committed != all {
-				t.Errorf("%s: outcome %+v with votes %v", pl.id, out, pl.votes)
+			crashAt, crash := crashed[pl.id]
+			if crash && out.Reason == twophase.ReasonCoordinatorGone {
+				crashAborts++
+			}
+			switch {
+			case out.Committed && !all:
+				t.Errorf("%s: committed with votes %v", pl.id, pl.votes)
+			case !out.Committed && all && !(crash && out.Reason == twophase.ReasonCoordinatorGone):
+				t.Errorf("%s: outcome %+v with votes %v (coordinator crashed: %v)", pl.id, out, pl.votes, crash)
 			}
 			for _, id := range pl.ps {
 				r := recs[id]
 				r.outcome(t, ctx, pl.id)
 				r.mu.Lock()
+				if at := r.at[pl.id]; crash && at.Sub(crashAt) > voteTimeout+sessionTimeout {
+					t.Errorf("%s: %s saw the outcome %v after its coordinator's crash (vote timeout %v + session timeout %v)", pl.id, id, at.Sub(crashAt), voteTimeout, sessionTimeout)
+				}
 				for _, o := range r.outcomes[pl.id] {
 					if o != out {
 						t.Errorf("%s: %s saw %+v, the coordinator %+v", pl.id, id, o, out)
@@ -133,9 +187,30 @@ func TestRandomized(t *testing.T) {
 				r.mu.Unlock()
 			}
 		}
-		t.Logf("%d commits, %d aborts", commits, len(outcomes)-commits)
+		t.Logf("%d commits, %d aborts (%d for a coordinator's crash)", commits, len(outcomes)-commits, crashAborts)
 		if len(outcomes) < n/2 {
 			t.Errorf("only %d of %d transactions were proposed", len(outcomes), n)
 		}
 	})
+}
+
+// preparing waits until r's Prepare of tx has begun, or tx's proposal
+// returned first (it is then returned, with false).
+func preparing(t *testing.T, ctx context.Context, r *rec, tx string, res <-chan proposal) (proposal, bool) {
+	t.Helper()
+	for {
+		r.mu.Lock()
+		in := r.entered[tx] > 0
+		r.mu.Unlock()
+		if in {
+			return proposal{}, true
+		}
+		select {
+		case p := <-res:
+			return p, false
+		case <-r.changed:
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s to be prepared: %v", tx, ctx.Err())
+		}
+	}
 }
