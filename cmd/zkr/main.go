@@ -4,7 +4,7 @@
 //	zkr lock [flags] PATH -- CMD ARGS...       run CMD while holding the lock at PATH
 //	zkr elect [flags] PATH ID -- CMD ARGS...   run CMD while ID leads the election at PATH
 //	zkr elect -observe [flags] PATH            print each leader change, until interrupted (then exit 0)
-//	zkr holders [-election] [flags] PATH       print the lock's holder (or the election's participants)
+//	zkr holders [-election|-rwlock|-semaphore] PATH  print who holds the lock (or the election's participants)
 //	zkr queue offer [flags] PATH DATA          add DATA to the queue at PATH
 //	zkr queue take [flags] PATH                remove and print the head item, waiting for one
 //	zkr queue len [flags] PATH                 print the number of items
@@ -52,7 +52,7 @@ const usage = `usage:
   zkr lock [flags] PATH -- CMD ARGS...
   zkr elect [flags] PATH ID -- CMD ARGS...
   zkr elect -observe [flags] PATH
-  zkr holders [-election] [flags] PATH
+  zkr holders [-election | -rwlock | -semaphore] [flags] PATH
   zkr queue offer|take|len [flags] PATH [DATA]
 "zkr COMMAND -h" lists a command's flags.
 `

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/machines/rwlock"
+	"github.com/zkrecipes/zkrecipes/machines/semaphore"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
 
@@ -38,6 +40,7 @@ func TestZkr(t *testing.T) {
 	t.Run("exit statuses", z.testExitStatus)
 	t.Run("queue round trip", z.testQueue)
 	t.Run("elect, holders and a forwarded signal", z.testElect)
+	t.Run("holders of a read/write lock and a semaphore", z.testSharedHolders)
 }
 
 type zkr struct {
@@ -334,5 +337,56 @@ func (z *zkr) testElect(t *testing.T) {
 	for range seen {
 	}
 	for range out {
+	}
+}
+
+// testSharedHolders: two readers hold a read/write lock and two of three
+// leases of a semaphore are held; zkr holders lists exactly those.
+func (z *zkr) testSharedHolders(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	conn, err := zk.Connect(ctx, []string{z.addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var readers []string
+	for range 2 {
+		rw, err := rwlock.New(conn, "/rw")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rw.Close()
+		g, err := rw.ReadLock().Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readers = append(readers, g.Node()+"\t"+strconv.FormatInt(g.Token(), 10)+"\tread\n")
+	}
+	sem, err := semaphore.New(conn, "/sem", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sem.Close()
+	ls, err := sem.AcquireN(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	stdout, stderr, code := z.run(t, "holders", "-rwlock", "-zk", z.addr, "/rw")
+	if code != 0 || stdout != readers[0]+readers[1] {
+		t.Errorf("holders -rwlock: status %d, stdout %q, want %q; stderr:\n%s", code, stdout, readers[0]+readers[1], stderr)
+	}
+	stdout, stderr, code = z.run(t, "holders", "-semaphore", "-o", "json", "-zk", z.addr, "/sem")
+	if code != 0 || strings.Count(stdout, "\n") != 2 {
+		t.Errorf("holders -semaphore: status %d, stdout %q; stderr:\n%s", code, stdout, stderr)
+	}
+	for _, l := range ls {
+		if !strings.Contains(stdout, `"node":"`+l.Node()+`"`) {
+			t.Errorf("holders -semaphore: %q does not name lease %s", stdout, l.Node())
+		}
+	}
+	if _, _, code := z.run(t, "holders", "-rwlock", "-semaphore", "-zk", z.addr, "/rw"); code != 2 {
+		t.Errorf("holders -rwlock -semaphore: status %d, want 2", code)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/zkrecipes/zkrecipes/machines/election"
 	"github.com/zkrecipes/zkrecipes/machines/lock"
 	"github.com/zkrecipes/zkrecipes/machines/queue"
+	"github.com/zkrecipes/zkrecipes/machines/rwlock"
+	"github.com/zkrecipes/zkrecipes/machines/semaphore"
 )
 
 // session connects for a command without CMD: ctx ends at SIGINT or
@@ -73,18 +75,24 @@ func (e *env) observe(c *common) int {
 }
 
 func holdersCmd(e *env, args []string) int {
-	c := newCommon("holders", "zkr holders [-election] [flags] PATH", e.stderr)
+	c := newCommon("holders", "zkr holders [-election | -rwlock | -semaphore] [flags] PATH", e.stderr)
 	elect := c.fs.Bool("election", false, "PATH is an election: print its participants in queue order (the first leads)")
+	rw := c.fs.Bool("rwlock", false, "PATH is a read/write lock: print its writer or its readers")
+	sem := c.fs.Bool("semaphore", false, "PATH is a semaphore: print its leases' holders")
 	path, err := onePath(c, args)
 	if err != nil {
 		return e.fail("holders", err)
+	}
+	if n := btoi(*elect) + btoi(*rw) + btoi(*sem); n > 1 {
+		return e.fail("holders", usagef("-election, -rwlock and -semaphore exclude each other"))
 	}
 	ctx, conn, done, err := e.session(c)
 	if err != nil {
 		return e.fail("holders", err)
 	}
 	defer done()
-	if *elect {
+	switch {
+	case *elect:
 		el, err := election.New(conn, path)
 		if err != nil {
 			return e.fail("holders", err)
@@ -97,15 +105,44 @@ func holdersCmd(e *env, args []string) int {
 		for _, p := range ps {
 			c.print(e.stdout, p.ID+"\t"+p.Node, map[string]any{"id": p.ID, "node": p.Node})
 		}
-		return 0
+	case *rw:
+		hs, err := rwlock.Holders(ctx, conn, path)
+		if err != nil {
+			return e.fail("holders", waitErr(ctx, err))
+		}
+		for _, h := range hs {
+			mode := "read"
+			if h.Write {
+				mode = "write"
+			}
+			c.print(e.stdout, h.Node+"\t"+strconv.FormatInt(h.Token, 10)+"\t"+mode,
+				map[string]any{"node": h.Node, "token": h.Token, "id": h.ID, "write": h.Write})
+		}
+	case *sem:
+		hs, err := semaphore.Holders(ctx, conn, path)
+		if err != nil {
+			return e.fail("holders", waitErr(ctx, err))
+		}
+		for _, h := range hs {
+			c.print(e.stdout, h.Node+"\t"+strconv.FormatInt(h.Token, 10),
+				map[string]any{"node": h.Node, "token": h.Token, "id": h.ID})
+		}
+	default:
+		hs, err := lock.Holders(ctx, conn, path)
+		if err != nil {
+			return e.fail("holders", waitErr(ctx, err))
+		}
+		for _, h := range hs {
+			c.print(e.stdout, h.Node+"\t"+strconv.FormatInt(h.Token, 10),
+				map[string]any{"node": h.Node, "token": h.Token, "id": h.ID})
+		}
 	}
-	hs, err := lock.Holders(ctx, conn, path)
-	if err != nil {
-		return e.fail("holders", waitErr(ctx, err))
-	}
-	for _, h := range hs {
-		c.print(e.stdout, h.Node+"\t"+strconv.FormatInt(h.Token, 10),
-			map[string]any{"node": h.Node, "token": h.Token, "id": h.ID})
+	return 0
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
 	}
 	return 0
 }
