@@ -1,11 +1,13 @@
 package observers
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"html/template"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,7 +72,7 @@ type htmlLane struct {
 
 type htmlItem struct {
 	Class, Label, Title string
-	Style               template.CSS
+	Style, LabelStyle   template.CSS
 }
 
 func (tl *timeline) writeHTML(w io.Writer) error {
@@ -156,6 +158,7 @@ func (tl *timeline) writeHTML(w io.Writer) error {
 				hl.Items = append(hl.Items, htmlItem{Class: "mark note", Label: n.Text, Title: n.Text + " at " + at(n.Time),
 					Style: template.CSS(fmt.Sprintf("left:%.4f%%", pct(n.Time)))})
 			}
+			stackLabels(hl.Items)
 			row := 0
 			for t, track := range l.tracks {
 				for _, s := range track {
@@ -180,11 +183,43 @@ func (tl *timeline) writeHTML(w io.Writer) error {
 		}
 		page.Groups = append(page.Groups, hg)
 	}
+	stackLabels(page.Notes)
 	page.CSS = template.CSS(css.String())
 	if err := htmlTemplate.Execute(w, page); err != nil {
 		return fmt.Errorf("observers: html timeline: %w", err)
 	}
 	return nil
+}
+
+// stackLabels moves down the label of a mark that would overlap the one
+// before it (a SUSPENDED and a LOST at once, say).
+func stackLabels(items []htmlItem) {
+	var marks []*htmlItem
+	for i := range items {
+		if strings.HasPrefix(items[i].Class, "mark") {
+			marks = append(marks, &items[i])
+		}
+	}
+	left := func(it *htmlItem) float64 {
+		var v float64
+		fmt.Sscanf(string(it.Style), "left:%f%%", &v)
+		return v
+	}
+	slices.SortStableFunc(marks, func(a, b *htmlItem) int { return cmp.Compare(left(a), left(b)) })
+	var prev []float64 // per level: where the last label there ends, roughly
+	for _, m := range marks {
+		x, level := left(m), 0
+		for level < len(prev) && x < prev[level] {
+			level++
+		}
+		if level == len(prev) {
+			prev = append(prev, 0)
+		}
+		prev[level] = x + 0.6*float64(len(m.Label)) // a character is about 0.6% of a 1200px track
+		if level > 0 {
+			m.LabelStyle = template.CSS(fmt.Sprintf("margin-top:%dpx", level*11))
+		}
+	}
 }
 
 func recordTitle(r Record, at string) string {
@@ -317,10 +352,10 @@ h1{font-size:16px;margin:0 0 4px}
 <div class="lane axis"><div class="label">time</div><div class="track">{{range .Ticks}}<div class="{{.Class}}" style="{{.Style}}">{{.Label}}</div>{{end}}</div></div>
 {{range .Groups}}<section class="group"><h2>{{.Name}}</h2>
 {{range .Lanes}}<div class="lane" data-lane="{{.Name}}"><div class="label" title="{{.Name}}">{{.Name}}</div><div class="track" style="height:{{.Height}}px">
-{{range .Items}}<div class="{{.Class}}" style="{{.Style}}" title="{{.Title}}">{{if .Label}}<span>{{.Label}}</span>{{end}}</div>
+{{range .Items}}<div class="{{.Class}}" style="{{.Style}}" title="{{.Title}}">{{if .Label}}<span{{with .LabelStyle}} style="{{.}}"{{end}}>{{.Label}}</span>{{end}}</div>
 {{end}}</div></div>
 {{end}}</section>
-{{end}}<div class="notes">{{range .Notes}}<div class="{{.Class}}" style="{{.Style}}" title="{{.Title}}"><span>{{.Label}}</span></div>{{end}}</div>
+{{end}}<div class="notes">{{range .Notes}}<div class="{{.Class}}" style="{{.Style}}" title="{{.Title}}"><span{{with .LabelStyle}} style="{{.}}"{{end}}>{{.Label}}</span></div>{{end}}</div>
 </div></div>
 <div id="detail"></div>
 <script>

@@ -227,6 +227,16 @@ func buildTimeline(recs []Record, spans []Span, notes []Note, dropped uint64) *t
 		tl.notes = append(tl.notes, n)
 	}
 
+	// Lanes by name in each group ("worker-2" before "worker-10").
+	id := 0
+	for _, g := range tl.groups {
+		slices.SortStableFunc(g.lanes, func(a, b *lane) int { return naturalCompare(a.name, b.name) })
+		for _, l := range g.lanes {
+			id++
+			l.id = id
+		}
+	}
+
 	// A lane's last state lasts to the end, unless the instance stopped:
 	// then to its last activity.
 	for _, l := range all {
@@ -335,4 +345,36 @@ func isFault(t events.Type) bool {
 		return true
 	}
 	return false
+}
+
+// naturalCompare orders strings with their runs of digits compared as
+// numbers.
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if c := cmp.Compare(len(na), len(nb)); c != 0 {
+				return c
+			}
+			if c := strings.Compare(na, nb); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func digits(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }

@@ -162,7 +162,7 @@ func TestTraceFileHTML(t *testing.T) {
 		t.Errorf("lanes %v, want [a b]", names)
 	}
 	for _, want := range []string{`<h2>lock /app/lock</h2>`, `class="sp"`, `class="sp client"`, `<span>lock.acquire</span>`,
-		`class="mark fault"`, `<span>LOST</span>`, `<span>a crashes</span>`, `>LEADER</span>`, "zk.session_id = "} {
+		`class="mark fault"`, `>LOST</span>`, `>a crashes</span>`, `>LEADER</span>`, "zk.session_id = "} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
