@@ -112,13 +112,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	scenarios := map[string]func(context.Context, *cluster, *printer) error{
-		"lock":      func(ctx context.Context, c *cluster, p *printer) error { return lockScenario(ctx, c, p, *workers, *rounds, *hold) },
-		"election":  electionScenario,
-		"semaphore": func(ctx context.Context, c *cluster, p *printer) error { return semaphoreScenario(ctx, c, p, *rounds, *hold) },
-		"rwlock":    rwlockScenario,
-		"queue":     func(ctx context.Context, c *cluster, p *printer) error { return queueScenario(ctx, c, p, *orders, *hold) },
-		"barrier":   func(ctx context.Context, c *cluster, p *printer) error { return barrierScenario(ctx, c, p, *hold) },
-		"2pc":       twophaseScenario,
+		"lock": func(ctx context.Context, c *cluster, p *printer) error {
+			return lockScenario(ctx, c, p, *workers, *rounds, *hold)
+		},
+		"election": electionScenario,
+		"semaphore": func(ctx context.Context, c *cluster, p *printer) error {
+			return semaphoreScenario(ctx, c, p, *rounds, *hold)
+		},
+		"rwlock": rwlockScenario,
+		"queue": func(ctx context.Context, c *cluster, p *printer) error {
+			return queueScenario(ctx, c, p, *orders, *hold)
+		},
+		"barrier": func(ctx context.Context, c *cluster, p *printer) error { return barrierScenario(ctx, c, p, *hold) },
+		"2pc":     twophaseScenario,
 	}
 	order := []string{"lock", "election", "semaphore", "rwlock", "queue", "barrier", "2pc"}
 	if *scenario != "all" {
