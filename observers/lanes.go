@@ -212,16 +212,9 @@ func buildTimeline(recs []Record, spans []Span, notes []Note, dropped uint64) *t
 	}
 
 	for _, n := range notes {
-		if ls := byName[n.Instance]; n.Instance != "" && len(ls) > 0 {
-			// The lane of that name active at the time, else the first.
-			at := ls[0]
-			for _, l := range ls {
-				if len(l.recs) > 0 && !l.recs[0].Time.After(n.Time) && !l.last.Before(n.Time) {
-					at = l
-				}
-			}
-			at.notes = append(at.notes, n)
-			at.last = maxTime(at.last, n.Time)
+		if l := noteLane(all, n); l != nil {
+			l.notes = append(l.notes, n)
+			l.last = maxTime(l.last, n.Time)
 			continue
 		}
 		tl.notes = append(tl.notes, n)
@@ -248,6 +241,33 @@ func buildTimeline(recs []Record, spans []Span, notes []Note, dropped uint64) *t
 		}
 	}
 	return tl
+}
+
+// noteLane is the lane a note names: one of the instance's name (or
+// "name/..." : a semaphore's "worker-1/1"), the one active at the note's
+// time, else the one whose activity is nearest to it; nil when none.
+func noteLane(all []*lane, n Note) *lane {
+	if n.Instance == "" {
+		return nil
+	}
+	var best *lane
+	var bestGap time.Duration
+	for _, l := range all {
+		if (l.name != n.Instance && !strings.HasPrefix(l.name, n.Instance+"/")) || len(l.recs) == 0 {
+			continue
+		}
+		var gap time.Duration
+		switch first := l.recs[0].Time; {
+		case n.Time.Before(first):
+			gap = first.Sub(n.Time)
+		case n.Time.After(l.last):
+			gap = n.Time.Sub(l.last)
+		}
+		if best == nil || gap < bestGap {
+			best, bestGap = l, gap
+		}
+	}
+	return best
 }
 
 // pack places ss in tracks where spans nest or are apart: a span goes in
