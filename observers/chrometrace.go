@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"time"
+
+	"go.opentelemetry.io/otel/codes"
 )
 
 // WriteChromeTrace writes a timeline's records (ReadTimeline's, or
@@ -15,48 +16,58 @@ import (
 // machine's states as complete events, each from the event that entered
 // it to the next one, and every lifecycle event as an instant event with
 // its fields as args. Times are microseconds since the first record.
+// TraceFile.WriteChromeTrace writes spans as well.
 func WriteChromeTrace(w io.Writer, recs []Record) error {
-	recs = append([]Record(nil), recs...)
-	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Time.Before(recs[j].Time) })
-	type lane struct{ pid, tid int }
-	var (
-		out      []traceEvent
-		procs    = map[string]int{}
-		lanes    = map[string]lane{}
-		open     = map[string]int{} // lane → index in out of its state in progress
-		start, e time.Time
-	)
-	if len(recs) > 0 {
-		start, e = recs[0].Time, recs[len(recs)-1].Time
+	return buildTimeline(recs, nil, nil, 0).writeChrome(w)
+}
+
+func (tl *timeline) writeChrome(w io.Writer) error {
+	us := func(t time.Time) float64 { return float64(t.Sub(tl.start).Nanoseconds()) / 1e3 }
+	var out []traceEvent
+	meta := func(name string, pid, tid int, v any) {
+		out = append(out, traceEvent{Name: name, Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": v}})
 	}
-	us := func(t time.Time) float64 { return float64(t.Sub(start).Nanoseconds()) / 1e3 }
-	for _, r := range recs {
-		proc := r.Recipe + " " + r.Path
-		pid, ok := procs[proc]
-		if !ok {
-			pid = len(procs) + 1
-			procs[proc] = pid
-			out = append(out, traceEvent{Name: "process_name", Ph: "M", Pid: pid, Args: map[string]any{"name": proc}})
-		}
-		key := proc + "\x00" + r.Instance
-		l, ok := lanes[key]
-		if !ok {
-			l = lane{pid, len(lanes) + 1}
-			lanes[key] = l
-			out = append(out, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: l.tid, Args: map[string]any{"name": r.Instance}})
-		}
-		at := us(r.Time)
-		if i, ok := open[key]; ok {
-			d := at - out[i].Ts
-			out[i].Dur = &d
-		}
-		out = append(out, traceEvent{Name: string(r.State), Cat: "state", Ph: "X", Ts: at, Pid: l.pid, Tid: l.tid})
-		open[key] = len(out) - 1
-		out = append(out, traceEvent{Name: r.Type.String(), Cat: "event", Ph: "i", S: "t", Ts: at, Pid: l.pid, Tid: l.tid, Args: eventArgs(r)})
+	nextTid := 1
+	for _, g := range tl.groups {
+		nextTid += len(g.lanes)
 	}
-	for _, i := range open { // states still in progress end with the last record
-		d := us(e) - out[i].Ts
-		out[i].Dur = &d
+	for gi, g := range tl.groups {
+		pid := gi + 1
+		meta("process_name", pid, 0, g.name)
+		for _, l := range g.lanes {
+			meta("thread_name", pid, l.id, l.name)
+			out = append(out, traceEvent{Name: "thread_sort_index", Ph: "M", Pid: pid, Tid: l.id, Args: map[string]any{"sort_index": l.id * 1000}})
+			for _, s := range l.states {
+				d := us(s.to) - us(s.from)
+				out = append(out, traceEvent{Name: string(s.state), Cat: "state", Ph: "X", Ts: us(s.from), Dur: &d, Pid: pid, Tid: l.id})
+			}
+			for _, r := range l.recs {
+				out = append(out, traceEvent{Name: r.Type.String(), Cat: "event", Ph: "i", S: "t", Ts: us(r.Time), Pid: pid, Tid: l.id, Args: eventArgs(r)})
+			}
+			for _, n := range l.notes {
+				out = append(out, traceEvent{Name: n.Text, Cat: "note", Ph: "i", S: "t", Ts: us(n.Time), Pid: pid, Tid: l.id})
+			}
+			for t, track := range l.tracks {
+				tid := nextTid
+				nextTid++
+				name := l.name + " spans"
+				if len(l.tracks) > 1 {
+					name += fmt.Sprintf(" %d", t+1)
+				}
+				meta("thread_name", pid, tid, name)
+				out = append(out, traceEvent{Name: "thread_sort_index", Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"sort_index": l.id*1000 + t + 1}})
+				for _, s := range track {
+					d := us(s.End) - us(s.Start)
+					out = append(out, traceEvent{Name: s.Name, Cat: "span", Ph: "X", Ts: us(s.Start), Dur: &d, Pid: pid, Tid: tid, Args: spanArgs(s.Span)})
+					for _, e := range s.Events {
+						out = append(out, traceEvent{Name: e.Name, Cat: "span_event", Ph: "i", S: "t", Ts: us(e.Time), Pid: pid, Tid: tid, Args: attrMap(e.Attrs)})
+					}
+				}
+			}
+		}
+	}
+	for _, n := range tl.notes {
+		out = append(out, traceEvent{Name: n.Text, Cat: "note", Ph: "i", S: "g", Ts: us(n.Time), Pid: 1})
 	}
 	b, err := json.Marshal(struct {
 		TraceEvents     []traceEvent `json:"traceEvents"`
@@ -69,6 +80,26 @@ func WriteChromeTrace(w io.Writer, recs []Record) error {
 		return fmt.Errorf("observers: chrome trace: %w", err)
 	}
 	return nil
+}
+
+// spanArgs are a span's attributes, ids, kind and status as args.
+func spanArgs(s *Span) map[string]any {
+	a := attrMap(s.Attrs)
+	if a == nil {
+		a = map[string]any{}
+	}
+	a["trace_id"], a["span_id"] = s.TraceID.String(), s.SpanID.String()
+	if s.Parent.IsValid() {
+		a["parent_id"] = s.Parent.String()
+	}
+	a["span.kind"] = s.Kind.String()
+	if s.Status == codes.Error {
+		a["status"] = "error"
+		if s.StatusMsg != "" {
+			a["status_message"] = s.StatusMsg
+		}
+	}
+	return a
 }
 
 // traceEvent is one event of the Trace Event Format.

@@ -21,6 +21,13 @@
 // right after creating the recipe, before its first call. START is
 // published as the recipe is created and may come before any subscriber.
 //
+// TraceFile is for looking at a run with no tracing backend: an
+// sdktrace.SpanExporter and an event subscriber in one, it writes a
+// self-contained HTML timeline (a lane per instance, states as bars, spans
+// nested below, faults marked) and Chrome Trace Event JSON, and with
+// WithRecording a JSON Lines file a running service can keep, which
+// ReadRecording and `zkr trace FILE -html OUT` render later.
+//
 // Stop an observer with Close, which drops events still queued for it; to
 // see a recipe's last events, close the recipe first and wait on Done.
 package observers

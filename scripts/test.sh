@@ -7,7 +7,8 @@
 #   ZK_REQUIRED=1 scripts/test.sh      a missing ZooKeeper fails instead of skipping
 #
 # It installs ZooKeeper when it is missing and it can (scripts/install-zookeeper.sh),
-# then checks formatting (gofmt -l), runs `go vet PKGS` and
+# and Chromium for the test that renders the demo's timeline page
+# (scripts/install-chromium.sh), then checks formatting (gofmt -l), runs `go vet PKGS` and
 #   go test -race -count=1 -timeout 20m ARGS PKGS
 # and fails if any of the three did.
 # Real servers are started by the tests themselves (package testkit), on
@@ -21,6 +22,7 @@ fi
 command -v go >/dev/null 2>&1 || { echo "test.sh: no go on PATH or in /usr/local/go/bin" >&2; exit 1; }
 
 bash scripts/install-zookeeper.sh
+bash scripts/install-chromium.sh
 
 read -r -a pkgs <<<"${PKGS:-./...}"
 

@@ -61,7 +61,7 @@ func barrierScenario(ctx context.Context, c *cluster, p *printer, hold time.Dura
 			}
 			inside.Add(1)
 			if i == crasher {
-				p.say("worker-3 crashes inside: %s", c.crash(conns[i]))
+				p.say("worker-3 crashes inside: %s", p.crash(c, "worker-3", conns[i]))
 				return
 			}
 			time.Sleep(time.Duration(workers-i) * hold) // the work

@@ -88,7 +88,7 @@ func electionScenario(ctx context.Context, c *cluster, p *printer) error {
 	}
 	pause()
 	p.say("%s leads (token %#x); it crashes", second.p.id, second.term.Token())
-	how := c.crash(second.p.conn)
+	how := p.crash(c, second.p.id, second.p.conn)
 	<-second.term.Lost()
 	p.say("%s: %s, and its Term.Lost() closed", second.p.id, how)
 	leaders = append(leaders, second.p.id+" (crashed)")

@@ -4,7 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,41 +124,143 @@ func TestScenariosOnARealServer(t *testing.T) {
 	}
 }
 
-// -trace-json: the scenario's events as Chrome Trace Event JSON, one lane
-// per worker.
-func TestTraceJSON(t *testing.T) {
+// -trace-json and -html: the scenario's events and spans as Chrome Trace
+// Event JSON and as a page, one lane per worker.
+func TestTraceJSONAndHTML(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	var out, trace bytes.Buffer
-	p := newPrinter(&out)
-	p.collect = true
-	if err := barrierScenario(ctx, &cluster{sim: sim.New(), where: "the simulator"}, p, time.Millisecond); err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	traceFile, htmlFile := filepath.Join(dir, "trace.json"), filepath.Join(dir, "timeline.html")
+	var out, stderr bytes.Buffer
+	if code := run(ctx, []string{"-scenario", "barrier", "-trace-json", traceFile, "-html", htmlFile}, &out, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr.String(), out.String())
 	}
-	if err := p.trace(&trace); err != nil {
+	b, err := os.ReadFile(traceFile)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {
 		TraceEvents []struct {
 			Name string         `json:"name"`
+			Cat  string         `json:"cat"`
 			Ph   string         `json:"ph"`
 			Args map[string]any `json:"args"`
 		} `json:"traceEvents"`
 	}
-	if err := json.Unmarshal(trace.Bytes(), &doc); err != nil {
+	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
 	lanes := map[string]bool{}
-	entered := 0
+	entered, spans := 0, 0
 	for _, e := range doc.TraceEvents {
-		if e.Ph == "M" && e.Name == "thread_name" {
+		if e.Ph == "M" && e.Name == "thread_name" && !strings.Contains(e.Args["name"].(string), " spans") {
 			lanes[e.Args["name"].(string)] = true
 		}
 		if e.Ph == "i" && e.Name == "ENTERED" {
 			entered++
 		}
+		if e.Cat == "span" && strings.HasPrefix(e.Name, "zk.") {
+			spans++
+		}
 	}
-	if len(lanes) != 5 || entered != 5 {
-		t.Errorf("lanes %v, ENTERED instants %d; want 5 workers, 5", lanes, entered)
+	if len(lanes) != 5 || entered != 5 || spans == 0 {
+		t.Errorf("lanes %v, ENTERED instants %d, zk spans %d; want 5 workers, 5, some", lanes, entered, spans)
+	}
+	page, err := os.ReadFile(htmlFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := actorLanes(string(page)), actorsOf(out.String()); !slices.Equal(got, want) {
+		t.Errorf("page's lanes %v, want the demo's actors %v", got, want)
+	}
+	if !strings.Contains(string(page), ">worker-3 crashes</span>") {
+		t.Errorf("page lacks the crash")
+	}
+}
+
+// actorLanes are the lanes of a timeline page's recipe groups, sorted.
+func actorLanes(page string) []string {
+	if i := strings.Index(page, "<h2>spans of no recipe instance</h2>"); i >= 0 {
+		page = page[:i]
+	}
+	var out []string
+	for _, m := range regexp.MustCompile(`data-lane="([^"]*)"`).FindAllStringSubmatch(page, -1) {
+		out = append(out, m[1])
+	}
+	slices.Sort(out)
+	return out
+}
+
+// actorsOf are the "who" of the demo's event lines, sorted.
+func actorsOf(out string) []string {
+	seen := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^ +[0-9.]+ms  ([^ =][^ ]*) +[A-Z_]+ `).FindAllStringSubmatch(out, -1) {
+		seen[m[1]] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// -h says what the demo shows; a lock's events are in lock words; the
+// waterfall ends the output.
+func TestHelpLockWordsWaterfall(t *testing.T) {
+	var out, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"-h"}, &out, &stderr); code != 0 {
+		t.Fatalf("-h: exit %d", code)
+	}
+	for _, want := range []string{"a tour of zkrecipes", "election   participants elect a leader", "-html", "-otlp", "OTEL_EXPORTER_OTLP_"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("-h lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if code := run(t.Context(), []string{"-scenario", "nope"}, &out, &stderr); code != 2 {
+		t.Errorf("unknown scenario: exit %d, want 2", code)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out.Reset()
+	if code := run(ctx, []string{"-scenario", "lock", "-workers", "2", "-rounds", "1"}, &out, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	s := out.String()
+	if !regexp.MustCompile(`worker-\d +ACQUIRED +HELD +term=1`).MatchString(s) || !regexp.MustCompile(`worker-\d +RELEASED +STOP`).MatchString(s) {
+		t.Errorf("no ACQUIRED/HELD or RELEASED line:\n%s", s)
+	}
+	if regexp.MustCompile(`(?m)^ +[0-9.]+ms  worker.*(ELECTED|LEADER)`).MatchString(s) {
+		t.Errorf("a lock in election words:\n%s", s)
+	}
+	w := s[strings.Index(s, "span waterfall:"):]
+	if !regexp.MustCompile(`(?m)^lock\.acquire: 2 calls, p50 `).MatchString(w) || !regexp.MustCompile(`(?m)^    zk\.\w+ /demo/lock +\S+ \|[ █]{40}\|$`).MatchString(w) {
+		t.Errorf("waterfall:\n%s", w)
+	}
+}
+
+// -otlp sends the spans to the collector the OTEL_EXPORTER_OTLP_*
+// variables name.
+func TestOTLP(t *testing.T) {
+	got := make(chan string, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		select {
+		case got <- fmt.Sprintf("%s %s %s %d", r.Method, r.URL.Path, r.Header.Get("Content-Type"), len(body)):
+		default:
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer srv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var out, stderr bytes.Buffer
+	if code := run(ctx, []string{"-scenario", "lock", "-workers", "2", "-rounds", "1", "-otlp", "-waterfall=false"}, &out, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	select {
+	case req := <-got:
+		if !strings.HasPrefix(req, "POST /v1/traces application/x-protobuf ") || strings.HasSuffix(req, " 0") {
+			t.Errorf("collector got %q", req)
+		}
+	default:
+		t.Error("the collector got nothing")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/observers"
 )
@@ -21,9 +22,8 @@ type printer struct {
 	mu      sync.Mutex
 	w       io.Writer
 	start   time.Time
-	pending []pendingLine // sorted by time
-	collect bool          // keep every event for trace (-trace-json)
-	events  []events.Event
+	pending []pendingLine        // sorted by time
+	tf      *observers.TraceFile // every event, for -html, -trace-json
 }
 
 type pendingLine struct {
@@ -34,7 +34,9 @@ type pendingLine struct {
 // lag is how long a line waits for lines with earlier times.
 const lag = 100 * time.Millisecond
 
-func newPrinter(w io.Writer) *printer { return &printer{w: w, start: time.Now()} }
+func newPrinter(w io.Writer) *printer {
+	return &printer{w: w, start: time.Now(), tf: observers.NewTraceFile()}
+}
 
 func (p *printer) line(at time.Time, format string, a ...any) {
 	p.mu.Lock()
@@ -69,6 +71,37 @@ func (p *printer) writeBefore(t time.Time) {
 // key prints what the columns of an event line are.
 func (p *printer) key() {
 	p.say("columns: time since the start | who | lifecycle event | the state it left its machine in | details")
+	p.say("(locks, read/write locks and semaphores in lock words: ACQUIRED, RELEASED, HELD for ELECTED_COMPLETE, STOP_COMPLETE, LEADER)")
+}
+
+// crash crashes who's session (cluster.crash), marks it on the timeline,
+// and says how.
+func (p *printer) crash(c *cluster, who string, conn zk.Conn) string {
+	how := c.crash(conn)
+	p.tf.AddNote(observers.Note{Time: time.Now(), Instance: who, Text: who + " crashes"})
+	return how
+}
+
+// lockWords are the names a lock, read/write lock or semaphore event or
+// state is printed with, for those the contention engine names in
+// election words.
+var lockWords = map[string]string{
+	events.ElectedStart.String():    "GRANT_START",
+	events.ElectedComplete.String(): "ACQUIRED",
+	events.StopStart.String():       "RELEASE_START",
+	events.StopComplete.String():    "RELEASED",
+	string(events.StateLeader):      "HELD",
+}
+
+// words is name in the words of recipe.
+func words(recipe, name string) string {
+	switch recipe {
+	case "lock", "rwlock", "semaphore":
+		if w, ok := lockWords[name]; ok {
+			return w
+		}
+	}
+	return name
 }
 
 // say prints a line of the story.
@@ -77,15 +110,11 @@ func (p *printer) say(format string, a ...any) { p.line(time.Now(), "== "+format
 // event prints one lifecycle event of who: its type, the state it left
 // the machine in, and what it carries.
 func (p *printer) event(who string, ev events.Event) {
-	if p.collect {
-		p.mu.Lock()
-		if ev.Instance == "" {
-			ev.Instance = who
-		}
-		p.events = append(p.events, ev)
-		p.mu.Unlock()
+	if ev.Instance == "" {
+		ev.Instance = who
 	}
-	s := fmt.Sprintf("%-11s %-18s %-9s", who, ev.Type, ev.State)
+	p.tf.AddEvent(ev)
+	s := fmt.Sprintf("%-11s %-18s %-9s", who, words(ev.Recipe, ev.Type.String()), words(ev.Recipe, string(ev.State)))
 	if ev.Term != 0 {
 		s += fmt.Sprintf(" term=%d", ev.Term)
 	}
@@ -124,15 +153,4 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	s := slices.Sorted(slices.Values(d))
 	i := int(math.Ceil(p*float64(len(s)))) - 1
 	return s[min(max(i, 0), len(s)-1)]
-}
-
-// trace writes the events kept so far as Chrome's Trace Event JSON.
-func (p *printer) trace(w io.Writer) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	recs := make([]observers.Record, len(p.events))
-	for i, ev := range p.events {
-		recs[i] = observers.RecordOf(ev)
-	}
-	return observers.WriteChromeTrace(w, recs)
 }

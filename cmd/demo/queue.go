@@ -119,7 +119,7 @@ func queueScenario(ctx context.Context, c *cluster, p *printer, orders int, hold
 	if err := wait(total-1, "every order but consumer-3's"); err != nil {
 		return err
 	}
-	p.say("every order but %s is acked; consumer-3 crashes: %s", held.Data(), c.crash(conns[4]))
+	p.say("every order but %s is acked; consumer-3 crashes: %s", held.Data(), p.crash(c, "consumer-3", conns[4]))
 	if err := wait(1, string(held.Data())+" redelivered"); err != nil {
 		return err
 	}

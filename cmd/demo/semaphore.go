@@ -73,7 +73,7 @@ func semaphoreScenario(ctx context.Context, c *cluster, p *printer, rounds int, 
 	before := held.most.Load()
 	p.say("while worker-1 kept its lease, the 7 others held at most %d at once", before)
 
-	how := c.crash(conns[0])
+	how := p.crash(c, "worker-1", conns[0])
 	<-kept.Lost()
 	p.say("worker-1: %s; its Lease.Lost() closed (%v), and its lease returns", how, kept.Err())
 

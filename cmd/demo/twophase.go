@@ -82,7 +82,7 @@ func twophaseScenario(ctx context.Context, c *cluster, p *printer) error {
 	if err := seen.await(ctx, "warehouse", "order-3-prepared"); err != nil {
 		return err
 	}
-	p.say("order-3: shipping is still preparing; the coordinator crashes: %s", c.crash(cconn))
+	p.say("order-3: shipping is still preparing; the coordinator crashes: %s", p.crash(c, "coordinator", cconn))
 	close(shippingHolds)
 	// The crashed coordinator's Propose reads the decision the
 	// participants made, or fails with its session.

@@ -8,8 +8,10 @@
 //	zkr queue offer [flags] PATH DATA          add DATA to the queue at PATH
 //	zkr queue take [flags] PATH                remove and print the head item, waiting for one
 //	zkr queue len [flags] PATH                 print the number of items
+//	zkr trace FILE.jsonl -html OUT [-trace-json OUT]   render a recording (observers.WithRecording) as a timeline
 //
-// Flags every subcommand takes:
+// Flags every subcommand but trace takes (trace reads a file and needs no
+// server):
 //
 //	-zk host:port,...      ZooKeeper servers (default: $ZKR_SERVERS)
 //	-session 10s           session timeout asked of the server
@@ -54,6 +56,7 @@ const usage = `usage:
   zkr elect -observe [flags] PATH
   zkr holders [-election | -rwlock | -semaphore] [flags] PATH
   zkr queue offer|take|len [flags] PATH [DATA]
+  zkr trace FILE.jsonl -html OUT.html [-trace-json OUT.json]
 "zkr COMMAND -h" lists a command's flags.
 `
 
@@ -85,6 +88,7 @@ var commands = map[string]func(e *env, args []string) int{
 	"elect":   electCmd,
 	"holders": holdersCmd,
 	"queue":   queueCmd,
+	"trace":   traceCmd,
 }
 
 func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
