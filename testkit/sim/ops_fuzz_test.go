@@ -27,85 +27,14 @@ import (
 // session's ephemerals. testkit's TestOpStreams runs the same streams on a
 // real server and expects the simulator's results.
 func FuzzOps(f *testing.F) {
-	for _, seed := range opSeeds() {
+	for _, seed := range opstream.Seeds() {
 		f.Add(opstream.Encode(seed), int32(0))
 	}
-	f.Add(opstream.Encode(opSeeds()[0]), int32(2147483646))
-	f.Add(opstream.Encode(opSeeds()[1]), int32(-1))
+	f.Add(opstream.Encode(opstream.Seeds()[0]), int32(2147483646))
+	f.Add(opstream.Encode(opstream.Seeds()[1]), int32(-1))
 	f.Fuzz(func(t *testing.T, stream []byte, seqStart int32) {
 		runOps(t, opstream.Decode(stream), seqStart)
 	})
-}
-
-// opSeeds are hand-written streams: one per thing the model checks.
-func opSeeds() [][]opstream.Op {
-	const root = opstream.Root
-	op := func(sess int, k opstream.Kind, path string, mode zk.CreateMode, ver int32, data []byte) opstream.Op {
-		return opstream.Op{Kind: k, Session: sess, Path: path, Ref: -1, Mode: mode, Version: ver, Data: data}
-	}
-	create := func(sess int, path string, mode zk.CreateMode, data []byte) opstream.Op {
-		return op(sess, opstream.Create, path, mode, 0, data)
-	}
-	ref := func(o opstream.Op, r int) opstream.Op { o.Ref = r; return o }
-	multi := func(sess int, ops ...opstream.Op) opstream.Op {
-		return opstream.Op{Kind: opstream.Multi, Session: sess, Ref: -1, Ops: ops}
-	}
-	any := zk.AnyVersion
-	return [][]opstream.Op{
-		{ // sequences under one parent, mixed with plain creates; deletes do not reset
-			create(0, root+"/s-", zk.ModePersistentSequential, nil),
-			create(1, root+"/a", zk.ModePersistent, []byte("x")),
-			create(2, root+"/s-", zk.ModeEphemeralSequential, []byte{}),
-			ref(op(0, opstream.Delete, root, 0, any, nil), 0),
-			create(0, root+"/s-", zk.ModePersistentSequential, nil),
-			op(0, opstream.Children, root, 0, 0, nil),
-			op(1, opstream.Get, root, 0, 0, nil),
-		},
-		{ // versions: set, conditional set and delete
-			create(0, root+"/a", zk.ModePersistent, nil),
-			op(1, opstream.Set, root+"/a", 0, 0, []byte("1")),
-			op(1, opstream.Set, root+"/a", 0, 0, []byte("2")),
-			op(2, opstream.Set, root+"/a", 0, 1, []byte("3")),
-			op(0, opstream.Delete, root+"/a", 0, 0, nil),
-			op(0, opstream.Delete, root+"/a", 0, 2, nil),
-			op(0, opstream.Exists, root+"/a", 0, 0, nil),
-		},
-		{ // ephemerals: no children, gone with their session
-			create(1, root+"/a", zk.ModeEphemeral, []byte("e")),
-			create(0, root+"/a/c", zk.ModePersistent, nil),
-			create(1, root+"/b", zk.ModePersistent, nil),
-			create(1, root+"/b/c", zk.ModeEphemeral, nil),
-			op(1, opstream.Expire, "", 0, 0, nil),
-			op(0, opstream.Exists, root+"/a", 0, 0, nil),
-			op(2, opstream.Children, root+"/b", 0, 0, nil),
-			create(1, root+"/a", zk.ModeEphemeral, nil),
-			op(1, opstream.Bounce, "", 0, 0, nil),
-			op(2, opstream.Get, root+"/a", 0, 0, nil),
-		},
-		{ // multi: all or nothing, later ops see earlier ones
-			multi(0,
-				create(0, root+"/a", zk.ModePersistent, nil),
-				create(0, root+"/a/s-", zk.ModePersistentSequential, nil),
-				op(0, opstream.Set, root+"/a", 0, 0, []byte("m")),
-				op(0, opstream.Check, root+"/a", 0, 1, nil)),
-			multi(1,
-				create(1, root+"/b", zk.ModePersistent, nil),
-				op(1, opstream.Delete, root+"/a", 0, any, nil)),
-			op(2, opstream.Exists, root+"/b", 0, 0, nil),
-			multi(2,
-				op(2, opstream.Check, root+"/a", 0, 7, nil),
-				create(2, root+"/b", zk.ModePersistent, nil)),
-			op(2, opstream.Children, root+"/a", 0, 0, nil),
-		},
-		{ // what the server refuses: the root, built-ins, bad paths
-			op(0, opstream.Delete, "/", 0, any, nil),
-			op(0, opstream.Delete, "/zookeeper", 0, any, nil),
-			op(1, opstream.Set, "/zookeeper/config", 0, any, []byte("x")),
-			create(2, root+"/a/", zk.ModePersistent, nil),
-			op(2, opstream.Get, "/zookeeper", 0, 0, nil),
-			op(0, opstream.Exists, "/", 0, 0, nil),
-		},
-	}
 }
 
 // simEnv runs a stream on a Sim's conns.
@@ -316,8 +245,8 @@ func (t *tree) diff(u *tree) string {
 // outcome is what the model says an op does.
 type outcome struct {
 	err   string
-	name  string   // the created node, for a create
-	zxids int      // how many zxids it takes; -1: not checked
+	name  string      // the created node, for a create
+	zxids int         // how many zxids it takes; -1: not checked
 	seqs  [][2]string // the sequential nodes it created, and their prefixes
 }
 

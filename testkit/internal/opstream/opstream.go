@@ -453,3 +453,75 @@ func (r *Runner) errKind(err error) string {
 	}
 	return fmt.Sprintf("other(%v)", err)
 }
+
+// Seeds are hand-written streams, one per behaviour: sequences, versions,
+// ephemerals and sessions, multi, what the server refuses.
+func Seeds() [][]Op {
+	const root = Root
+	op := func(sess int, k Kind, path string, mode zk.CreateMode, ver int32, data []byte) Op {
+		return Op{Kind: k, Session: sess, Path: path, Ref: -1, Mode: mode, Version: ver, Data: data}
+	}
+	create := func(sess int, path string, mode zk.CreateMode, data []byte) Op {
+		return op(sess, Create, path, mode, 0, data)
+	}
+	ref := func(o Op, r int) Op { o.Ref = r; return o }
+	multi := func(sess int, ops ...Op) Op {
+		return Op{Kind: Multi, Session: sess, Ref: -1, Ops: ops}
+	}
+	any := zk.AnyVersion
+	return [][]Op{
+		{ // sequences under one parent, mixed with plain creates; deletes do not reset
+			create(0, root+"/s-", zk.ModePersistentSequential, nil),
+			create(1, root+"/a", zk.ModePersistent, []byte("x")),
+			create(2, root+"/s-", zk.ModeEphemeralSequential, []byte{}),
+			ref(op(0, Delete, root, 0, any, nil), 0),
+			create(0, root+"/s-", zk.ModePersistentSequential, nil),
+			op(0, Children, root, 0, 0, nil),
+			op(1, Get, root, 0, 0, nil),
+		},
+		{ // versions: set, conditional set and delete
+			create(0, root+"/a", zk.ModePersistent, nil),
+			op(1, Set, root+"/a", 0, 0, []byte("1")),
+			op(1, Set, root+"/a", 0, 0, []byte("2")),
+			op(2, Set, root+"/a", 0, 1, []byte("3")),
+			op(0, Delete, root+"/a", 0, 0, nil),
+			op(0, Delete, root+"/a", 0, 2, nil),
+			op(0, Exists, root+"/a", 0, 0, nil),
+		},
+		{ // ephemerals: no children, gone with their session
+			create(1, root+"/a", zk.ModeEphemeral, []byte("e")),
+			create(0, root+"/a/c", zk.ModePersistent, nil),
+			create(1, root+"/b", zk.ModePersistent, nil),
+			create(1, root+"/b/c", zk.ModeEphemeral, nil),
+			op(1, Expire, "", 0, 0, nil),
+			op(0, Exists, root+"/a", 0, 0, nil),
+			op(2, Children, root+"/b", 0, 0, nil),
+			create(1, root+"/a", zk.ModeEphemeral, nil),
+			op(1, Bounce, "", 0, 0, nil),
+			op(2, Get, root+"/a", 0, 0, nil),
+		},
+		{ // multi: all or nothing, later ops see earlier ones
+			multi(0,
+				create(0, root+"/a", zk.ModePersistent, nil),
+				create(0, root+"/a/s-", zk.ModePersistentSequential, nil),
+				op(0, Set, root+"/a", 0, 0, []byte("m")),
+				op(0, Check, root+"/a", 0, 1, nil)),
+			multi(1,
+				create(1, root+"/b", zk.ModePersistent, nil),
+				op(1, Delete, root+"/a", 0, any, nil)),
+			op(2, Exists, root+"/b", 0, 0, nil),
+			multi(2,
+				op(2, Check, root+"/a", 0, 7, nil),
+				create(2, root+"/b", zk.ModePersistent, nil)),
+			op(2, Children, root+"/a", 0, 0, nil),
+		},
+		{ // what the server refuses: the root, built-ins, bad paths
+			op(0, Delete, "/", 0, any, nil),
+			op(0, Delete, "/zookeeper", 0, any, nil),
+			op(1, Set, "/zookeeper/config", 0, any, []byte("x")),
+			create(2, root+"/a/", zk.ModePersistent, nil),
+			op(2, Get, "/zookeeper", 0, 0, nil),
+			op(0, Exists, "/", 0, 0, nil),
+		},
+	}
+}
