@@ -167,15 +167,26 @@ func decodeOp(r *reader, kind Kind, sess int) Op {
 	if p&0x10 != 0 {
 		op.Ref = int(p >> 5)
 	}
+	// Nothing changes outside Root but what the server refuses: what is
+	// there is the server's history (the root's sequence counter, its and
+	// /zookeeper's versions), which would make the same stream give other
+	// results on another server, or a second time on the same one.
+	outside := op.Path == "/" || op.Path == "/zookeeper"
 	switch kind {
 	case Create:
 		m := r.byte()
 		op.Mode = zk.CreateMode(m % 4)
+		if op.Mode.Sequential() && (outside || zk.Parent(op.Path) == "/" || zk.Parent(op.Path) == "/zookeeper") {
+			op.Mode -= zk.ModePersistentSequential
+		}
 		op.Data = data(r, m>>2)
 	case Set:
 		v := r.byte()
 		op.Version = version(v)
 		op.Data = data(r, v>>3)
+		if outside {
+			op.Path = "/zookeeper/config" // refused: no auth
+		}
 	case Delete, Check:
 		op.Version = version(r.byte())
 	}
@@ -407,9 +418,6 @@ func rootStat(p string, st zk.Stat) zk.Stat {
 // stat writes st with zxids relative to Base, times left out, and the
 // ephemeral owner as the session that owns it now ("s1"), or "gone".
 func (r *Runner) stat(st zk.Stat) string {
-	if st == (zk.Stat{}) {
-		return "{}"
-	}
 	rel := func(z int64) int64 {
 		if z == 0 {
 			return 0
