@@ -270,6 +270,17 @@ func TestScaleBenchOnSim(t *testing.T) {
 	if out["ok"] != true || out["goroutines_left_after_close"] != 0.0 {
 		t.Errorf("ok %v, goroutines left %v, errors %v", out["ok"], out["goroutines_left_after_close"], out["errors"])
 	}
+	if out["goroutines_left_after_idle_pass"] != 0.0 {
+		t.Errorf("goroutines left after the idle pass: %v", out["goroutines_left_after_idle_pass"])
+	}
+	// Each of 300 handles publishes at least OFFER, DETERMINE, ELECTED and
+	// STOP, begun and completed, in its one acquire and release.
+	if n, _ := out["events_published"].(float64); n < 300*8 {
+		t.Errorf("events_published = %v, want at least %d", out["events_published"], 300*8)
+	}
+	if r, _ := out["events_per_s"].(float64); r <= 0 {
+		t.Errorf("events_per_s = %v", out["events_per_s"])
+	}
 	for _, k := range []string{"idle_goroutines_per_handle", "idle_pass_goroutines_per_handle"} {
 		if g, _ := out[k].(float64); g > 1 {
 			t.Errorf("%s = %v: an idle handle costs more than one goroutine", k, g)
