@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/testkit/sim"

@@ -46,11 +46,11 @@ func DefaultOptions(recipe, scope, version string) Options {
 // ZooKeeper (exec), and Close's shutdown and hand-over. Its methods are
 // safe for concurrent use.
 type Instance struct {
-	conn   zk.Conn
-	opts   Options
-	errs   Errors
-	tel    *runtime.Telemetry
-	shell  *runtime.Shell[Input, Command]
+	conn  zk.Conn
+	opts  Options
+	errs  Errors
+	tel   *runtime.Telemetry
+	shell *runtime.Shell[Input, Command]
 
 	closeOnce sync.Once
 	closeErr  error // Close's result

@@ -57,10 +57,10 @@ var (
 // Election is one participant's handle on an election. Its methods are
 // safe for concurrent use.
 type Election struct {
-	conn   zk.Conn
-	path   string
-	cfg    options
-	inst   *contention.Instance
+	conn zk.Conn
+	path string
+	cfg  options
+	inst *contention.Instance
 
 	startOnce sync.Once                              // starts follower (Observe), or marks that none will (Close)
 	follower  *runtime.Shell[followInput, followCmd] // follows the leader for Observe; started by the first

@@ -79,14 +79,14 @@ var (
 // a sorted cache fed by one child watch. Its methods are safe for
 // concurrent use.
 type Queue struct {
-	conn   zk.Conn
-	path   string
-	o      options
-	tel    *runtime.Telemetry
-	shell  *runtime.Shell[Input, Command]
-	attrs  []attribute.KeyValue
-	sent   metric.Int64Counter // messaging.client.sent.messages
-	taken  metric.Int64Counter // messaging.client.consumed.messages
+	conn  zk.Conn
+	path  string
+	o     options
+	tel   *runtime.Telemetry
+	shell *runtime.Shell[Input, Command]
+	attrs []attribute.KeyValue
+	sent  metric.Int64Counter // messaging.client.sent.messages
+	taken metric.Int64Counter // messaging.client.consumed.messages
 
 	closeOnce sync.Once
 	closeErr  error

@@ -207,9 +207,9 @@ func (rw *RWLock) Close() error {
 // hold, and the Release that balances the first lets go. Its methods are
 // safe for concurrent use.
 type Lock struct {
-	rw     *RWLock
-	kind   string // "read" or "write"
-	inst   *contention.Instance
+	rw   *RWLock
+	kind string // "read" or "write"
+	inst *contention.Instance
 
 	calls atomic.Int32 // Acquire calls under way (the read lock's make a write Acquire an upgrade)
 	mu    sync.Mutex

@@ -77,15 +77,15 @@ var (
 // held or wanted at once, reused after).
 // Its methods are safe for concurrent use.
 type Semaphore struct {
-	conn   zk.Conn
-	path   string
-	max    int
-	o      options
-	tel    *runtime.Telemetry // the handle's spans: "semaphore.acquire <path>", ...
-	rq     zk.Conn            // conn, its requests traced (the maxLeases check)
-	bus    *events.Bus
-	nmu    chan struct{} // one AcquireN at a time per handle
-	fwd    sync.WaitGroup
+	conn zk.Conn
+	path string
+	max  int
+	o    options
+	tel  *runtime.Telemetry // the handle's spans: "semaphore.acquire <path>", ...
+	rq   zk.Conn            // conn, its requests traced (the maxLeases check)
+	bus  *events.Bus
+	nmu  chan struct{} // one AcquireN at a time per handle
+	fwd  sync.WaitGroup
 
 	closeOnce sync.Once
 	closeErr  error // Close's result
