@@ -118,9 +118,10 @@ type Shell[In any, C Command] struct {
 	calls    map[uint64]*call
 	losses   map[uint64]*Loss             // per granted term
 	revokes  map[uint64]*Signal           // per granted term
-	spans    map[uint64]context.Context   // per command: the span it was made under
+	spans    map[uint64]spanRef           // per command: the span it was made under
 	termSpan map[uint64]trace.SpanContext // per term: the span of the call that began it
 	curSpan  context.Context              // the span of the input being handled
+	curCall  uint64                       // the call whose span curSpan is (0: none)
 	grantAt  map[uint64]time.Time         // per granted term: when it was granted
 }
 
@@ -143,7 +144,7 @@ func Run[In any, C Command](conn zk.Conn, m Machine[In, C], spec Spec[In, C]) *S
 	s := &Shell[In, C]{
 		spec: spec, m: m, conn: conn, bus: events.NewBus(),
 		calls: make(map[uint64]*call), losses: make(map[uint64]*Loss), revokes: make(map[uint64]*Signal),
-		spans: make(map[uint64]context.Context), termSpan: make(map[uint64]trace.SpanContext),
+		spans: make(map[uint64]spanRef), termSpan: make(map[uint64]trace.SpanContext),
 		curSpan: context.Background(), grantAt: make(map[uint64]time.Time),
 	}
 	s.state.Store(m.State())
@@ -228,13 +229,13 @@ func (s *Shell[In, C]) handle(_ context.Context, msg message[In]) bool {
 	case !msg.has:
 		return true // a goroutine that gave up
 	default:
-		s.curSpan = context.Background()
+		s.curSpan, s.curCall = context.Background(), 0
 		if msg.call != nil {
 			s.calls[msg.call.req] = msg.call
-			s.curSpan = msg.call.ctx
+			s.curSpan, s.curCall = msg.call.ctx, msg.call.req
 		} else if id := s.spec.Answers(msg.in); id != 0 {
 			if span, ok := s.spans[id]; ok {
-				s.curSpan = span
+				s.curSpan, s.curCall = span.ctx, span.call
 				if !msg.more {
 					delete(s.spans, id)
 				}
@@ -285,9 +286,17 @@ func (s *Shell[In, C]) apply(out Output[C]) {
 	// queue: a caller woken first would wait behind the requests'
 	// goroutines (measured: about 7% of a leadership hand-over); woken
 	// last, it runs as soon as the actor waits again.
+	//
+	// A command made for a call that this step answers, or that was
+	// answered before, is work after the operation (a grant's hold mark,
+	// a clean-up): its requests are roots linked to the call's span.
+	live := s.calls[s.curCall] != nil
+	for _, r := range out.Replies {
+		live = live && r.Req != s.curCall
+	}
 	for _, cmd := range out.Commands {
-		s.spans[cmd.ID()] = s.curSpan
-		s.spec.Exec(s, cmd, s.op(s.curSpan))
+		s.spans[cmd.ID()] = spanRef{ctx: s.curSpan, call: s.curCall}
+		s.spec.Exec(s, cmd, s.op(s.curSpan, !live))
 	}
 	for _, r := range out.Replies {
 		c, ok := s.calls[r.Req]
@@ -342,11 +351,23 @@ func (s *Shell[In, C]) loss(n uint64, ended []TermEnd) *Loss {
 	return l
 }
 
-// op returns the Op of a command made under parent.
-func (s *Shell[In, C]) op(parent context.Context) Op {
+// spanRef is the span a command was made under, and the call it is
+// (0: none).
+type spanRef struct {
+	ctx  context.Context
+	call uint64
+}
+
+// op returns the Op of a command made under parent; after, when the
+// parent's operation has ended (or ends with this step).
+func (s *Shell[In, C]) op(parent context.Context, after bool) Op {
 	span := trace.SpanFromContext(parent)
 	return func(ctx context.Context, name string, f func(context.Context) error) {
-		_ = s.spec.Telemetry.Request(trace.ContextWithSpan(ctx, span), name, s.spec.ErrorType, f)
+		ctx = trace.ContextWithSpan(ctx, span)
+		if after {
+			ctx = afterOperation(ctx)
+		}
+		_ = s.spec.Telemetry.Request(ctx, name, s.spec.ErrorType, f)
 	}
 }
 

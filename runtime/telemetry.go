@@ -192,14 +192,22 @@ func SetNode(ctx context.Context, node string) {
 	}
 }
 
+// afterKey marks a request made after its operation's end.
+type afterKey struct{}
+
+// afterOperation marks ctx's request as made after the operation whose
+// span ctx holds has ended, or as it ends.
+func afterOperation(ctx context.Context) context.Context { return context.WithValue(ctx, afterKey{}, true) }
+
 // parentOf returns the options that place a request's span: under the
-// span in ctx while it is in progress; once it has ended (background work
-// after the operation returned: a release's delete, a cancelled attempt's
-// clean-up), as a root of its own linked to it.
+// span in ctx while it is in progress; once it has ended, or when ctx
+// says the request comes after it (background work: a grant's hold mark,
+// a cancelled attempt's clean-up), as a root of its own linked to it.
 func parentOf(ctx context.Context) (context.Context, []trace.SpanStartOption) {
 	sp := trace.SpanFromContext(ctx)
 	sc := sp.SpanContext()
-	if sc.IsValid() && sc.IsSampled() && !sc.IsRemote() && !sp.IsRecording() {
+	after, _ := ctx.Value(afterKey{}).(bool)
+	if sc.IsValid() && sc.IsSampled() && !sc.IsRemote() && (after || !sp.IsRecording()) {
 		return ctx, []trace.SpanStartOption{trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: sc,
 			Attributes: []attribute.KeyValue{attribute.String("zkrecipes.link", "operation")}})}
 	}

@@ -547,7 +547,8 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 	case announceMark:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var err error
-			op(ctx, "multi", func(ctx context.Context) error {
+			// no_node: our node went meanwhile (released, resigned).
+			op(runtime.Expect(ctx, zk.ErrNoNode), "multi", func(ctx context.Context) error {
 				runtime.SetNode(ctx, c.Path)
 				err = announce(ctx, conn, c.Node, c.Path)
 				return err
