@@ -197,7 +197,9 @@ type afterKey struct{}
 
 // afterOperation marks ctx's request as made after the operation whose
 // span ctx holds has ended, or as it ends.
-func afterOperation(ctx context.Context) context.Context { return context.WithValue(ctx, afterKey{}, true) }
+func afterOperation(ctx context.Context) context.Context {
+	return context.WithValue(ctx, afterKey{}, true)
+}
 
 // parentOf returns the options that place a request's span: under the
 // span in ctx while it is in progress; once it has ended, or when ctx
