@@ -270,13 +270,13 @@ func (s *Shell[In, C]) apply(out Output[C]) {
 		s.revoke(n).Raise()
 	}
 	for _, e := range out.Ended {
+		if at, ok := s.grantAt[e.Term]; ok { // recorded before the holder learns of the end
+			s.spec.Telemetry.held(time.Since(at), s.outcome(e.Cause))
+			delete(s.grantAt, e.Term)
+		}
 		if loss, ok := s.losses[e.Term]; ok {
 			loss.Close(e.Cause)
 			delete(s.losses, e.Term)
-		}
-		if at, ok := s.grantAt[e.Term]; ok {
-			s.spec.Telemetry.held(time.Since(at), s.outcome(e.Cause))
-			delete(s.grantAt, e.Term)
 		}
 		delete(s.termSpan, e.Term)
 	}
