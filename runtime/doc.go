@@ -16,7 +16,10 @@
 // ended terms), an Exec that makes one command's ZooKeeper requests, and
 // the inputs for session changes and withdrawn calls. The shell does the
 // rest: request ids and calls (Do), a CLIENT span per request under the
-// span of the call that caused it, the lifecycle events on a Bus with the
+// span of the call that caused it while that call is in progress (after
+// it, a root span linked to it; see Telemetry), grants and session changes
+// as events on the spans in progress, holds' durations, the lifecycle
+// events on a Bus with the
 // trace of the call that began the term, the session fan-out, and a Loss
 // per granted term, closed with its cause.
 //

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -69,7 +68,9 @@ type Spec[In any, C Command] struct {
 	Recipe   string // names events and spans
 	Path     string // the recipe's directory
 	Instance string // the instance id on events
-	Tracer   trace.Tracer
+	// Telemetry makes the request spans and the measurements (nil:
+	// none).
+	Telemetry *Telemetry
 
 	// Exec starts cmd's requests off the actor, with s.Go (and s.Post from
 	// a goroutine it started so); op makes one request in a CLIENT span
@@ -83,14 +84,18 @@ type Spec[In any, C Command] struct {
 	// Withdraw is the input that withdraws a call whose caller stopped
 	// waiting (ok false: the call needs none).
 	Withdraw func(call In, req uint64) (withdraw In, ok bool)
-	// ErrorType names an error for a span's error.type.
+	// ErrorType names an error for a span's error.type, and a grant's end
+	// (its cause; nil is "released") for zkrecipes.hold.duration.
 	ErrorType func(error) string
 	// Closed is what calls get once the shell has stopped.
 	Closed error
 }
 
 // Op makes one request, named name ("create", "children", ...), in a
-// CLIENT span "zk.<name> <path>".
+// CLIENT span "<name> <dir>" (Telemetry.Request): under the span of the
+// call whose input made the command while that call is in progress, else
+// as a root span linked to it. f may name the request's node (SetNode);
+// errors the ctx given to Op expects (Expect) are not failures.
 type Op func(ctx context.Context, name string, f func(ctx context.Context) error)
 
 // Shell runs a pure machine in an actor on a connection: calls (Do) and
@@ -113,9 +118,11 @@ type Shell[In any, C Command] struct {
 	calls    map[uint64]*call
 	losses   map[uint64]*Loss             // per granted term
 	revokes  map[uint64]*Signal           // per granted term
-	spans    map[uint64]context.Context   // per command: the span it was made under
+	spans    map[uint64]spanRef           // per command: the span it was made under
 	termSpan map[uint64]trace.SpanContext // per term: the span of the call that began it
 	curSpan  context.Context              // the span of the input being handled
+	curCall  uint64                       // the call whose span curSpan is (0: none)
+	grantAt  map[uint64]time.Time         // per granted term: when it was granted
 }
 
 type message[In any] struct {
@@ -137,8 +144,8 @@ func Run[In any, C Command](conn zk.Conn, m Machine[In, C], spec Spec[In, C]) *S
 	s := &Shell[In, C]{
 		spec: spec, m: m, conn: conn, bus: events.NewBus(),
 		calls: make(map[uint64]*call), losses: make(map[uint64]*Loss), revokes: make(map[uint64]*Signal),
-		spans: make(map[uint64]context.Context), termSpan: make(map[uint64]trace.SpanContext),
-		curSpan: context.Background(),
+		spans: make(map[uint64]spanRef), termSpan: make(map[uint64]trace.SpanContext),
+		curSpan: context.Background(), grantAt: make(map[uint64]time.Time),
 	}
 	s.state.Store(m.State())
 	s.actor = Spawn(s.handle)
@@ -222,13 +229,13 @@ func (s *Shell[In, C]) handle(_ context.Context, msg message[In]) bool {
 	case !msg.has:
 		return true // a goroutine that gave up
 	default:
-		s.curSpan = context.Background()
+		s.curSpan, s.curCall = context.Background(), 0
 		if msg.call != nil {
 			s.calls[msg.call.req] = msg.call
-			s.curSpan = msg.call.ctx
+			s.curSpan, s.curCall = msg.call.ctx, msg.call.req
 		} else if id := s.spec.Answers(msg.in); id != 0 {
 			if span, ok := s.spans[id]; ok {
-				s.curSpan = span
+				s.curSpan, s.curCall = span.ctx, span.call
 				if !msg.more {
 					delete(s.spans, id)
 				}
@@ -244,6 +251,7 @@ func (s *Shell[In, C]) handle(_ context.Context, msg message[In]) bool {
 func (s *Shell[In, C]) apply(out Output[C]) {
 	sc := trace.SpanContextFromContext(s.curSpan)
 	for _, e := range out.Events {
+		s.spanEvent(e)
 		if e.Phase == events.PhaseBegin {
 			s.termSpan[e.Term] = sc
 		}
@@ -262,6 +270,10 @@ func (s *Shell[In, C]) apply(out Output[C]) {
 		s.revoke(n).Raise()
 	}
 	for _, e := range out.Ended {
+		if at, ok := s.grantAt[e.Term]; ok { // recorded before the holder learns of the end
+			s.spec.Telemetry.held(time.Since(at), s.outcome(e.Cause))
+			delete(s.grantAt, e.Term)
+		}
 		if loss, ok := s.losses[e.Term]; ok {
 			loss.Close(e.Cause)
 			delete(s.losses, e.Term)
@@ -274,9 +286,17 @@ func (s *Shell[In, C]) apply(out Output[C]) {
 	// queue: a caller woken first would wait behind the requests'
 	// goroutines (measured: about 7% of a leadership hand-over); woken
 	// last, it runs as soon as the actor waits again.
+	//
+	// A command made for a call that this step answers, or that was
+	// answered before, is work after the operation (a grant's hold mark,
+	// a clean-up): its requests are roots linked to the call's span.
+	live := s.calls[s.curCall] != nil
+	for _, r := range out.Replies {
+		live = live && r.Req != s.curCall
+	}
 	for _, cmd := range out.Commands {
-		s.spans[cmd.ID()] = s.curSpan
-		s.spec.Exec(s, cmd, s.op(s.curSpan))
+		s.spans[cmd.ID()] = spanRef{ctx: s.curSpan, call: s.curCall}
+		s.spec.Exec(s, cmd, s.op(s.curSpan, !live))
 	}
 	for _, r := range out.Replies {
 		c, ok := s.calls[r.Req]
@@ -288,6 +308,13 @@ func (s *Shell[In, C]) apply(out Output[C]) {
 		if r.Grant != 0 {
 			a.Loss = s.loss(r.Grant, out.Ended)
 			a.Revoke = s.revoke(r.Grant)
+			select {
+			case <-a.Loss.Done():
+			default:
+				if _, ok := s.grantAt[r.Grant]; !ok {
+					s.grantAt[r.Grant] = time.Now() // a re-entrant grant keeps the first time
+				}
+			}
 		}
 		c.reply <- a
 	}
@@ -324,17 +351,64 @@ func (s *Shell[In, C]) loss(n uint64, ended []TermEnd) *Loss {
 	return l
 }
 
-// op returns the Op of a command made under parent.
-func (s *Shell[In, C]) op(parent context.Context) Op {
-	psc := trace.SpanContextFromContext(parent)
+// spanRef is the span a command was made under, and the call it is
+// (0: none).
+type spanRef struct {
+	ctx  context.Context
+	call uint64
+}
+
+// op returns the Op of a command made under parent; after, when the
+// parent's operation has ended (or ends with this step).
+func (s *Shell[In, C]) op(parent context.Context, after bool) Op {
+	span := trace.SpanFromContext(parent)
 	return func(ctx context.Context, name string, f func(context.Context) error) {
-		ctx = trace.ContextWithSpanContext(ctx, psc)
-		ctx, span := s.spec.Tracer.Start(ctx, "zk."+name+" "+s.spec.Path, trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(attribute.String("zk.path", s.spec.Path), attribute.Int64("zk.session_id", s.conn.SessionID())))
-		if err := f(ctx); err != nil {
-			span.SetStatus(codes.Error, err.Error())
-			span.SetAttributes(attribute.String("error.type", s.spec.ErrorType(err)))
+		ctx = trace.ContextWithSpan(ctx, span)
+		if after {
+			ctx = afterOperation(ctx)
 		}
-		span.End()
+		_ = s.spec.Telemetry.Request(ctx, name, s.spec.ErrorType, f)
 	}
+}
+
+// outcome names how a grant ended, for zkrecipes.hold.duration.
+func (s *Shell[In, C]) outcome(cause error) string {
+	if cause == nil {
+		return "released"
+	}
+	return s.spec.ErrorType(cause)
+}
+
+// spanEvent records e on the spans in progress: a grant or a failure on
+// the span of the input being handled, a session change (SUSPENDED,
+// RECONNECTED, LOST) on the span of every call in progress.
+func (s *Shell[In, C]) spanEvent(e events.Event) {
+	attrs := []attribute.KeyValue{AttrRecipe.String(s.spec.Recipe)}
+	switch e.Type {
+	case events.Suspended, events.Reconnected, events.Lost:
+		attrs = append(attrs, AttrSessionID.String(SessionHex(s.conn.SessionID())))
+		for _, c := range s.calls {
+			if sp := trace.SpanFromContext(c.ctx); sp.IsRecording() {
+				sp.AddEvent(e.Type.String(), trace.WithAttributes(attrs...))
+			}
+		}
+		return
+	}
+	if e.Phase != events.PhaseGranted && e.Phase != events.PhaseFailed {
+		return
+	}
+	sp := trace.SpanFromContext(s.curSpan)
+	if !sp.IsRecording() {
+		return
+	}
+	if e.Node != "" {
+		attrs = append(attrs, AttrNode.String(e.Node))
+	}
+	if e.Token != 0 {
+		attrs = append(attrs, AttrCzxid.Int64(e.Token))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, AttrErrorType.String(s.spec.ErrorType(e.Err)))
+	}
+	sp.AddEvent(e.Type.String(), trace.WithAttributes(attrs...))
 }

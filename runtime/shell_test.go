@@ -5,8 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"go.opentelemetry.io/otel/trace/noop"
-
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/testkit/sim"
@@ -98,7 +96,7 @@ func runProbe(conn zk.Conn) *Shell[probeIn, check] { return runProbeSeeing(conn,
 // it is made.
 func runProbeSeeing(conn zk.Conn, seen func(check)) *Shell[probeIn, check] {
 	return Run[probeIn, check](conn, &probeMachine{state: events.StateStart, waiting: map[uint64]uint64{}}, Spec[probeIn, check]{
-		Recipe: "probe", Path: "/", Instance: "p1", Tracer: noop.NewTracerProvider().Tracer(""),
+		Recipe: "probe", Path: "/", Instance: "p1",
 		Exec: func(s *Shell[probeIn, check], c check, op Op) {
 			if seen != nil {
 				seen(c)

@@ -102,6 +102,10 @@ type client struct {
 
 var _ Conn = (*client)(nil)
 
+// Server is the address (host:port) of the server the connection is on, or
+// was last on: spans report it as server.address and server.port.
+func (c *client) Server() string { return c.gz.Server() }
+
 // worldAll is the ACL of every node the adapter creates: world:anyone, all
 // permissions.
 var worldAll = gozk.WorldACL(gozk.PermAll)

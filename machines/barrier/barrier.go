@@ -20,12 +20,11 @@ import (
 	"errors"
 	"fmt"
 
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
 // ScopeName is the instrumentation scope of the barriers' spans.
@@ -57,20 +56,30 @@ var (
 // Barrier is a barrier node: while it exists, Wait blocks. Its methods are
 // safe for concurrent use and hold no state between calls.
 type Barrier struct {
-	conn   zk.Conn
-	path   string
-	tracer trace.Tracer
+	conn zk.Conn
+	rq   zk.Conn // conn, its requests traced
+	path string
+	tel  *runtime.Telemetry
 }
 
 // BarrierOption configures a Barrier. A nil BarrierOption is ignored.
 type BarrierOption func(*barrierOptions)
 
-type barrierOptions struct{ tp trace.TracerProvider }
+type barrierOptions struct {
+	tp trace.TracerProvider
+	mp metric.MeterProvider
+}
 
 // WithBarrierTracerProvider sets where the Barrier's spans go (default:
 // the global provider).
 func WithBarrierTracerProvider(tp trace.TracerProvider) BarrierOption {
 	return func(o *barrierOptions) { o.tp = tp }
+}
+
+// WithBarrierMeterProvider sets where the Barrier's measurements go (its
+// requests' db.client.operation.duration; default: the global provider).
+func WithBarrierMeterProvider(mp metric.MeterProvider) BarrierOption {
+	return func(o *barrierOptions) { o.mp = mp }
 }
 
 // New returns a Barrier on path. Nothing is sent. Errors: zk.ErrInvalidPath,
@@ -79,13 +88,15 @@ func New(conn zk.Conn, path string, opts ...BarrierOption) (*Barrier, error) {
 	if err := checkPath(conn, path); err != nil {
 		return nil, err
 	}
-	o := barrierOptions{tp: otel.GetTracerProvider()}
+	var o barrierOptions
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
-	return &Barrier{conn: conn, path: path, tracer: o.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version))}, nil
+	tel := runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tp, MeterProvider: o.mp,
+		Scope: ScopeName, Version: Version, Recipe: "barrier", Path: path})
+	return &Barrier{conn: conn, rq: runtime.TraceConn(conn, tel, errorType), path: path, tel: tel}, nil
 }
 
 func checkPath(conn zk.Conn, path string) error {
@@ -109,11 +120,14 @@ func (b *Barrier) Path() string { return b.path }
 // Set raises the barrier: it creates the node (and its missing parents, as
 // containers). Setting a barrier that is set is not an error.
 func (b *Barrier) Set(ctx context.Context) error {
-	return b.span(ctx, "barrier.set", func(ctx context.Context) error {
-		_, err := b.conn.Create(ctx, b.path, nil, zk.ModePersistent)
+	return b.span(ctx, "set", func(ctx context.Context) error {
+		// no_node (parents to make first) and node_exists (set already)
+		// are steps of Set, not failures.
+		ctx = runtime.Expect(ctx, zk.ErrNoNode, zk.ErrNodeExists)
+		_, err := b.rq.Create(ctx, b.path, nil, zk.ModePersistent)
 		if errors.Is(err, zk.ErrNoNode) {
-			if err = ensurePath(ctx, b.conn, zk.Parent(b.path)); err == nil {
-				_, err = b.conn.Create(ctx, b.path, nil, zk.ModePersistent)
+			if err = ensurePath(ctx, b.rq, zk.Parent(b.path)); err == nil {
+				_, err = b.rq.Create(ctx, b.path, nil, zk.ModePersistent)
 			}
 		}
 		if errors.Is(err, zk.ErrNodeExists) {
@@ -126,8 +140,8 @@ func (b *Barrier) Set(ctx context.Context) error {
 // Remove lowers the barrier: it deletes the node, and every Wait returns.
 // Removing a barrier that is not set is not an error.
 func (b *Barrier) Remove(ctx context.Context) error {
-	return b.span(ctx, "barrier.remove", func(ctx context.Context) error {
-		err := b.conn.Delete(ctx, b.path, zk.AnyVersion)
+	return b.span(ctx, "remove", func(ctx context.Context) error {
+		err := b.rq.Delete(runtime.Expect(ctx, zk.ErrNoNode), b.path, zk.AnyVersion)
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil
 		}
@@ -139,9 +153,9 @@ func (b *Barrier) Remove(ctx context.Context) error {
 // is not set, else when it is removed (one exists watch; the watch is set
 // again only when it fires for something else or the connection drops).
 func (b *Barrier) Wait(ctx context.Context) error {
-	return b.span(ctx, "barrier.wait", func(ctx context.Context) error {
+	return b.span(ctx, "wait", func(ctx context.Context) error {
 		for {
-			_, ok, w, err := b.conn.ExistsW(ctx, b.path)
+			_, ok, w, err := b.rq.ExistsW(ctx, b.path)
 			switch {
 			case errors.Is(err, zk.ErrConnectionLoss):
 				if err := awaitConnected(ctx, b.conn); err != nil {
@@ -166,13 +180,10 @@ func (b *Barrier) Wait(ctx context.Context) error {
 }
 
 func (b *Barrier) span(ctx context.Context, name string, f func(context.Context) error) error {
-	ctx, span := b.tracer.Start(ctx, name+" "+b.path, trace.WithAttributes(
-		attribute.String("db.system.name", "zookeeper"), attribute.String("zk.path", b.path)))
+	ctx, span := b.tel.Start(ctx, name, trace.SpanKindInternal)
 	defer span.End()
 	err := f(ctx)
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-	}
+	runtime.Fail(span, err, errorType(err))
 	return err
 }
 

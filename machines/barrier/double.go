@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -32,7 +32,7 @@ type DoubleBarrier struct {
 	members int
 	name    string
 	o       options
-	tracer  trace.Tracer
+	tel     *runtime.Telemetry
 	attrs   []attribute.KeyValue
 	shell   *runtime.Shell[Input, Command]
 	node    atomic.Value // string: our member node's name, once entered
@@ -47,8 +47,12 @@ type Option func(*options)
 type options struct {
 	id           string
 	tp           trace.TracerProvider
+	mp           metric.MeterProvider
 	closeTimeout time.Duration
 }
+
+// AttrMembers is the double barrier's member count on its spans.
+const AttrMembers = attribute.Key("zkrecipes.barrier.members")
 
 // WithID names the member on its events and spans (default: its node's
 // UUID).
@@ -57,6 +61,10 @@ func WithID(id string) Option { return func(o *options) { o.id = id } }
 // WithTracerProvider sets where the member's spans go (default: the
 // global provider).
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tp = tp } }
+
+// WithMeterProvider sets where the member's measurements go (its
+// requests' db.client.operation.duration; default: the global provider).
+func WithMeterProvider(mp metric.MeterProvider) Option { return func(o *options) { o.mp = mp } }
 
 // WithCloseTimeout bounds how long Close waits to delete our member node
 // (default 10s).
@@ -69,7 +77,7 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 	if err := checkPath(conn, path); err != nil {
 		return nil, err
 	}
-	o := options{closeTimeout: 10 * time.Second, tp: otel.GetTracerProvider()}
+	o := options{closeTimeout: 10 * time.Second, tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
@@ -82,6 +90,8 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 		return nil, fmt.Errorf("%w: close timeout %v: it must be positive", ErrInvalidOption, o.closeTimeout)
 	case o.tp == nil:
 		return nil, fmt.Errorf("%w: nil tracer provider", ErrInvalidOption)
+	case o.mp == nil:
+		return nil, fmt.Errorf("%w: nil meter provider", ErrInvalidOption)
 	}
 	name := uuid.NewString()
 	if o.id == "" {
@@ -92,12 +102,12 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 		return nil, err
 	}
 	d := &DoubleBarrier{conn: conn, path: path, members: members, name: name, o: o,
-		tracer: o.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version)),
-		attrs: []attribute.KeyValue{attribute.String("db.system.name", "zookeeper"),
-			attribute.String("zk.path", path), attribute.Int("barrier.members", members)},
+		tel: runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tp, MeterProvider: o.mp,
+			Scope: ScopeName, Version: Version, Recipe: "barrier", Path: path, Instance: o.id}),
+		attrs: []attribute.KeyValue{AttrMembers.Int(members)},
 	}
 	d.shell = runtime.Run[Input, Command](conn, m, runtime.Spec[Input, Command]{
-		Recipe: "barrier", Path: path, Instance: o.id, Tracer: d.tracer,
+		Recipe: "barrier", Path: path, Instance: o.id, Telemetry: d.tel,
 		Exec:    d.exec,
 		Answers: answers,
 		Session: func(ev zk.SessionEvent) Input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
@@ -148,7 +158,7 @@ func (d *DoubleBarrier) Subscribe(opts ...events.SubscribeOption) *events.Subscr
 // ErrMembersMismatch when the path records another count (nothing is
 // created); ErrSessionLost when the session ended while we waited.
 func (d *DoubleBarrier) Enter(ctx context.Context) error {
-	a, err := d.call(ctx, "barrier.enter", func(req uint64) Input { return enterCall{Req: req} })
+	a, err := d.call(ctx, "enter", func(req uint64) Input { return enterCall{Req: req} })
 	if err == nil {
 		d.node.Store(a.Value)
 	}
@@ -160,18 +170,15 @@ func (d *DoubleBarrier) Enter(ctx context.Context) error {
 // ErrNotEntered without a completed Enter; ErrSessionLost when the session
 // ended while we were a member (we were counted out then).
 func (d *DoubleBarrier) Leave(ctx context.Context) error {
-	_, err := d.call(ctx, "barrier.leave", func(req uint64) Input { return leaveCall{Req: req} })
+	_, err := d.call(ctx, "leave", func(req uint64) Input { return leaveCall{Req: req} })
 	return err
 }
 
 func (d *DoubleBarrier) call(ctx context.Context, name string, mk func(req uint64) Input) (runtime.Answer, error) {
-	ctx, span := d.tracer.Start(ctx, name+" "+d.path, trace.WithAttributes(d.attrs...))
+	ctx, span := d.tel.Start(ctx, name, trace.SpanKindInternal, d.attrs...)
 	defer span.End()
 	a, err := d.shell.Do(ctx, mk)
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(attribute.String("error.type", errorType(err)))
-	}
+	runtime.Fail(span, err, errorType(err))
 	return a, err
 }
 

@@ -9,9 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -29,12 +28,14 @@ type Options struct {
 
 	ID              string               // the instance id shown on events; default a random uuid
 	TracerProvider  trace.TracerProvider // where spans go; default otel's global provider
+	MeterProvider   metric.MeterProvider // where measurements go; default otel's global provider
 	SuspendedIsLost bool                 // SUSPENDED ends a grant (Config.SuspendedIsLost)
 	CloseTimeout    time.Duration        // how long Close waits for our nodes to be deleted
 }
 
 // DefaultOptions are the defaults every recipe documents: SuspendedIsLost,
-// a 10 s CloseTimeout, a random id and the global tracer provider.
+// a 10 s CloseTimeout, a random id and the global tracer and meter
+// providers.
 func DefaultOptions(recipe, scope, version string) Options {
 	return Options{Recipe: recipe, Scope: scope, Version: version, SuspendedIsLost: true, CloseTimeout: 10 * time.Second}
 }
@@ -45,11 +46,11 @@ func DefaultOptions(recipe, scope, version string) Options {
 // ZooKeeper (exec), and Close's shutdown and hand-over. Its methods are
 // safe for concurrent use.
 type Instance struct {
-	conn   zk.Conn
-	opts   Options
-	errs   Errors
-	tracer trace.Tracer
-	shell  *runtime.Shell[Input, Command]
+	conn  zk.Conn
+	opts  Options
+	errs  Errors
+	tel   *runtime.Telemetry
+	shell *runtime.Shell[Input, Command]
 
 	closeOnce sync.Once
 	closeErr  error // Close's result
@@ -88,9 +89,6 @@ func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 	if opts.ID == "" {
 		opts.ID = uuid.NewString()
 	}
-	if opts.TracerProvider == nil {
-		opts.TracerProvider = otel.GetTracerProvider()
-	}
 	cfg.SuspendedIsLost = opts.SuspendedIsLost
 	cfg.SessionID = conn.SessionID()
 	m, err := NewMachine(cfg)
@@ -103,9 +101,12 @@ func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 // start runs m on conn. The Instance owns m from now on.
 func start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
 	in := &Instance{conn: conn, opts: opts, errs: m.cfg.Errors}
-	in.tracer = opts.TracerProvider.Tracer(opts.Scope, trace.WithInstrumentationVersion(opts.Version))
+	in.tel = runtime.NewTelemetry(conn, runtime.TelemetryConfig{
+		TracerProvider: opts.TracerProvider, MeterProvider: opts.MeterProvider,
+		Scope: opts.Scope, Version: opts.Version, Recipe: opts.Recipe, Path: dir, Instance: opts.ID,
+	})
 	in.shell = runtime.Run[Input, Command](conn, shellMachine{m}, runtime.Spec[Input, Command]{
-		Recipe: opts.Recipe, Path: dir, Instance: opts.ID, Tracer: in.tracer,
+		Recipe: opts.Recipe, Path: dir, Instance: opts.ID, Telemetry: in.tel,
 		Exec:    in.exec,
 		Answers: answers,
 		Session: func(ev zk.SessionEvent) Input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
@@ -119,9 +120,25 @@ func start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
 	return in
 }
 
-// Tracer is the tracer of the instance's spans: the recipe's scope on the
-// configured provider.
-func (in *Instance) Tracer() trace.Tracer { return in.tracer }
+// Telemetry makes the instance's spans and measurements: the recipe's
+// scope on the configured providers.
+func (in *Instance) Telemetry() *runtime.Telemetry { return in.tel }
+
+// StartSpan opens the span of one of the recipe's operations, op
+// ("acquire", "campaign", "release", ...): "<recipe>.<op> <dir>", INTERNAL,
+// with the recipe's attributes (runtime.Telemetry.Start).
+func (in *Instance) StartSpan(ctx context.Context, op string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return in.tel.Start(ctx, op, trace.SpanKindInternal, attrs...)
+}
+
+// SpanGrant records a grant on its span: the node, its czxid and the
+// session, and zkrecipes.acquired.
+func (in *Instance) SpanGrant(span trace.Span, g Grant) {
+	span.SetAttributes(append(runtime.GrantAttrs(g.Node, g.Token, in.conn.SessionID()), AttrAcquired.Bool(true))...)
+}
+
+// AttrAcquired says whether an acquire (a try's, mostly) got its grant.
+const AttrAcquired = attribute.Key("zkrecipes.acquired")
 
 // State is the machine's current state.
 func (in *Instance) State() events.State { return in.shell.State() }
@@ -331,12 +348,16 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var path string
 			var err error
-			op(ctx, "create", func(ctx context.Context) error {
+			// no_node: the directory is not made yet (the machine makes
+			// it and creates again), an expected step of a first acquire.
+			op(runtime.Expect(ctx, zk.ErrNoNode), "create", func(ctx context.Context) error {
 				if c.Beside == "" {
 					path, err = conn.Create(ctx, c.Prefix, c.Data, zk.ModeEphemeralSequential)
+					runtime.SetNode(ctx, path)
 					return err
 				}
 				path = c.Prefix + c.Seq
+				runtime.SetNode(ctx, path)
 				_, err = conn.Multi(ctx,
 					&zk.CheckOp{Path: c.Beside, Version: zk.AnyVersion},
 					&zk.CreateOp{Path: path, Data: c.Data, Mode: zk.ModeEphemeral})
@@ -362,7 +383,8 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				op(ctx, "children", func(ctx context.Context) error {
+				op(runtime.Expect(ctx, zk.ErrNoNode), "children", func(ctx context.Context) error {
+					runtime.SetNode(ctx, c.Own)
 					_, r.Own, ownW, ownErr = conn.ChildrenW(ctx, c.Own)
 					return ownErr
 				})
@@ -406,7 +428,8 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 				var st zk.Stat
 				var w <-chan zk.WatchEvent
 				var err error
-				op(ctx, "get", func(ctx context.Context) error {
+				op(runtime.Expect(ctx, zk.ErrNoNode), "get", func(ctx context.Context) error {
+					runtime.SetNode(ctx, c.Path)
 					_, st, w, err = conn.GetW(ctx, c.Path)
 					return err
 				})
@@ -441,12 +464,15 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 						mark = HoldMark(c.Path)
 					}
 					op(ctx, "exists", func(ctx context.Context) error {
+						runtime.SetNode(ctx, mark)
 						_, held, markW, markErr = conn.ExistsW(ctx, mark)
 						return markErr
 					})
 				}()
 			}
-			op(ctx, "children", func(ctx context.Context) error {
+			// no_node: the node we wait for is gone already.
+			op(runtime.Expect(ctx, zk.ErrNoNode), "children", func(ctx context.Context) error {
+				runtime.SetNode(ctx, c.Path)
 				_, _, deleteW, childErr = conn.ChildrenW(ctx, c.Path)
 				return childErr
 			})
@@ -465,6 +491,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var err error
 			op(ctx, "multi", func(ctx context.Context) error {
+				runtime.SetNode(ctx, c.Path)
 				_, err = conn.Multi(ctx,
 					&zk.CreateOp{Path: c.Path, Mode: zk.ModeEphemeral},
 					&zk.DeleteOp{Path: c.Path, Version: zk.AnyVersion})
@@ -476,6 +503,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var err error
 			op(ctx, "set", func(ctx context.Context) error {
+				runtime.SetNode(ctx, c.Node)
 				_, err = conn.Set(ctx, c.Node, c.Data, 0)
 				return err
 			})
@@ -491,7 +519,8 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					op(ctx, "children", func(ctx context.Context) error {
+					op(runtime.Expect(ctx, zk.ErrNoNode), "children", func(ctx context.Context) error {
+						runtime.SetNode(ctx, p)
 						_, _, watches[i], errs[i] = conn.ChildrenW(ctx, p)
 						return errs[i]
 					})
@@ -518,7 +547,9 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 	case announceMark:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var err error
-			op(ctx, "multi", func(ctx context.Context) error {
+			// no_node: our node went meanwhile (released, resigned).
+			op(runtime.Expect(ctx, zk.ErrNoNode), "multi", func(ctx context.Context) error {
+				runtime.SetNode(ctx, c.Path)
 				err = announce(ctx, conn, c.Node, c.Path)
 				return err
 			})
@@ -540,11 +571,15 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 				}
 				ops = append(ops, &zk.DeleteOp{Path: c.Path, Version: zk.AnyVersion})
 				op(ctx, "multi", func(ctx context.Context) error {
+					runtime.SetNode(ctx, c.Path)
 					_, err = conn.Multi(ctx, ops...)
 					return err
 				})
 			} else {
-				op(ctx, "delete", func(ctx context.Context) error {
+				// no_node: gone already (the session's end, or a delete
+				// whose reply was lost): what was wanted.
+				op(runtime.Expect(ctx, zk.ErrNoNode), "delete", func(ctx context.Context) error {
+					runtime.SetNode(ctx, c.Path)
 					err = conn.Delete(ctx, c.Path, zk.AnyVersion)
 					return err
 				})
@@ -606,22 +641,14 @@ func (e Errors) errorType(err error) string {
 		{e.NotHeld, "not_held"},
 		{e.Closed, "closed"},
 		{e.CleanupPending, "cleanup_pending"},
-		{context.Canceled, "canceled"},
-		{context.DeadlineExceeded, "deadline_exceeded"},
-		{zk.ErrConnectionLoss, "connection_loss"},
-		{zk.ErrSessionExpired, "session_expired"},
-		{zk.ErrClosed, "closed"},
-		{zk.ErrNoNode, "no_node"},
-		{zk.ErrNodeExists, "node_exists"},
-		{zk.ErrNotEmpty, "not_empty"},
-		{zk.ErrBadVersion, "bad_version"},
-		{zk.ErrNoAuth, "no_auth"},
+		{e.Released, "released"},
+		{e.InvalidOption, "invalid_option"},
 	} {
 		if c.err != nil && errors.Is(err, c.err) {
 			return c.name
 		}
 	}
-	return "_OTHER"
+	return runtime.ZKErrorType(err)
 }
 
 // ErrorType names err for a span's error.type, knowing this instance's
@@ -634,7 +661,6 @@ func (in *Instance) SpanError(span trace.Span, err error) { in.errs.spanError(sp
 
 func (e Errors) spanError(span trace.Span, err error) {
 	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(attribute.String("error.type", e.errorType(err)))
+		runtime.Fail(span, err, e.errorType(err))
 	}
 }

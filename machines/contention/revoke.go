@@ -123,6 +123,7 @@ func execReadData(sh *runtime.Shell[Input, Command], conn zk.Conn, c readData, o
 		r := dataRead{Cmd: c.Cmd}
 		var w <-chan zk.WatchEvent
 		op(ctx, "get", func(ctx context.Context) error {
+			runtime.SetNode(ctx, c.Path)
 			r.Data, _, w, r.Err = conn.GetW(ctx, c.Path)
 			return r.Err
 		})

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -57,11 +57,10 @@ var (
 // Election is one participant's handle on an election. Its methods are
 // safe for concurrent use.
 type Election struct {
-	conn   zk.Conn
-	path   string
-	cfg    options
-	inst   *contention.Instance
-	tracer trace.Tracer
+	conn zk.Conn
+	path string
+	cfg  options
+	inst *contention.Instance
 
 	startOnce sync.Once                              // starts follower (Observe), or marks that none will (Close)
 	follower  *runtime.Shell[followInput, followCmd] // follows the leader for Observe; started by the first
@@ -86,6 +85,13 @@ func WithID(id string) Option { return func(o *options) { o.ID = id } }
 // WithTracerProvider sets where spans go. Default: otel's global provider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(o *options) { o.TracerProvider = tp }
+}
+
+// WithMeterProvider sets where measurements go (the ZooKeeper requests'
+// db.client.operation.duration, the terms' zkrecipes.hold.duration).
+// Default: otel's global provider.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) { o.MeterProvider = mp }
 }
 
 // WithSuspendedIsLost says whether a lost connection (SUSPENDED) already
@@ -139,7 +145,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Election, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Election{conn: conn, path: path, cfg: o, tracer: inst.Tracer(), closed: make(chan struct{}), inst: inst}, nil
+	return &Election{conn: conn, path: path, cfg: o, closed: make(chan struct{}), inst: inst}, nil
 }
 
 // ID is this participant's id.
@@ -191,8 +197,7 @@ func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 }
 
 func (e *Election) campaign(ctx context.Context, marker string) (*Term, error) {
-	ctx, span := e.tracer.Start(ctx, "election.campaign", trace.WithAttributes(
-		attribute.String("zk.election.path", e.path), attribute.String("zk.election.id", e.cfg.ID)))
+	ctx, span := e.inst.StartSpan(ctx, "campaign")
 	defer span.End()
 	r, err := e.inst.Do(ctx, func(req uint64) contention.Input {
 		return contention.Acquire{Req: req, Marker: marker}
@@ -201,7 +206,7 @@ func (e *Election) campaign(ctx context.Context, marker string) (*Term, error) {
 		e.inst.SpanError(span, err)
 		return nil, err
 	}
-	span.SetAttributes(attribute.String("zk.election.node", r.Grant.Node), attribute.Int64("zk.election.token", r.Grant.Token))
+	e.inst.SpanGrant(span, r.Grant)
 	return &Term{n: r.Grant.Term, node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss}, nil
 }
 
@@ -212,7 +217,7 @@ func (e *Election) campaign(ctx context.Context, marker string) (*Term, error) {
 // background). It is a no-op when we do not lead, so it may be called
 // again after a failure.
 func (e *Election) Resign(ctx context.Context) error {
-	ctx, span := e.tracer.Start(ctx, "election.resign", trace.WithAttributes(attribute.String("zk.election.path", e.path)))
+	ctx, span := e.inst.StartSpan(ctx, "resign")
 	defer span.End()
 	_, err := e.inst.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req, All: true} })
 	if errors.Is(err, errNotLeading) {

@@ -49,7 +49,7 @@ func (e *Election) startFollower() *runtime.Shell[followInput, followCmd] {
 		default:
 		}
 		e.follower = runtime.Run[followInput, followCmd](e.conn, &follower{waiting: map[uint64]waiter{}, cursors: map[uint64]int{}}, runtime.Spec[followInput, followCmd]{
-			Recipe: "election", Path: e.path, Instance: e.cfg.ID, Tracer: e.tracer,
+			Recipe: "election", Path: e.path, Instance: e.cfg.ID, Telemetry: e.inst.Telemetry(),
 			Exec:      e.execFollow,
 			Answers:   func(in followInput) uint64 { return in.answers() },
 			Session:   func(zk.SessionEvent) followInput { return nothing{} },

@@ -81,6 +81,20 @@
 //
 // Every transition of the lock's machine (START, OFFER, DETERMINE, READY,
 // LEADER, FAILED, STOP) is published to Subscribe'd channels, and every
-// Acquire and Release is an OpenTelemetry span, with a child span per
-// ZooKeeper request.
+// Acquire, TryAcquire and Release is an OpenTelemetry span, by the
+// conventions of runtime.Telemetry: "lock.acquire <dir>" (INTERNAL, a child
+// of the caller's span) ends at the grant, failure or cancel, and carries
+// the grant's zookeeper.node, zookeeper.czxid (the token) and
+// zookeeper.session.id (hex) and an ELECTED_COMPLETE event; SUSPENDED,
+// RECONNECTED and LOST are events on the span of a call in progress. Each
+// ZooKeeper request is a CLIENT child "<op> <dir>" ("create /app/locks/x")
+// naming its node in zookeeper.node, never in the span's name; an expected
+// answer (no_node when the directory is not made yet) is its
+// zookeeper.result, not an error. Requests made after their call returned
+// (a grant's hold mark, a cancelled attempt's clean-up) are root spans
+// linked to it. A failed call's span has status Error and error.type
+// ("session_lost", "canceled", ...). A hold is not a span: its length is
+// the histogram zkrecipes.hold.duration (by outcome: "released", or the
+// cause's error type), and each request's is db.client.operation.duration,
+// on the meter provider of WithMeterProvider.
 package lock

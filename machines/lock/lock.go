@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -51,9 +51,8 @@ var (
 // hold, and the lock is released by the Release that balances the first.
 // Its methods are safe for concurrent use.
 type Lock struct {
-	path   string
-	inst   *contention.Instance
-	tracer trace.Tracer
+	path string
+	inst *contention.Instance
 }
 
 // Option configures a Lock.
@@ -74,6 +73,14 @@ func WithID(id string) Option { return func(o *options) { o.ID = id } }
 // (a no-op until the application installs one).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(o *options) { o.TracerProvider = tp }
+}
+
+// WithMeterProvider sets where measurements go (the ZooKeeper requests'
+// db.client.operation.duration, the holds' zkrecipes.hold.duration).
+// Default: otel's global provider (a no-op until the application installs
+// one).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) { o.MeterProvider = mp }
 }
 
 // WithSuspendedIsLost says whether a lost connection (SUSPENDED) already
@@ -132,7 +139,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Lock{path: path, inst: inst, tracer: inst.Tracer()}, nil
+	return &Lock{path: path, inst: inst}, nil
 }
 
 // Grant is one hold of the lock.
@@ -190,22 +197,22 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, *Grant, error) {
 }
 
 func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
-	name := "lock.acquire"
+	name := "acquire"
 	if try {
-		name = "lock.try_acquire"
+		name = "try_acquire"
 	}
-	ctx, span := l.tracer.Start(ctx, name, trace.WithAttributes(attribute.String("zk.lock.path", l.path)))
+	ctx, span := l.inst.StartSpan(ctx, name)
 	defer span.End()
 	r, err := l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Acquire{Req: req, Try: try} })
 	if err != nil {
 		l.inst.SpanError(span, err)
 		return false, nil, err
 	}
-	span.SetAttributes(attribute.Bool("zk.lock.acquired", r.Granted))
 	if !r.Granted {
+		span.SetAttributes(contention.AttrAcquired.Bool(false))
 		return false, nil, nil
 	}
-	span.SetAttributes(attribute.String("zk.lock.node", r.Grant.Node), attribute.Int64("zk.lock.token", r.Grant.Token))
+	l.inst.SpanGrant(span, r.Grant)
 	return true, &Grant{node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss, revoke: r.Revoke}, nil
 }
 
@@ -214,7 +221,7 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 // background). ErrNotHeld when the handle holds nothing (also after the hold
 // was lost).
 func (l *Lock) Release(ctx context.Context) error {
-	ctx, span := l.tracer.Start(ctx, "lock.release", trace.WithAttributes(attribute.String("zk.lock.path", l.path)))
+	ctx, span := l.inst.StartSpan(ctx, "release")
 	defer span.End()
 	_, err := l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req} })
 	l.inst.SpanError(span, err)

@@ -98,7 +98,7 @@ func NewMulti(conn zk.Conn, paths []string, opts ...Option) (*Multi, error) {
 	for _, p := range paths {
 		m.order = append(m.order, slices.Index(sorted, p))
 	}
-	m.tracer = m.locks[0].tracer
+	m.tracer = m.locks[0].inst.Telemetry().Tracer()
 	m.wait = o.CloseTimeout
 	return m, nil
 }
@@ -173,7 +173,8 @@ func (m *Multi) take(ctx context.Context) (done func(), err error) {
 // deleted in the background), and nothing of this call is left. A grant
 // that was lost is let go of before a new one is sought.
 func (m *Multi) Acquire(ctx context.Context) (*MultiGrant, error) {
-	ctx, span := m.tracer.Start(ctx, "lock.multi.acquire", trace.WithAttributes(attribute.StringSlice("zk.lock.paths", m.paths)))
+	ctx, span := m.tracer.Start(ctx, "lock.multi_acquire", trace.WithAttributes(runtime.AttrDBSystem.String(runtime.DBSystem),
+		runtime.AttrRecipe.String("lock"), attribute.StringSlice("zkrecipes.paths", m.paths)))
 	defer span.End()
 	g, err := m.acquire(ctx)
 	m.locks[0].inst.SpanError(span, err)
@@ -256,7 +257,8 @@ func (m *Multi) letGo(ctx context.Context) error {
 // nothing; also when its grant was lost (MultiGrant.Err), and the error
 // then wraps why, after the locks still held were released.
 func (m *Multi) Release(ctx context.Context) error {
-	ctx, span := m.tracer.Start(ctx, "lock.multi.release", trace.WithAttributes(attribute.StringSlice("zk.lock.paths", m.paths)))
+	ctx, span := m.tracer.Start(ctx, "lock.multi_release", trace.WithAttributes(runtime.AttrDBSystem.String(runtime.DBSystem),
+		runtime.AttrRecipe.String("lock"), attribute.StringSlice("zkrecipes.paths", m.paths)))
 	defer span.End()
 	err := m.release(ctx)
 	m.locks[0].inst.SpanError(span, err)

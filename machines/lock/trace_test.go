@@ -48,7 +48,7 @@ func TestSpans(t *testing.T) {
 			t.Errorf("span %q is named after a node, not an operation and directory", s.Name())
 		}
 	}
-	acq, rel := only(t, byName, "lock.acquire"), only(t, byName, "lock.release")
+	acq, rel := only(t, byName, "lock.acquire /locks/traced"), only(t, byName, "lock.release /locks/traced")
 	if acq.Parent().SpanID() != parent.SpanContext().SpanID() || rel.Parent().SpanID() != parent.SpanContext().SpanID() {
 		t.Error("acquire and release spans are not children of the caller's span")
 	}
@@ -57,12 +57,12 @@ func TestSpans(t *testing.T) {
 	}
 	// DETERMINE's two reads are both getChildren: the directory's, and
 	// our node's (its stat, with a watch for its deletion).
-	if n := len(byName["zk.children /locks/traced"]); n != 2 {
-		t.Errorf("want 2 zk.children spans (directory and own node), got %d", n)
+	if n := len(byName["children /locks/traced"]); n != 2 {
+		t.Errorf("want 2 children spans (directory and own node), got %d", n)
 	}
 	for name, parentSpan := range map[string]sdktrace.ReadOnlySpan{
-		"zk.create /locks/traced": acq,
-		"zk.multi /locks/traced":  rel,
+		"create /locks/traced": acq,
+		"multi /locks/traced":  rel,
 	} {
 		s := only(t, byName, name)
 		if s.SpanKind() != trace.SpanKindClient {
@@ -72,9 +72,9 @@ func TestSpans(t *testing.T) {
 			t.Errorf("%s is not a child of %s", name, parentSpan.Name())
 		}
 	}
-	for _, s := range byName["zk.children /locks/traced"] {
+	for _, s := range byName["children /locks/traced"] {
 		if s.SpanKind() != trace.SpanKindClient || s.Parent().SpanID() != acq.SpanContext().SpanID() {
-			t.Errorf("a zk.children span is not a client child of %s", acq.Name())
+			t.Errorf("a children span is not a client child of %s", acq.Name())
 		}
 	}
 
@@ -98,7 +98,7 @@ func TestSpans(t *testing.T) {
 	}
 	var failed sdktrace.ReadOnlySpan
 	for _, s := range sr2.Ended() {
-		if s.Name() == "lock.acquire" {
+		if s.Name() == "lock.acquire /locks/traced" {
 			failed = s
 		}
 	}
@@ -151,7 +151,7 @@ func TestZeroReadHandoff(t *testing.T) {
 		for reads := 0; reads < 4; {
 			select {
 			case name := <-ended:
-				if name == "zk.exists /locks/handoff" || name == "zk.children /locks/handoff" {
+				if name == "exists /locks/handoff" || name == "children /locks/handoff" {
 					reads++
 				}
 			case <-time.After(15 * time.Second):
@@ -167,7 +167,7 @@ func TestZeroReadHandoff(t *testing.T) {
 		}
 		var after []string
 		for _, s := range sr.Ended()[before:] {
-			if strings.HasPrefix(s.Name(), "zk.") {
+			if s.SpanKind() == trace.SpanKindClient {
 				after = append(after, s.Name())
 			}
 		}

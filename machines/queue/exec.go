@@ -32,7 +32,9 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 	case readItem:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := dataRead{Cmd: c.Cmd, Name: c.Name}
-			op(ctx, "get", func(ctx context.Context) error {
+			// no_node: another consumer took it first, an expected race.
+			op(runtime.Expect(ctx, zk.ErrNoNode), "get", func(ctx context.Context) error {
+				runtime.SetNode(ctx, item(c.Name))
 				r.Data, _, r.Err = conn.Get(ctx, item(c.Name))
 				return r.Err
 			})
@@ -41,7 +43,8 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 	case removeItem:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := removed{Cmd: c.Cmd, Name: c.Name}
-			op(ctx, "delete", func(ctx context.Context) error {
+			op(runtime.Expect(ctx, zk.ErrNoNode), "delete", func(ctx context.Context) error {
+				runtime.SetNode(ctx, item(c.Name))
 				r.Err = conn.Delete(ctx, item(c.Name), zk.AnyVersion)
 				return r.Err
 			})
@@ -50,7 +53,9 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 	case claimItem:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := claimed{Cmd: c.Cmd, Name: c.Name}
-			op(ctx, "create", func(ctx context.Context) error {
+			// node_exists: claimed by another; no_node: taken by another.
+			op(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode), "create", func(ctx context.Context) error {
+				runtime.SetNode(ctx, zk.Join(item(c.Name), ClaimName))
 				_, r.Err = conn.Create(ctx, zk.Join(item(c.Name), ClaimName), c.Data, zk.ModeEphemeral)
 				return r.Err
 			})
@@ -61,6 +66,7 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			r := claimWatched{Cmd: c.Cmd, Name: c.Name}
 			var w <-chan zk.WatchEvent
 			op(ctx, "exists", func(ctx context.Context) error {
+				runtime.SetNode(ctx, zk.Join(item(c.Name), ClaimName))
 				_, r.Exists, w, r.Err = conn.ExistsW(ctx, zk.Join(item(c.Name), ClaimName))
 				return r.Err
 			})
@@ -84,6 +90,7 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			}
 			op(ctx, name, func(ctx context.Context) error {
 				claim := zk.Join(item(c.Name), ClaimName)
+				runtime.SetNode(ctx, item(c.Name))
 				if c.Nack {
 					r.Err = conn.Delete(ctx, claim, zk.AnyVersion)
 				} else {
@@ -98,6 +105,7 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := checked{Cmd: c.Cmd, Name: c.Name}
 			op(ctx, "exists", func(ctx context.Context) error {
+				runtime.SetNode(ctx, item(c.Name))
 				var st zk.Stat
 				var ok bool
 				if _, r.ItemExists, r.Err = conn.Exists(ctx, item(c.Name)); r.Err != nil {
@@ -124,6 +132,7 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := restored{Cmd: c.Cmd, Name: c.Name}
 			op(ctx, "create", func(ctx context.Context) error {
+				runtime.SetNode(ctx, item(c.Name))
 				_, r.Err = conn.Create(ctx, item(c.Name), c.Data, zk.ModePersistent)
 				return r.Err
 			})
@@ -170,7 +179,8 @@ func (q *Queue) list(ctx context.Context, c listItems, op runtime.Op) (listed, <
 	}
 	for {
 		var w <-chan zk.WatchEvent
-		op(ctx, "children", func(ctx context.Context) error {
+		// no_node: the queue's path is not made yet (no offer so far).
+		op(runtime.Expect(ctx, zk.ErrNoNode), "children", func(ctx context.Context) error {
 			if c.Watch {
 				r.Children, _, w, r.Err = q.conn.ChildrenW(ctx, q.path)
 			} else {

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -79,12 +79,14 @@ var (
 // a sorted cache fed by one child watch. Its methods are safe for
 // concurrent use.
 type Queue struct {
-	conn   zk.Conn
-	path   string
-	o      options
-	tracer trace.Tracer
-	shell  *runtime.Shell[Input, Command]
-	attrs  []attribute.KeyValue
+	conn  zk.Conn
+	path  string
+	o     options
+	tel   *runtime.Telemetry
+	shell *runtime.Shell[Input, Command]
+	attrs []attribute.KeyValue
+	sent  metric.Int64Counter // messaging.client.sent.messages
+	taken metric.Int64Counter // messaging.client.consumed.messages
 
 	closeOnce sync.Once
 	closeErr  error
@@ -96,6 +98,7 @@ type Option func(*options)
 type options struct {
 	id             string
 	tracerProvider trace.TracerProvider
+	meterProvider  metric.MeterProvider
 	maxItemSize    int
 	closeTimeout   time.Duration
 }
@@ -108,6 +111,16 @@ func WithID(id string) Option { return func(o *options) { o.id = id } }
 // (a no-op until the application installs one).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(o *options) { o.tracerProvider = tp }
+}
+
+// WithMeterProvider sets where measurements go: the ZooKeeper requests'
+// db.client.operation.duration, and by the messaging conventions
+// messaging.client.sent.messages (items offered) and
+// messaging.client.consumed.messages (items taken, polled or claimed).
+// Default: otel's global provider (a no-op until the application installs
+// one).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) { o.meterProvider = mp }
 }
 
 // WithMaxItemSize sets the largest item Offer accepts (bytes, at least 1),
@@ -149,9 +162,6 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 	if o.id == "" {
 		o.id = uuid.NewString()
 	}
-	if o.tracerProvider == nil {
-		o.tracerProvider = otel.GetTracerProvider()
-	}
 	h := fnv.New64a()
 	h.Write([]byte(o.id))
 	m, err := NewMachine(Config{Path: path, ClaimData: []byte(o.id), SessionID: conn.SessionID(), Seed: h.Sum64()})
@@ -159,12 +169,20 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 		return nil, err
 	}
 	q := &Queue{conn: conn, path: path, o: o,
-		tracer: o.tracerProvider.Tracer(ScopeName, trace.WithInstrumentationVersion(Version)),
-		attrs: []attribute.KeyValue{attribute.String("db.system.name", "zookeeper"),
-			attribute.String("messaging.system", "zookeeper"), attribute.String("messaging.destination.name", path)},
+		tel: runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tracerProvider, MeterProvider: o.meterProvider,
+			Scope: ScopeName, Version: Version, Recipe: "queue", Path: path, Instance: o.id}),
+		attrs: []attribute.KeyValue{attribute.String("messaging.system", "zookeeper"), attribute.String("messaging.destination.name", path)},
+	}
+	var errs [2]error
+	q.sent, errs[0] = q.tel.Meter().Int64Counter("messaging.client.sent.messages", metric.WithUnit("{message}"),
+		metric.WithDescription("Items offered to a queue."))
+	q.taken, errs[1] = q.tel.Meter().Int64Counter("messaging.client.consumed.messages", metric.WithUnit("{message}"),
+		metric.WithDescription("Items taken, polled or claimed from a queue."))
+	if err := errors.Join(errs[:]...); err != nil {
+		otel.Handle(err) // the counters are no-ops then
 	}
 	q.shell = runtime.Run[Input, Command](conn, m, runtime.Spec[Input, Command]{
-		Recipe: "queue", Path: path, Instance: o.id, Tracer: q.tracer,
+		Recipe: "queue", Path: path, Instance: o.id, Telemetry: q.tel,
 		Exec:    q.exec,
 		Answers: answers,
 		Session: func(ev zk.SessionEvent) Input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
@@ -235,11 +253,11 @@ func (q *Queue) offer(ctx context.Context, prefix string, items [][]byte) error 
 	if len(items) > 1 && total > q.o.maxItemSize+1024 {
 		return fmt.Errorf("%w: the batch's %d items need about %d bytes in one multi, over %d", ErrTooLarge, len(items), total, q.o.maxItemSize+1024)
 	}
-	ctx, span := q.tracer.Start(ctx, "queue.offer "+q.path, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(append(q.attrs, attribute.String("messaging.operation.type", "send"),
-			attribute.Int("messaging.batch.message_count", len(items)))...))
+	ctx, span := q.tel.Start(ctx, "offer", trace.SpanKindProducer, append(q.attrs, attribute.String("messaging.operation.type", "send"),
+		attribute.Int("messaging.batch.message_count", len(items)))...)
 	defer span.End()
 	_, err := q.shell.Do(ctx, func(req uint64) Input { return offerCall{Req: req, Prefix: prefix, Items: items} })
+	q.count(ctx, q.sent, "send", len(items), err)
 	if err != nil {
 		q.fail(span, err)
 	}
@@ -249,14 +267,14 @@ func (q *Queue) offer(ctx context.Context, prefix string, items [][]byte) error 
 // Peek returns the head item's data without removing it, or ErrEmpty at
 // once when the queue is empty.
 func (q *Queue) Peek(ctx context.Context) ([]byte, error) {
-	t, err := q.take(ctx, kindPeek, "queue.peek")
+	t, err := q.take(ctx, kindPeek, "peek")
 	return t.Data, err
 }
 
 // Poll removes and returns the head item, or returns ErrEmpty at once
 // when the queue is empty.
 func (q *Queue) Poll(ctx context.Context) ([]byte, error) {
-	t, err := q.take(ctx, kindPoll, "queue.poll")
+	t, err := q.take(ctx, kindPoll, "poll")
 	return t.Data, err
 }
 
@@ -270,7 +288,7 @@ func (q *Queue) Poll(ctx context.Context) ([]byte, error) {
 // consumer's removed it, and returns it (an item is never lost), with
 // ErrUncertain on its TAKEN event.
 func (q *Queue) Take(ctx context.Context) ([]byte, error) {
-	t, err := q.take(ctx, kindTake, "queue.take")
+	t, err := q.take(ctx, kindTake, "take")
 	return t.Data, err
 }
 
@@ -280,7 +298,7 @@ func (q *Queue) Take(ctx context.Context) ([]byte, error) {
 // ends first, the claim goes with it and the item is delivered again, to
 // this consumer or another.
 func (q *Queue) TakeItem(ctx context.Context) (*Item, error) {
-	t, err := q.take(ctx, kindClaim, "queue.take")
+	t, err := q.take(ctx, kindClaim, "take")
 	if err != nil {
 		return nil, err
 	}
@@ -288,10 +306,12 @@ func (q *Queue) TakeItem(ctx context.Context) (*Item, error) {
 }
 
 func (q *Queue) take(ctx context.Context, kind takeKind, name string) (taken, error) {
-	ctx, span := q.tracer.Start(ctx, name+" "+q.path, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(append(q.attrs, attribute.String("messaging.operation.type", "receive"))...))
+	ctx, span := q.tel.Start(ctx, name, trace.SpanKindConsumer, append(q.attrs, attribute.String("messaging.operation.type", "receive"))...)
 	defer span.End()
 	a, err := q.shell.Do(ctx, func(req uint64) Input { return takeCall{Req: req, Kind: kind} })
+	if kind != kindPeek && !errors.Is(err, ErrEmpty) {
+		q.count(ctx, q.taken, "receive", 1, err)
+	}
 	if err != nil {
 		if !errors.Is(err, ErrEmpty) {
 			q.fail(span, err)
@@ -299,7 +319,7 @@ func (q *Queue) take(ctx context.Context, kind takeKind, name string) (taken, er
 		return taken{}, err
 	}
 	t := a.Value.(taken)
-	span.SetAttributes(attribute.String("zookeeper.node", zk.Join(q.path, t.Name)))
+	span.SetAttributes(runtime.AttrNode.String(zk.Join(q.path, t.Name)))
 	return t, nil
 }
 
@@ -350,9 +370,16 @@ func (q *Queue) handOver() error {
 	}
 }
 
-func (q *Queue) fail(span trace.Span, err error) {
-	span.SetStatus(codes.Error, err.Error())
-	span.SetAttributes(attribute.String("error.type", errorType(err)))
+func (q *Queue) fail(span trace.Span, err error) { runtime.Fail(span, err, errorType(err)) }
+
+// count adds n to c, by the messaging conventions' attributes (and
+// error.type when err is set).
+func (q *Queue) count(ctx context.Context, c metric.Int64Counter, op string, n int, err error) {
+	kv := append([]attribute.KeyValue{attribute.String("messaging.operation.name", op)}, q.attrs...)
+	if err != nil {
+		kv = append(kv, runtime.AttrErrorType.String(errorType(err)))
+	}
+	c.Add(context.WithoutCancel(ctx), int64(n), metric.WithAttributes(kv...))
 }
 
 // Item is an item claimed by TakeItem. Its methods are safe for
@@ -388,13 +415,12 @@ func (it *Item) end(ctx context.Context, nack bool) error {
 	if it.done {
 		return fmt.Errorf("%w: %s", ErrAcked, it.Node())
 	}
-	name := "queue.ack "
+	name := "ack"
 	if nack {
-		name = "queue.nack "
+		name = "nack"
 	}
-	ctx, span := it.q.tracer.Start(ctx, name+it.q.path, trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(append(it.q.attrs, attribute.String("messaging.operation.type", "settle"),
-			attribute.String("zookeeper.node", it.Node()))...))
+	ctx, span := it.q.tel.Start(ctx, name, trace.SpanKindInternal, append(it.q.attrs, attribute.String("messaging.operation.type", "settle"),
+		runtime.AttrNode.String(it.Node()))...)
 	defer span.End()
 	_, err := it.q.shell.Do(ctx, func(req uint64) Input {
 		return ackCall{Req: req, Name: it.name, Session: it.session, Nack: nack}

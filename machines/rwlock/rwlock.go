@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -100,6 +101,17 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(o *options) { o.TracerProvider = tp }
 }
 
+// WithMeterProvider sets where measurements go (the ZooKeeper requests'
+// db.client.operation.duration, the holds' zkrecipes.hold.duration).
+// Default: otel's global provider.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) { o.MeterProvider = mp }
+}
+
+// AttrMode is the span attribute that says which side of the lock a call
+// is on: "read" or "write".
+const AttrMode = attribute.Key("zkrecipes.rwlock.mode")
+
 // WithSuspendedIsLost says whether a lost connection (SUSPENDED) already
 // ends a hold. Default true; with false only LOST (expiry) ends it.
 func WithSuspendedIsLost(lost bool) Option {
@@ -162,7 +174,7 @@ func open(rw *RWLock, conn zk.Conn, path string, write bool, o options) (*Lock, 
 	if err != nil {
 		return nil, err
 	}
-	return &Lock{rw: rw, kind: kind, inst: inst, tracer: inst.Tracer()}, nil
+	return &Lock{rw: rw, kind: kind, inst: inst}, nil
 }
 
 // ReadLock is the participant's read lock: held beside other readers,
@@ -195,10 +207,9 @@ func (rw *RWLock) Close() error {
 // hold, and the Release that balances the first lets go. Its methods are
 // safe for concurrent use.
 type Lock struct {
-	rw     *RWLock
-	kind   string // "read" or "write"
-	inst   *contention.Instance
-	tracer trace.Tracer
+	rw   *RWLock
+	kind string // "read" or "write"
+	inst *contention.Instance
 
 	calls atomic.Int32 // Acquire calls under way (the read lock's make a write Acquire an upgrade)
 	mu    sync.Mutex
@@ -258,11 +269,11 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, *Grant, error) {
 }
 
 func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
-	name := "rwlock." + l.kind + ".acquire"
+	name := "acquire"
 	if try {
-		name = "rwlock." + l.kind + ".try_acquire"
+		name = "try_acquire"
 	}
-	ctx, span := l.tracer.Start(ctx, name, trace.WithAttributes(attribute.String("zk.lock.path", l.rw.path)))
+	ctx, span := l.inst.StartSpan(ctx, name, AttrMode.String(l.kind))
 	defer span.End()
 	in := contention.Acquire{Try: try}
 	switch {
@@ -274,7 +285,7 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 		l.rw.downgrade.Lock()
 		if w := l.rw.write.held(); w != nil {
 			in.Beside = w.node
-			span.SetAttributes(attribute.Bool("zk.lock.downgrade", true))
+			span.SetAttributes(attribute.Bool("zkrecipes.rwlock.downgrade", true))
 			defer l.rw.downgrade.Unlock() // until the reader is made
 		} else {
 			l.rw.downgrade.Unlock()
@@ -287,11 +298,11 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 		l.inst.SpanError(span, err)
 		return false, nil, err
 	}
-	span.SetAttributes(attribute.Bool("zk.lock.acquired", r.Granted))
 	if !r.Granted {
+		span.SetAttributes(contention.AttrAcquired.Bool(false))
 		return false, nil, nil
 	}
-	span.SetAttributes(attribute.String("zk.lock.node", r.Grant.Node), attribute.Int64("zk.lock.token", r.Grant.Token))
+	l.inst.SpanGrant(span, r.Grant)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.grant == nil || l.grant.loss != r.Loss {
@@ -314,7 +325,7 @@ func (l *Lock) held() *Grant {
 // returns once it is gone (or ctx ends: the delete goes on in the
 // background). ErrNotHeld when the lock holds nothing.
 func (l *Lock) Release(ctx context.Context) error {
-	ctx, span := l.tracer.Start(ctx, "rwlock."+l.kind+".release", trace.WithAttributes(attribute.String("zk.lock.path", l.rw.path)))
+	ctx, span := l.inst.StartSpan(ctx, "release", AttrMode.String(l.kind))
 	defer span.End()
 	in := contention.Release{}
 	if l == l.rw.write {

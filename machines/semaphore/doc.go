@@ -83,7 +83,9 @@
 //
 // Every transition of each instance's machine is published to
 // Subscribe'd channels; Acquire, TryAcquire, AcquireN and Release are
-// OpenTelemetry spans (semaphore.acquire, semaphore.try_acquire,
-// semaphore.acquire_n, semaphore.release), with a child span per
-// ZooKeeper request.
+// OpenTelemetry spans ("semaphore.acquire <path>", "semaphore.try_acquire
+// <path>", "semaphore.acquire_n <path>", "semaphore.release <path>"), with
+// a CLIENT child span per ZooKeeper request (the maxLeases check's and the
+// lease's), by the conventions the lock package describes; a lease's
+// length is zkrecipes.hold.duration.
 package semaphore

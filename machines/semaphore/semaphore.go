@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -76,14 +77,15 @@ var (
 // held or wanted at once, reused after).
 // Its methods are safe for concurrent use.
 type Semaphore struct {
-	conn   zk.Conn
-	path   string
-	max    int
-	o      options
-	tracer trace.Tracer
-	bus    *events.Bus
-	nmu    chan struct{} // one AcquireN at a time per handle
-	fwd    sync.WaitGroup
+	conn zk.Conn
+	path string
+	max  int
+	o    options
+	tel  *runtime.Telemetry // the handle's spans: "semaphore.acquire <path>", ...
+	rq   zk.Conn            // conn, its requests traced (the maxLeases check)
+	bus  *events.Bus
+	nmu  chan struct{} // one AcquireN at a time per handle
+	fwd  sync.WaitGroup
 
 	closeOnce sync.Once
 	closeErr  error // Close's result
@@ -121,6 +123,14 @@ func WithID(id string) Option { return func(o *options) { o.ID = id } }
 // (a no-op until the application installs one).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(o *options) { o.TracerProvider = tp }
+}
+
+// WithMeterProvider sets where measurements go (the ZooKeeper requests'
+// db.client.operation.duration, the leases' zkrecipes.hold.duration).
+// Default: otel's global provider (a no-op until the application installs
+// one).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) { o.MeterProvider = mp }
 }
 
 // WithSuspendedIsLost says whether a lost connection (SUSPENDED) already
@@ -175,7 +185,11 @@ func New(conn zk.Conn, path string, maxLeases int, opts ...Option) (*Semaphore, 
 	if err != nil {
 		return nil, err
 	}
-	s.tracer = sl.inst.Tracer()
+	s.tel = runtime.NewTelemetry(conn, runtime.TelemetryConfig{
+		TracerProvider: o.TracerProvider, MeterProvider: o.MeterProvider,
+		Scope: ScopeName, Version: Version, Recipe: "semaphore", Path: path, Instance: o.ID,
+	})
+	s.rq = runtime.TraceConn(conn, s.tel, sl.inst.ErrorType)
 	s.idle = append(s.idle, sl)
 	return s, nil
 }
@@ -275,15 +289,17 @@ func (s *Semaphore) check(ctx context.Context) error {
 		return nil
 	}
 	want := strconv.Itoa(s.max)
+	// Each of these is a step of the check, not a failure.
+	ctx = runtime.Expect(ctx, zk.ErrNoNode, zk.ErrNodeExists, zk.ErrBadVersion)
 	for {
-		data, st, err := s.conn.Get(ctx, s.path)
+		data, st, err := s.rq.Get(ctx, s.path)
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
 			data, err = []byte(want), s.record(ctx, []byte(want))
 		case err == nil && len(data) == 0:
 			// Curator's path: record ours, unless someone did meanwhile.
 			data = []byte(want)
-			_, err = s.conn.Set(ctx, s.path, data, st.Version)
+			_, err = s.rq.Set(ctx, s.path, data, st.Version)
 		}
 		switch {
 		case errors.Is(err, zk.ErrNodeExists), errors.Is(err, zk.ErrBadVersion),
@@ -306,12 +322,12 @@ func (s *Semaphore) check(ctx context.Context) error {
 // record creates the path, persistent, with data, after its missing
 // parents (containers). A path that exists is zk.ErrNodeExists.
 func (s *Semaphore) record(ctx context.Context, data []byte) error {
-	_, err := s.conn.Create(ctx, s.path, data, zk.ModePersistent)
+	_, err := s.rq.Create(ctx, s.path, data, zk.ModePersistent)
 	if errors.Is(err, zk.ErrNoNode) {
-		if err = ensureDir(ctx, s.conn, zk.Parent(s.path)); err != nil {
+		if err = ensureDir(ctx, s.rq, zk.Parent(s.path)); err != nil {
 			return err
 		}
-		_, err = s.conn.Create(ctx, s.path, data, zk.ModePersistent)
+		_, err = s.rq.Create(ctx, s.path, data, zk.ModePersistent)
 	}
 	return err
 }
@@ -372,8 +388,7 @@ func (l *Lease) Guard() *zk.CheckOp { return &zk.CheckOp{Path: l.node, Version: 
 // ErrClosed after the Semaphore's Close.
 func (l *Lease) Release(ctx context.Context) error {
 	s := l.s
-	ctx, span := s.tracer.Start(ctx, "semaphore.release", trace.WithAttributes(
-		attribute.String("zk.semaphore.path", s.path), attribute.String("zk.semaphore.node", l.node)))
+	ctx, span := s.tel.Start(ctx, "release", trace.SpanKindInternal, runtime.AttrNode.String(l.node))
 	defer span.End()
 	err := l.release(ctx)
 	l.sl.inst.SpanError(span, err)
@@ -402,7 +417,7 @@ func (l *Lease) release(ctx context.Context) error {
 // When ctx ends first it returns ctx.Err(), and our node is deleted (also
 // when the grant raced the cancel).
 func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
-	ctx, span := s.tracer.Start(ctx, "semaphore.acquire", s.spanAttrs(1))
+	ctx, span := s.tel.Start(ctx, "acquire", trace.SpanKindInternal, s.spanAttrs(1)...)
 	defer span.End()
 	_, l, err := s.acquire(ctx, span, false)
 	return l, err
@@ -412,7 +427,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
 // before it, and otherwise returns false at once (after one round of
 // requests), leaving nothing behind.
 func (s *Semaphore) TryAcquire(ctx context.Context) (bool, *Lease, error) {
-	ctx, span := s.tracer.Start(ctx, "semaphore.try_acquire", s.spanAttrs(1))
+	ctx, span := s.tel.Start(ctx, "try_acquire", trace.SpanKindInternal, s.spanAttrs(1)...)
 	defer span.End()
 	return s.acquire(ctx, span, true)
 }
@@ -431,7 +446,7 @@ func (s *Semaphore) AcquireN(ctx context.Context, n int) ([]*Lease, error) {
 	if n < 1 || n > s.max {
 		return nil, fmt.Errorf("%w: AcquireN(%d): n must be between 1 and maxLeases (%d)", ErrInvalidOption, n, s.max)
 	}
-	ctx, span := s.tracer.Start(ctx, "semaphore.acquire_n", s.spanAttrs(n))
+	ctx, span := s.tel.Start(ctx, "acquire_n", trace.SpanKindInternal, s.spanAttrs(n)...)
 	defer span.End()
 	select {
 	case s.nmu <- struct{}{}:
@@ -474,9 +489,14 @@ func (s *Semaphore) giveBack(ctx context.Context, ls []*Lease) {
 	}
 }
 
-func (s *Semaphore) spanAttrs(n int) trace.SpanStartOption {
-	return trace.WithAttributes(attribute.String("zk.semaphore.path", s.path),
-		attribute.Int("zk.semaphore.max_leases", s.max), attribute.Int("zk.semaphore.n", n))
+// Span attributes of the semaphore's calls.
+const (
+	AttrMaxLeases = attribute.Key("zkrecipes.semaphore.max_leases") // the semaphore's maxLeases
+	AttrLeases    = attribute.Key("zkrecipes.semaphore.leases")     // how many leases the call wants
+)
+
+func (s *Semaphore) spanAttrs(n int) []attribute.KeyValue {
+	return []attribute.KeyValue{AttrMaxLeases.Int(s.max), AttrLeases.Int(n)}
 }
 
 // spanError marks span as failed with err, if err is not nil: the Error
@@ -485,10 +505,11 @@ func (s *Semaphore) spanError(span trace.Span, err error) {
 	s.mu.Lock()
 	inst := s.all[0].inst
 	s.mu.Unlock()
-	inst.SpanError(span, err)
+	typ := inst.ErrorType(err)
 	if errors.Is(err, ErrMaxLeasesMismatch) {
-		span.SetAttributes(attribute.String("error.type", "max_leases_mismatch"))
+		typ = "max_leases_mismatch"
 	}
+	runtime.Fail(span, err, typ)
 }
 
 // acquire takes one lease; span, if not nil, is the call's span, told the
@@ -517,7 +538,7 @@ func (s *Semaphore) acquire(ctx context.Context, span trace.Span, try bool) (boo
 			return fail(err)
 		}
 		if span != nil {
-			span.SetAttributes(attribute.Bool("zk.semaphore.acquired", false))
+			span.SetAttributes(contention.AttrAcquired.Bool(false))
 		}
 		return false, nil, nil
 	}
@@ -526,8 +547,7 @@ func (s *Semaphore) acquire(ctx context.Context, span trace.Span, try bool) (boo
 	sl.lease = l
 	s.mu.Unlock()
 	if span != nil {
-		span.SetAttributes(attribute.Bool("zk.semaphore.acquired", true),
-			attribute.String("zk.semaphore.node", l.node), attribute.Int64("zk.semaphore.token", l.token))
+		sl.inst.SpanGrant(span, r.Grant)
 	}
 	return true, l, nil
 }

@@ -55,7 +55,7 @@ func TestSpans(t *testing.T) {
 	for _, sp := range sr.Ended() {
 		byName[sp.Name()] = append(byName[sp.Name()], sp)
 	}
-	for name, n := range map[string]int{"semaphore.acquire_n": 1, "semaphore.try_acquire": 1, "semaphore.acquire": 2, "semaphore.release": 3} {
+	for name, n := range map[string]int{"semaphore.acquire_n /sem/traced": 1, "semaphore.try_acquire /sem/traced": 1, "semaphore.acquire /sem/traced": 2, "semaphore.release /sem/traced": 3} {
 		if got := len(byName[name]); got != n {
 			t.Errorf("%d %s spans, want %d", got, name, n)
 		}
@@ -65,9 +65,9 @@ func TestSpans(t *testing.T) {
 			}
 		}
 	}
-	acqN := byName["semaphore.acquire_n"][0]
+	acqN := byName["semaphore.acquire_n /sem/traced"][0]
 	creates := 0
-	for _, sp := range byName["zk.create /sem/traced/leases"] {
+	for _, sp := range byName["create /sem/traced/leases"] {
 		if sp.Parent().SpanID() == acqN.SpanContext().SpanID() {
 			creates++
 		}
@@ -75,7 +75,7 @@ func TestSpans(t *testing.T) {
 	if creates < 2 { // and the leases directory's, the first time
 		t.Errorf("%d creates under semaphore.acquire_n, want the 2 leases' at least", creates)
 	}
-	failed := byName["semaphore.acquire"][1]
+	failed := byName["semaphore.acquire /sem/traced"][1]
 	if failed.Status().Code != codes.Error || !hasAttr(failed.Attributes(), attribute.String("error.type", "max_leases_mismatch")) {
 		t.Errorf("the mismatched acquire's span: status %v, attributes %v", failed.Status(), failed.Attributes())
 	}

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -36,11 +37,13 @@ var ErrAborted = errors.New("twophase: aborted")
 // the handle's one goroutine deletes decided transactions after the
 // retention period.
 type Coordinator struct {
-	conn   zk.Conn
-	p      paths
-	o      options
-	tracer trace.Tracer
-	bus    *events.Bus
+	conn zk.Conn
+	p    paths
+	o    options
+	tel  *runtime.Telemetry
+	rq   zk.Conn             // conn, its requests traced
+	txs  metric.Int64Counter // zkrecipes.twophase.transactions
+	bus  *events.Bus
 
 	life   context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -84,8 +87,16 @@ func NewCoordinator(conn zk.Conn, root string, opts ...Option) (*Coordinator, er
 	if o.id == "" {
 		return nil, fmt.Errorf("%w: empty coordinator id", ErrInvalidOption)
 	}
-	c := &Coordinator{conn: conn, p: paths{root}, o: o, tracer: tracer(o.tracerProvider), bus: events.NewBus(),
+	tel := runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tracerProvider, MeterProvider: o.meterProvider,
+		Scope: ScopeName, Version: Version, Recipe: "twophase", Path: root, Instance: o.id})
+	c := &Coordinator{conn: conn, p: paths{root}, o: o, tel: tel, rq: runtime.TraceConn(conn, tel, errorType), bus: events.NewBus(),
 		done: make(chan struct{})}
+	var err error
+	c.txs, err = tel.Meter().Int64Counter("zkrecipes.twophase.transactions", metric.WithUnit("{transaction}"),
+		metric.WithDescription("Transactions decided by a coordinator, by outcome (committed, aborted) and abort reason."))
+	if err != nil {
+		otel.Handle(err) // a no-op counter then
+	}
 	c.life, c.cancel = context.WithCancel(context.Background())
 	go c.janitor()
 	return c, nil
@@ -159,16 +170,15 @@ func (c *Coordinator) Propose(ctx context.Context, txID string, payload []byte, 
 	defer cancel()
 	defer context.AfterFunc(c.life, cancel)()
 
-	ctx, span := c.tracer.Start(ctx, "twophase.propose "+txID, trace.WithAttributes(
-		attribute.String("twophase.tx", txID), attribute.String("zk.path", c.p.root),
-		attribute.Int("twophase.participants", len(participants))))
+	ctx, span := c.tel.Start(ctx, "propose", trace.SpanKindInternal,
+		AttrTx.String(txID), AttrParticipants.Int(len(participants)))
 	defer span.End()
 	out, err := c.propose(ctx, txID, payload, participants, span)
 	if err != nil {
 		if c.life.Err() != nil && !errors.Is(err, ErrUnknownParticipant) && !errors.Is(err, ErrTxExists) {
 			err = ErrClosed
 		}
-		span.SetStatus(codes.Error, err.Error())
+		runtime.Fail(span, err, errorType(err))
 	}
 	return out, err
 }
@@ -182,7 +192,7 @@ func (c *Coordinator) propose(ctx context.Context, txID string, payload []byte, 
 		// Cancelled or closed before a decision: abort, on a ctx of our own.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if o, derr := decide(actx, c.conn, c.p, txID, Outcome{Reason: ReasonCancelled}); derr == nil {
+		if o, derr := decide(actx, c.rq, c.p, txID, Outcome{Reason: ReasonCancelled}); derr == nil {
 			c.finish(actx, txID, o, span)
 			return o, err
 		}
@@ -216,7 +226,11 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 	var b backoff
 	ensured, checks := false, 0
 	for {
-		_, err := c.conn.Multi(ctx, ops...)
+		mctx := ctx
+		if !ensured {
+			mctx = runtime.Expect(ctx, zk.ErrNoNode) // the first Propose makes the directories
+		}
+		_, err := c.rq.Multi(mctx, ops...)
 		switch {
 		case err == nil:
 			return nil
@@ -232,10 +246,10 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 		case errors.Is(err, zk.ErrNoNode) && !ensured:
 			// A registered participant has its inbox already; the
 			// transactions' directory is made by the first Propose.
-			err := ensurePath(ctx, c.conn, c.p.txs())
+			err := ensurePath(ctx, c.rq, c.p.txs())
 			for _, id := range participants {
 				if err == nil {
-					err = ensurePath(ctx, c.conn, c.p.inbox(id))
+					err = ensurePath(ctx, c.rq, c.p.inbox(id))
 				}
 			}
 			if err == nil {
@@ -247,7 +261,7 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 			}
 		case errors.Is(err, zk.ErrNodeExists):
 			// Ours, applied before a lost reply?
-			if got, _, gerr := c.conn.Get(ctx, c.p.tx(txID)); gerr == nil {
+			if got, _, gerr := c.rq.Get(ctx, c.p.tx(txID)); gerr == nil {
 				if d, derr := decodeTx(got); derr == nil && d.Nonce == nonce {
 					return nil
 				}
@@ -266,7 +280,7 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 // or returns nil when every one is.
 func (c *Coordinator) unknown(ctx context.Context, participants []string) error {
 	for _, id := range participants {
-		_, ok, err := c.conn.Exists(ctx, c.p.participant(id))
+		_, ok, err := c.rq.Exists(ctx, c.p.participant(id))
 		if err != nil {
 			return fmt.Errorf("twophase: checking participant %q: %w", id, err)
 		}
@@ -281,8 +295,9 @@ func (c *Coordinator) unknown(ctx context.Context, participants []string) error 
 // someone else made.
 func (c *Coordinator) collect(ctx context.Context, txID string, participants []string) (Outcome, error) {
 	outer := ctx // the decision's span is the prepare span's sibling
-	ctx, span := c.tracer.Start(ctx, "twophase.prepare")
+	ctx, span := c.tel.Start(ctx, "prepare", trace.SpanKindInternal, AttrTx.String(txID))
 	defer span.End()
+	ctx = runtime.Expect(ctx, zk.ErrNoNode) // nodes not made yet, or gone: states, not failures
 	timer := time.NewTimer(c.o.voteTimeout)
 	defer timer.Stop()
 	member := make(map[string]bool, len(participants))
@@ -309,14 +324,14 @@ func (c *Coordinator) collect(ctx context.Context, txID string, participants []s
 					needDec, needCoord = decW == nil, coordW == nil
 				)
 				if needDec {
-					wg.Go(func() { _, decOK, decW, decErr = c.conn.ExistsW(ctx, c.p.decision(txID)) })
+					wg.Go(func() { _, decOK, decW, decErr = c.rq.ExistsW(ctx, c.p.decision(txID)) })
 				}
 				if needCoord {
-					wg.Go(func() { _, coordOK, coordW, coordErr = c.conn.ExistsW(ctx, c.p.coordinator(txID)) })
+					wg.Go(func() { _, coordOK, coordW, coordErr = c.rq.ExistsW(ctx, c.p.coordinator(txID)) })
 				}
 				needVotes := votesW == nil
 				if needVotes {
-					kids, _, votesW, kidsErr = c.conn.ChildrenW(ctx, c.p.votes(txID))
+					kids, _, votesW, kidsErr = c.rq.ChildrenW(ctx, c.p.votes(txID))
 				}
 				wg.Wait()
 				if err := errors.Join(decErr, coordErr, kidsErr); err != nil {
@@ -342,7 +357,7 @@ func (c *Coordinator) collect(ctx context.Context, txID string, participants []s
 				}
 				datas, errs := make([][]byte, len(fresh)), make([]error, len(fresh))
 				for i, id := range fresh {
-					wg.Go(func() { datas[i], _, errs[i] = c.conn.Get(ctx, c.p.vote(txID, id)) })
+					wg.Go(func() { datas[i], _, errs[i] = c.rq.Get(ctx, c.p.vote(txID, id)) })
 				}
 				wg.Wait()
 				if err := errors.Join(errs...); err != nil {
@@ -402,27 +417,44 @@ func (c *Coordinator) collect(ctx context.Context, txID string, participants []s
 
 // decide makes the decision want, or reads the one made first, in a span.
 func (c *Coordinator) decide(ctx context.Context, txID string, want Outcome) (Outcome, error) {
-	ctx, span := c.tracer.Start(ctx, "twophase.decide")
+	ctx, span := c.tel.Start(ctx, "decide", trace.SpanKindInternal, AttrTx.String(txID))
 	defer span.End()
-	out, err := decide(ctx, c.conn, c.p, txID, want)
+	// node_exists: decided first by another; no_node: not decided yet.
+	out, err := decide(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode), c.rq, c.p, txID, want)
 	if err == nil {
-		span.SetAttributes(attribute.Bool("twophase.committed", out.Committed))
+		span.SetAttributes(AttrCommitted.Bool(out.Committed))
 	}
+	runtime.Fail(span, err, errorType(err))
 	return out, err
 }
 
 // finish ends a decided transaction: the coordinator node goes, the
 // outcome is published, and its deletion is scheduled.
 func (c *Coordinator) finish(ctx context.Context, txID string, out Outcome, span trace.Span) {
-	span.SetAttributes(attribute.Bool("twophase.committed", out.Committed))
+	span.SetAttributes(AttrCommitted.Bool(out.Committed))
+	kv := []attribute.KeyValue{runtime.AttrRecipe.String("twophase"), runtime.AttrOutcome.String("committed")}
+	if !out.Committed {
+		kv = []attribute.KeyValue{runtime.AttrRecipe.String("twophase"), runtime.AttrOutcome.String("aborted"), AttrReason.String(reasonClass(out.Reason))}
+	}
+	c.txs.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(kv...))
 	// On failure, our session's end deletes it.
-	_ = c.conn.Delete(ctx, c.p.coordinator(txID), zk.AnyVersion)
+	_ = c.rq.Delete(ctx, c.p.coordinator(txID), zk.AnyVersion)
 	ev := events.Event{Type: events.Committed, State: stateDecided}
 	if !out.Committed {
 		ev = events.Event{Type: events.Aborted, State: stateDecided, Err: fmt.Errorf("%w: %s", ErrAborted, out.Reason)}
 	}
 	publish(c.bus, c.conn, c.p.root, c.o.id, c.p.tx(txID), span.SpanContext(), ev)
 	c.box.Put(expiry{tx: txID, at: time.Now().Add(c.o.retention)})
+}
+
+// reasonClass is an abort's reason for a metric: one of the Reason
+// constants, or "vote_no" for a participant's (whose text is its own).
+func reasonClass(r string) string {
+	switch r {
+	case ReasonCancelled, ReasonVoteTimeout, ReasonCoordinatorGone:
+		return r
+	}
+	return "vote_no"
 }
 
 // janitor deletes decided transactions once their retention is over.

@@ -51,11 +51,15 @@
 // Err), and COMMITTED or ABORTED (the reason in Err, wrapping ErrAborted)
 // once its Commit or Abort returned nil; a coordinator publishes COMMITTED
 // or ABORTED once per transaction it proposed. Spans: a Propose is one span
-// ("twophase.propose <txID>", under the caller's) with a child per phase
-// ("twophase.prepare": collecting the votes, "twophase.decide"), on the
-// provider of WithTracerProvider; a participant opens a span per
-// transaction ("twophase.participate <txID>") with a child per handler
-// call, on otel's global provider.
+// ("twophase.propose <root>", under the caller's; the transaction id in
+// zkrecipes.twophase.tx, never in a name) with a child per phase
+// ("twophase.prepare <root>": collecting the votes, "twophase.decide
+// <root>") and a CLIENT child per ZooKeeper request; a participant opens a
+// span per transaction ("twophase.participate <root>") with a child per
+// handler call ("twophase.prepare", "twophase.commit", "twophase.abort").
+// Both use the providers of WithTracerProvider and WithMeterProvider
+// (NewParticipant takes them too); the coordinator counts decided
+// transactions in zkrecipes.twophase.transactions by outcome.
 //
 // A Participant is an actor: a pure state machine (Machine, run by a
 // runtime.Shell on one goroutine with one mailbox) whose ZooKeeper requests

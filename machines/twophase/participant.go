@@ -18,12 +18,12 @@ import (
 // use. It is an actor: a pure Machine run by a runtime.Shell, whose
 // requests and handler calls are made off the actor.
 type Participant struct {
-	conn   zk.Conn
-	p      paths
-	id     string
-	h      Handler
-	tracer trace.Tracer
-	shell  *runtime.Shell[Input, Command]
+	conn  zk.Conn
+	p     paths
+	id    string
+	h     Handler
+	tel   *runtime.Telemetry
+	shell *runtime.Shell[Input, Command]
 
 	life   context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -40,8 +40,10 @@ type Participant struct {
 // NewParticipant returns the participant id of the transactions under root,
 // whose votes and decisions go to h. Nothing is sent to the server until
 // Serve. Errors: zk.ErrInvalidPath for a bad root, ErrInvalidID for a bad
-// id, ErrNilHandler, ErrClosed for a nil connection.
-func NewParticipant(conn zk.Conn, root, id string, h Handler) (*Participant, error) {
+// id, ErrNilHandler, ErrClosed for a nil connection. Of the Options, a
+// participant uses WithTracerProvider and WithMeterProvider; the others
+// are the coordinator's and are ignored here.
+func NewParticipant(conn zk.Conn, root, id string, h Handler, opts ...Option) (*Participant, error) {
 	if err := validRoot(root); err != nil {
 		return nil, err
 	}
@@ -58,10 +60,18 @@ func NewParticipant(conn zk.Conn, root, id string, h Handler) (*Participant, err
 	if err != nil {
 		return nil, err
 	}
-	p := &Participant{conn: conn, p: paths{root}, id: id, h: h, tracer: tracer(nil), spans: make(map[string]trace.Span)}
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	p := &Participant{conn: conn, p: paths{root}, id: id, h: h, spans: make(map[string]trace.Span),
+		tel: runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tracerProvider, MeterProvider: o.meterProvider,
+			Scope: ScopeName, Version: Version, Recipe: "twophase", Path: root, Instance: id})}
 	p.life, p.cancel = context.WithCancel(context.Background())
 	p.shell = runtime.Run[Input, Command](conn, m, runtime.Spec[Input, Command]{
-		Recipe: "twophase", Path: root, Instance: id, Tracer: p.tracer,
+		Recipe: "twophase", Path: root, Instance: id, Telemetry: p.tel,
 		Exec:    p.exec,
 		Answers: answers,
 		Session: func(ev zk.SessionEvent) Input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },

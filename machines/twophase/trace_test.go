@@ -33,14 +33,14 @@ func TestSpans(t *testing.T) {
 	for _, sp := range sr.Ended() {
 		byName[sp.Name()] = sp
 	}
-	propose, ok := byName["twophase.propose tx1"]
+	propose, ok := byName["twophase.propose /app/2pc"]
 	if !ok {
 		t.Fatalf("no propose span among %v", byName)
 	}
 	if propose.Parent().SpanID() != parent.SpanContext().SpanID() {
 		t.Errorf("the propose span's parent is not the caller's span")
 	}
-	for _, name := range []string{"twophase.prepare", "twophase.decide"} {
+	for _, name := range []string{"twophase.prepare /app/2pc", "twophase.decide /app/2pc"} {
 		sp, ok := byName[name]
 		if !ok {
 			t.Errorf("no %s span", name)

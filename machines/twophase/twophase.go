@@ -8,7 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -87,6 +88,7 @@ type options struct {
 	retention      time.Duration
 	id             string
 	tracerProvider trace.TracerProvider
+	meterProvider  metric.MeterProvider
 }
 
 // WithVoteTimeout bounds how long the coordinator waits for every vote
@@ -109,12 +111,20 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(o *options) { o.tracerProvider = tp }
 }
 
-func tracer(tp trace.TracerProvider) trace.Tracer {
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	return tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version))
+// WithMeterProvider sets where measurements go: the requests'
+// db.client.operation.duration, and the coordinator's
+// zkrecipes.twophase.transactions. Default: otel's global provider.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) { o.meterProvider = mp }
 }
+
+// Span attributes of the two-phase commit.
+const (
+	AttrTx           = attribute.Key("zkrecipes.twophase.tx")           // the transaction id
+	AttrParticipants = attribute.Key("zkrecipes.twophase.participants") // how many take part
+	AttrCommitted    = attribute.Key("zkrecipes.twophase.committed")    // the decision
+	AttrReason       = attribute.Key("zkrecipes.twophase.reason")       // an abort's reason
+)
 
 // validID checks a transaction or participant id: one path segment.
 func validID(kind, id string) error {
