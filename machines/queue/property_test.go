@@ -293,6 +293,26 @@ func TestPropertyPlain(t *testing.T) {
 		}
 		produce(t, ctx, tg, path)
 		drained(t, ctx, tg.Connect(t), path)
+		// The last deletes are done; their Takes may not have returned yet
+		// (stopping them now would put their items back): wait for them.
+		tick := time.NewTicker(5 * time.Millisecond)
+		for {
+			mu.Lock()
+			n := len(taken)
+			mu.Unlock()
+			if n == propItems {
+				break
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				t.Errorf("the queue drained, and %d of %d items were returned by a Take", n, propItems)
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		tick.Stop()
 		stop()
 		wg.Wait()
 		uncertain := make(map[string]bool)
