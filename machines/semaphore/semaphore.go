@@ -544,6 +544,12 @@ func (s *Semaphore) acquire(ctx context.Context, span trace.Span, try bool) (boo
 	}
 	l := &Lease{s: s, sl: sl, node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss}
 	s.mu.Lock()
+	if s.closed {
+		// Granted while Close ran (the handle's own leases, deleted
+		// first, freed one): Close ends this instance and its node too.
+		s.mu.Unlock()
+		return fail(ErrClosed)
+	}
 	sl.lease = l
 	s.mu.Unlock()
 	if span != nil {
