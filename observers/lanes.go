@@ -328,7 +328,7 @@ func sessionOf(attrs []attribute.KeyValue) int64 {
 	return 0
 }
 
-// mentions says whether s names path: in its name ("zk.create /app/lock")
+// mentions says whether s names path: in its name ("create /app/lock")
 // or a string attribute at or under it.
 func mentions(s *Span, path string) bool {
 	if path == "" {

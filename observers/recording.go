@@ -16,7 +16,7 @@ import (
 // A recording (WithRecording) is JSON Lines of three kinds:
 //
 //	{"time":"…","recipe":"lock","path":"/app/lock","instance":"w1","type":"ELECTED_COMPLETE",…}   an event: Timeline's line
-//	{"span":"zk.create /app/lock","scope":"…","kind":"client","trace_id":"…","span_id":"…","parent_id":"…","start":"…","end":"…","status":"error","status_message":"…","attrs":{"zk.path":"/app/lock"},"events":[{"name":"SUSPENDED","time":"…","attrs":{…}}],"links":[{"trace_id":"…","span_id":"…"}]}
+//	{"span":"create /app/lock","scope":"…","kind":"client","trace_id":"…","span_id":"…","parent_id":"…","start":"…","end":"…","status":"error","status_message":"…","attrs":{"zookeeper.node":"/app/lock/…"},"events":[{"name":"SUSPENDED","time":"…","attrs":{…}}],"links":[{"trace_id":"…","span_id":"…"}]}
 //	{"note":"worker-3 crashes","time":"…","instance":"worker-3"}
 //
 // Times are RFC 3339 with nanoseconds, in UTC; ids in lowercase hex; empty

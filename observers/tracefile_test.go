@@ -124,7 +124,11 @@ func TestTraceFileChromeTraceHasSpans(t *testing.T) {
 			if e.Ph != "X" || e.Dur == nil || e.Args["span_id"] == nil || e.Args["trace_id"] == nil {
 				t.Errorf("span event %+v", e)
 			}
-			spansOf[threads[e.Tid]] = append(spansOf[threads[e.Tid]], e.Name)
+			name := e.Name
+			if e.Args["span.kind"] == "client" {
+				name = "request " + name
+			}
+			spansOf[threads[e.Tid]] = append(spansOf[threads[e.Tid]], name)
 		case e.Cat == "state":
 			states++
 		case e.Name == "LOST":
@@ -135,8 +139,8 @@ func TestTraceFileChromeTraceHasSpans(t *testing.T) {
 	}
 	for _, who := range []string{"a", "b"} {
 		names := spansOf[who+" spans"]
-		if !slices.Contains(names, "lock.acquire") || !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "zk.") }) {
-			t.Errorf("%s's spans: %v; want lock.acquire and zk.* requests (threads %v)", who, names, threads)
+		if !slices.Contains(names, "lock.acquire /app/lock") || !slices.Contains(names, "request create /app/lock") {
+			t.Errorf("%s's spans: %v; want lock.acquire and its requests (threads %v)", who, names, threads)
 		}
 	}
 	if states == 0 || lost != 1 || notes != 1 {
@@ -161,8 +165,8 @@ func TestTraceFileHTML(t *testing.T) {
 	if !slices.Equal(names, []string{"a", "b"}) {
 		t.Errorf("lanes %v, want [a b]", names)
 	}
-	for _, want := range []string{`<h2>lock /app/lock</h2>`, `class="sp"`, `class="sp client"`, `<span>lock.acquire</span>`,
-		`class="mark fault"`, `>LOST</span>`, `>a crashes</span>`, `>LEADER</span>`, "zk.session_id = "} {
+	for _, want := range []string{`<h2>lock /app/lock</h2>`, `class="sp"`, `class="sp client"`, `<span>lock.acquire /app/lock</span>`,
+		`class="mark fault"`, `>LOST</span>`, `>a crashes</span>`, `>LEADER</span>`, "zookeeper.session.id = "} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}

@@ -159,12 +159,12 @@ func TestTraceJSONAndHTML(t *testing.T) {
 		if e.Ph == "i" && e.Name == "ENTERED" {
 			entered++
 		}
-		if e.Cat == "span" && strings.HasPrefix(e.Name, "zk.") {
+		if e.Cat == "span" && e.Args["span.kind"] == "client" {
 			spans++
 		}
 	}
 	if len(lanes) != 5 || entered != 5 || spans == 0 {
-		t.Errorf("lanes %v, ENTERED instants %d, zk spans %d; want 5 workers, 5, some", lanes, entered, spans)
+		t.Errorf("lanes %v, ENTERED instants %d, ZooKeeper request spans %d; want 5 workers, 5, some", lanes, entered, spans)
 	}
 	page, err := os.ReadFile(htmlFile)
 	if err != nil {
@@ -230,7 +230,7 @@ func TestHelpLockWordsWaterfall(t *testing.T) {
 		t.Errorf("a lock in election words:\n%s", s)
 	}
 	w := s[strings.Index(s, "span waterfall:"):]
-	if !regexp.MustCompile(`(?m)^lock\.acquire: 2 calls, p50 `).MatchString(w) || !regexp.MustCompile(`(?m)^    zk\.\w+ /demo/lock +\S+ \|[ █]{40}\|$`).MatchString(w) {
+	if !regexp.MustCompile(`(?m)^lock\.acquire /demo/lock: 2 calls, p50 `).MatchString(w) || !regexp.MustCompile(`(?m)^    (create|children|exists|multi|delete) /demo/lock +\S+ \|[ █]{40}\|$`).MatchString(w) {
 		t.Errorf("waterfall:\n%s", w)
 	}
 }

@@ -63,7 +63,7 @@ func TestTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`data-lane="svc-1"`, "<h2>lock /svc/lock</h2>", "<span>lock.acquire</span>", `class="sp client`} {
+	for _, want := range []string{`data-lane="svc-1"`, "<h2>lock /svc/lock</h2>", "<span>lock.acquire /svc/lock</span>", `class="sp client`} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("page lacks %q", want)
 		}

@@ -90,7 +90,8 @@ type Machine struct {
 	b          backoff
 	failed     bool // the session ended while serving; not registered again yet
 	session    int64
-	deregCmd   uint64   // the deregistration in flight
+	deregCmd   uint64   // the deregistration in flight, or waiting for regBusy
+	regBusy    uint64   // a registration whose reply has not come (it may create our node yet)
 	waiting    []uint64 // awaitStopped calls
 	closing    uint64   // the shutdown call
 	stopped    bool
@@ -148,6 +149,15 @@ func (m *Machine) Step(in Input) out {
 			m.listInbox(&o)
 		}
 	case registered:
+		if i.Cmd == m.regBusy {
+			m.regBusy = 0
+			if m.serving == 0 && m.deregCmd != 0 {
+				// Serving stopped while it was in flight: our node may
+				// have been made after the deregistration would have
+				// looked, so the deregistration goes now.
+				o.Commands = append(o.Commands, deregister{Cmd: m.deregCmd})
+			}
+		}
 		if i.Cmd != m.regCmd || m.serving == 0 {
 			break
 		}
@@ -267,7 +277,9 @@ func (m *Machine) stopServing(o *out) {
 	m.serving, m.txs, m.queue = 0, nil, nil
 	m.inboxCmd, m.inboxArmed, m.regCmd, m.registered, m.sleepCmd, m.failed = 0, false, 0, false, 0, false
 	m.deregCmd = m.cmd()
-	o.Commands = append(o.Commands, deregister{Cmd: m.deregCmd})
+	if m.regBusy == 0 {
+		o.Commands = append(o.Commands, deregister{Cmd: m.deregCmd})
+	} // else it goes when the registration's reply comes
 }
 
 // finish answers the waits for the end of serving, and the shutdown,
@@ -372,6 +384,7 @@ func (m *Machine) listInbox(o *out) {
 
 func (m *Machine) register(o *out) {
 	m.regCmd, m.registered = m.cmd(), false
+	m.regBusy = m.regCmd
 	o.Commands = append(o.Commands, register{Cmd: m.regCmd})
 }
 

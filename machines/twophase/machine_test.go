@@ -292,3 +292,29 @@ func TestTranscriptStaleListingAfterDelete(t *testing.T) {
 	}
 	tr.check("stale_listing_after_delete")
 }
+
+// Close while the registration is in flight: the deregistration waits for
+// its reply (the create may land after a deregistration that looked
+// first, leaving our node behind: found by TestServeAndClose on the
+// simulator), then goes, and the shutdown is answered once it is done.
+func TestTranscriptCloseWhileRegistering(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(serveCall{Req: 1})
+	out := tr.step(inboxListed{Cmd: 1})
+	reg := commands[register](out)[0]
+	out = tr.step(shutdown{Req: 2})
+	if len(commands[deregister](out)) != 0 {
+		t.Fatal("deregistered while the registration is in flight")
+	}
+	out = tr.step(registered{Cmd: reg.Cmd})
+	dr := commands[deregister](out)
+	if len(dr) != 1 {
+		t.Fatalf("no deregistration after the registration's reply: %v", out.Commands)
+	}
+	out = tr.step(deregistered{Cmd: dr[0].Cmd})
+	if !out.Done {
+		t.Fatal("shutdown not done after the deregistration")
+	}
+	tr.wantState(events.StateStop)
+	tr.check("close_while_registering")
+}
