@@ -40,6 +40,9 @@ var curatorJars = []string{
 // JVM start. Each is normally well under a second.
 const step = 15 * time.Second
 
+// jvmStart is how long the peer may take to start and connect.
+const jvmStart = 60 * time.Second
+
 // needCurator returns java and the class path for CuratorPeer, or skips the
 // test when they are missing (fails it when ZK_REQUIRED=1).
 func needCurator(t *testing.T) (java, classPath string) {
@@ -130,7 +133,14 @@ func startJava(t *testing.T, t0 time.Time, name, src string, args ...string) *cu
 		}
 	}()
 	t.Cleanup(p.quit)
-	p.session = "0x" + p.await("CONNECTED")
+	// A JVM's start (and Curator's first session) is the slowest step,
+	// and the one a loaded machine slows most (over 15 s seen in CI with
+	// other tests beside it).
+	rest, ok := p.awaitWithin("CONNECTED", jvmStart)
+	if !ok {
+		p.t.Fatalf("%s: no CONNECTED from the Curator peer within %v", p.name, jvmStart)
+	}
+	p.session = "0x" + rest
 	return p
 }
 
