@@ -8,9 +8,10 @@
 #
 # It installs ZooKeeper when it is missing and it can (scripts/install-zookeeper.sh),
 # and Chromium for the test that renders the demo's timeline page
-# (scripts/install-chromium.sh), then checks formatting (gofmt -l), runs `go vet PKGS` and
+# (scripts/install-chromium.sh), then checks formatting (gofmt -l) and that
+# `go generate ./...` leaves docs/ as committed, runs `go vet PKGS` and
 #   go test -race -count=1 -timeout 20m ARGS PKGS
-# and fails if any of the three did.
+# and fails if any of the four did.
 # Real servers are started by the tests themselves (package testkit), on
 # loopback with free ports; no server needs to be running beforehand.
 set -euo pipefail
@@ -34,6 +35,15 @@ if [[ -n $unformatted ]]; then
   echo "test.sh: not gofmt-ed (run gofmt -w on them):" >&2
   echo "$unformatted" >&2
   status=1
+fi
+
+# The generated docs (state diagrams) must be the code's.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  echo "+ go generate ./... && git diff --exit-code docs/" >&2
+  if ! { go generate ./... && git diff --exit-code -- docs/; }; then
+    echo "test.sh: docs/ is stale: run go generate ./... and commit it" >&2
+    status=1
+  fi
 fi
 
 echo "+ go vet ${pkgs[*]}" >&2
