@@ -147,7 +147,7 @@ type injector struct {
 
 	counts  [numFaultKinds]atomic.Int64
 	tried   [numFaultKinds]int
-	killing atomic.Bool // an ensemble member is down
+	ensBusy atomic.Bool // a member is down, or a session is being closed (which needs the member that knows it)
 	active  atomic.Int32
 	wg      sync.WaitGroup
 
@@ -232,11 +232,11 @@ func (in *injector) launch(ctx context.Context, kind faultKind) {
 	}
 	switch kind {
 	case fKillLeader, fKillFollower:
-		if !in.killing.CompareAndSwap(false, true) {
+		if !in.ensBusy.CompareAndSwap(false, true) {
 			return
 		}
 		in.goFault(func() {
-			defer in.killing.Store(false)
+			defer in.ensBusy.Store(false)
 			in.kill(ctx, kind, pickFollower, down)
 		})
 		return
@@ -260,7 +260,14 @@ func (in *injector) launch(ctx context.Context, kind faultKind) {
 	case fDelay:
 		do = func() { in.delay(ctx, cl, delayOp, held) }
 	case fExpire:
-		do = func() { in.expire(ctx, cl) }
+		if !in.ensBusy.CompareAndSwap(false, true) {
+			cl.busy.Store(false)
+			return
+		}
+		do = func() {
+			defer in.ensBusy.Store(false)
+			in.expire(ctx, cl)
+		}
 	}
 	in.goFault(func() {
 		defer cl.busy.Store(false)

@@ -130,7 +130,9 @@ func (l *brokenLock) Release(ctx context.Context) error {
 }
 
 func (l *brokenLock) Close() error {
-	if err := l.Release(context.Background()); err != nil && !errors.Is(err, errBrokenNotHeld) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.Release(ctx); err != nil && !errors.Is(err, errBrokenNotHeld) {
 		return err
 	}
 	return nil

@@ -575,7 +575,9 @@ type queueSet struct {
 // queueRecord is one offer or one delivery (with its ack's outcome).
 type queueRecord struct {
 	take     bool
+	client   int // porcupine client id: producers first, then consumers
 	value    string
+	got      time.Time // TakeItem's return
 	call     time.Time
 	ret      time.Time
 	certain  bool // the offer or ack returned nil
@@ -600,7 +602,7 @@ func (s *suite) startQueue(runCtx, prodCtx context.Context, path string, nProd, 
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.runProducer(prodCtx, qs, q, w, who)
+			s.runProducer(prodCtx, qs, q, w, who, i)
 		}()
 	}
 	for i := range nCons {
@@ -609,13 +611,13 @@ func (s *suite) startQueue(runCtx, prodCtx context.Context, path string, nProd, 
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.runConsumer(runCtx, qs, q, w, who)
+			s.runConsumer(runCtx, qs, q, w, who, nProd+i)
 		}()
 	}
 	return qs
 }
 
-func (s *suite) runProducer(ctx context.Context, qs *queueSet, q *queue.Queue, w *worker, who string) {
+func (s *suite) runProducer(ctx context.Context, qs *queueSet, q *queue.Queue, w *worker, who string, id int) {
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	for n := 0; ctx.Err() == nil; n++ {
@@ -624,7 +626,7 @@ func (s *suite) runProducer(ctx context.Context, qs *queueSet, q *queue.Queue, w
 		err := q.Offer(ctx, []byte(v))
 		ret := time.Now()
 		qs.ledger.offer(v, err == nil)
-		qs.record(queueRecord{value: v, call: call, ret: ret, certain: err == nil})
+		qs.record(queueRecord{client: id, value: v, call: call, ret: ret, certain: err == nil})
 		if err != nil {
 			s.count("queue.offer-uncertain")
 		} else {
@@ -638,7 +640,7 @@ func (s *suite) runProducer(ctx context.Context, qs *queueSet, q *queue.Queue, w
 	}
 }
 
-func (s *suite) runConsumer(ctx context.Context, qs *queueSet, q *queue.Queue, w *worker, who string) {
+func (s *suite) runConsumer(ctx context.Context, qs *queueSet, q *queue.Queue, w *worker, who string, id int) {
 	for ctx.Err() == nil {
 		call := time.Now()
 		it, err := q.TakeItem(ctx)
@@ -649,6 +651,7 @@ func (s *suite) runConsumer(ctx context.Context, qs *queueSet, q *queue.Queue, w
 			}
 			continue
 		}
+		got := time.Now()
 		v := string(it.Data())
 		qs.ledger.deliver(v, who)
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -666,7 +669,7 @@ func (s *suite) runConsumer(ctx context.Context, qs *queueSet, q *queue.Queue, w
 			qs.ledger.ack(v, false)
 			s.count("queue.ack-uncertain")
 		}
-		qs.record(queueRecord{take: true, value: v, call: call, ret: ret, certain: err == nil, claimEnd: errors.Is(err, queue.ErrClaimLost)})
+		qs.record(queueRecord{take: true, client: id, value: v, call: call, got: got, ret: ret, certain: err == nil, claimEnd: errors.Is(err, queue.ErrClaimLost)})
 	}
 }
 
@@ -676,20 +679,29 @@ func (qs *queueSet) record(r queueRecord) {
 	qs.ops = append(qs.ops, r)
 }
 
-// history adds the queue's operations to h: every offer (one whose outcome
-// is unknown may take effect any time after its call), and every take
-// that removed its item: the acked ones, and for an item never acked for
-// sure, its last ack of unknown outcome (any time after its call).
+// history adds the queue's operations to h: every offer and every take
+// that removed its item (its claim acked). An offer of unknown outcome
+// whose item was delivered took effect before its first delivery; one
+// whose item never was did not take effect (the queue was drained empty),
+// and is left out. A take of unknown outcome (its ack's reply lost) counts
+// for an item never acked for sure, and may take effect any time after
+// its call.
 func (qs *queueSet) history(h *history) {
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
 	lastMaybe := map[string]int{}
 	acked := map[string]bool{}
+	delivered := map[string]time.Time{}
 	for i, r := range qs.ops {
-		if r.take && r.certain {
-			acked[r.value] = true
+		if !r.take {
+			continue
 		}
-		if r.take && !r.certain && !r.claimEnd {
+		if d, ok := delivered[r.value]; !ok || r.got.Before(d) {
+			delivered[r.value] = r.got
+		}
+		if r.certain {
+			acked[r.value] = true
+		} else if !r.claimEnd {
 			lastMaybe[r.value] = i
 		}
 	}
@@ -698,13 +710,17 @@ func (qs *queueSet) history(h *history) {
 		switch {
 		case !r.take:
 			if !r.certain {
-				ret = never
+				d, ok := delivered[r.value]
+				if !ok {
+					continue
+				}
+				ret = h.at(d)
 			}
-			h.add(qs.path, porcupine.Operation{ClientId: 0, Input: queueInput{value: r.value}, Call: h.at(r.call), Return: ret})
+			h.add(qs.path, porcupine.Operation{ClientId: r.client, Input: queueInput{value: r.value}, Call: h.at(r.call), Return: ret})
 		case r.certain:
-			h.add(qs.path, porcupine.Operation{ClientId: 1, Input: queueInput{take: true}, Call: h.at(r.call), Output: r.value, Return: ret})
+			h.add(qs.path, porcupine.Operation{ClientId: r.client, Input: queueInput{take: true}, Call: h.at(r.call), Output: r.value, Return: ret})
 		case !r.claimEnd && !acked[r.value] && lastMaybe[r.value] == i:
-			h.add(qs.path, porcupine.Operation{ClientId: 1, Input: queueInput{take: true}, Call: h.at(r.call), Output: r.value, Return: never})
+			h.add(qs.path, porcupine.Operation{ClientId: r.client, Input: queueInput{take: true}, Call: h.at(r.call), Output: r.value, Return: never})
 		}
 	}
 }
