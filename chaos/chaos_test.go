@@ -18,6 +18,11 @@ func TestChaos(t *testing.T) {
 		t.Errorf("violation: %s", v)
 	}
 	checkHistory(t, "lock", lockModel, rep.lockHist)
+	for name, ops := range rep.fifoHist.partitions() {
+		for _, inv := range fifoInversions(ops) {
+			t.Errorf("%s: FIFO order broken: %s", name, inv)
+		}
+	}
 	checkHistory(t, "fifo queue", queueModel, rep.fifoHist)
 }
 

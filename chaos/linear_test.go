@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"os"
 	"maps"
 	"math"
 	"path/filepath"
@@ -62,49 +63,60 @@ var lockModel = porcupine.Model{
 }
 
 // The FIFO queue model: offer appends, a take (a claim that was acked)
-// removes the head and must return it.
+// removes the head and must return it. An offer carries the sequence
+// number the server gave its item (learnt from the consumer that got it),
+// and offers must take effect in that order: that is what a ZooKeeper
+// queue promises, and it keeps porcupine from trying every order of
+// concurrent offers while items pile up.
 
 type queueInput struct {
 	take  bool
 	value string // offer's
+	seq   int64  // offer's: the item's sequence number
 }
 
-// queueState is the queue's items, oldest first, joined by "\x00" so that
-// states compare with ==.
-type queueState string
+// queueState is the last sequence number offered and the queue's items,
+// oldest first, joined by "\x00", so that states compare with ==.
+type queueState struct {
+	last  int64
+	items string
+}
 
-func (s queueState) items() []string {
-	if s == "" {
+func (s queueState) list() []string {
+	if s.items == "" {
 		return nil
 	}
-	return strings.Split(string(s), "\x00")
+	return strings.Split(s.items, "\x00")
 }
 
 var queueModel = porcupine.Model{
-	Init: func() any { return queueState("") },
+	Init: func() any { return queueState{last: -1} },
 	Step: func(state, input, output any) (bool, any) {
 		st, in := state.(queueState), input.(queueInput)
 		if !in.take {
-			if st == "" {
-				return true, queueState(in.value)
+			if in.seq <= st.last {
+				return false, st
 			}
-			return true, st + "\x00" + queueState(in.value)
+			if st.items == "" {
+				return true, queueState{last: in.seq, items: in.value}
+			}
+			return true, queueState{last: in.seq, items: st.items + "\x00" + in.value}
 		}
-		items := st.items()
+		items := st.list()
 		if len(items) == 0 || items[0] != output.(string) {
 			return false, st
 		}
-		return true, queueState(strings.Join(items[1:], "\x00"))
+		return true, queueState{last: st.last, items: strings.Join(items[1:], "\x00")}
 	},
 	DescribeOperation: func(input, output any) string {
 		in := input.(queueInput)
 		if in.take {
 			return fmt.Sprintf("take → %s", output)
 		}
-		return fmt.Sprintf("offer(%s)", in.value)
+		return fmt.Sprintf("offer(%s) as %d", in.value, in.seq)
 	},
 	DescribeState: func(state any) string {
-		items := state.(queueState).items()
+		items := state.(queueState).list()
 		if len(items) > 8 {
 			return fmt.Sprintf("[%s ... %d more]", strings.Join(items[:8], " "), len(items)-8)
 		}
@@ -149,7 +161,7 @@ func (h *history) partitions() map[string][]porcupine.Operation {
 // linearizable (or cannot tell in time) it writes the visualisation under
 // dir and returns its path with the result.
 func linearizable(model porcupine.Model, ops []porcupine.Operation, dir, name string) (porcupine.CheckResult, string) {
-	res, info := porcupine.CheckOperationsVerbose(model, ops, 2*time.Minute)
+	res, info := porcupine.CheckOperationsVerbose(model, ops, 30*time.Second)
 	if res == porcupine.Ok {
 		return res, ""
 	}
@@ -164,7 +176,7 @@ func linearizable(model porcupine.Model, ops []porcupine.Operation, dir, name st
 // model, naming the visualisation of each that is not.
 func checkHistory(t *testing.T, what string, model porcupine.Model, h *history) {
 	t.Helper()
-	dir := t.TempDir()
+	dir := outDir(t)
 	parts := h.partitions()
 	total := 0
 	for _, name := range slices.Sorted(maps.Keys(parts)) {
@@ -176,4 +188,55 @@ func checkHistory(t *testing.T, what string, model porcupine.Model, h *history) 
 		}
 	}
 	t.Logf("porcupine: %d %s histories, %d operations checked", len(parts), what, total)
+}
+
+// outDir is where visualisations go: the test's temp dir, or CHAOS_OUT
+// when set (t.TempDir is removed when the test ends).
+func outDir(t *testing.T) string {
+	if d := os.Getenv("CHAOS_OUT"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err == nil {
+			return d
+		}
+	}
+	return t.TempDir()
+}
+
+// fifoInversions lists pairs of items taken in the opposite order of their
+// offers, where the first offer returned before the second was called: a
+// FIFO violation porcupine would take long to prove.
+func fifoInversions(ops []porcupine.Operation) []string {
+	offers := map[string]porcupine.Operation{}
+	var takes []porcupine.Operation
+	for _, op := range ops {
+		in := op.Input.(queueInput)
+		if in.take {
+			takes = append(takes, op)
+		} else {
+			offers[in.value] = op
+		}
+	}
+	slices.SortFunc(takes, func(a, b porcupine.Operation) int { return cmpInt(a.Return, b.Return) })
+	var bad []string
+	for i, a := range takes {
+		for _, b := range takes[i+1:] {
+			if a.Return >= b.Call {
+				continue // concurrent takes
+			}
+			oa, ob := offers[a.Output.(string)], offers[b.Output.(string)]
+			if ob.Return < oa.Call && len(bad) < 10 {
+				bad = append(bad, fmt.Sprintf("%s taken before %s, offered after it", a.Output, b.Output))
+			}
+		}
+	}
+	return bad
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -578,6 +579,7 @@ type queueRecord struct {
 	client   int // porcupine client id: producers first, then consumers
 	value    string
 	got      time.Time // TakeItem's return
+	seq      int64     // the item's sequence number (takes)
 	call     time.Time
 	ret      time.Time
 	certain  bool // the offer or ack returned nil
@@ -653,6 +655,7 @@ func (s *suite) runConsumer(ctx context.Context, qs *queueSet, q *queue.Queue, w
 		}
 		got := time.Now()
 		v := string(it.Data())
+		seq := itemSeq(it.Node())
 		qs.ledger.deliver(v, who)
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		err = it.Ack(actx)
@@ -669,7 +672,7 @@ func (s *suite) runConsumer(ctx context.Context, qs *queueSet, q *queue.Queue, w
 			qs.ledger.ack(v, false)
 			s.count("queue.ack-uncertain")
 		}
-		qs.record(queueRecord{take: true, client: id, value: v, call: call, got: got, ret: ret, certain: err == nil, claimEnd: errors.Is(err, queue.ErrClaimLost)})
+		qs.record(queueRecord{take: true, client: id, value: v, seq: seq, call: call, got: got, ret: ret, certain: err == nil, claimEnd: errors.Is(err, queue.ErrClaimLost)})
 	}
 }
 
@@ -692,10 +695,12 @@ func (qs *queueSet) history(h *history) {
 	lastMaybe := map[string]int{}
 	acked := map[string]bool{}
 	delivered := map[string]time.Time{}
+	seqs := map[string]int64{}
 	for i, r := range qs.ops {
 		if !r.take {
 			continue
 		}
+		seqs[r.value] = r.seq
 		if d, ok := delivered[r.value]; !ok || r.got.Before(d) {
 			delivered[r.value] = r.got
 		}
@@ -709,14 +714,15 @@ func (qs *queueSet) history(h *history) {
 		ret := h.at(r.ret)
 		switch {
 		case !r.take:
+			d, ok := delivered[r.value]
+			if !ok {
+				continue // never applied, or lost (the ledger says which)
+			}
 			if !r.certain {
-				d, ok := delivered[r.value]
-				if !ok {
-					continue
-				}
 				ret = h.at(d)
 			}
-			h.add(qs.path, porcupine.Operation{ClientId: r.client, Input: queueInput{value: r.value}, Call: h.at(r.call), Return: ret})
+			h.add(qs.path, porcupine.Operation{ClientId: r.client, Input: queueInput{value: r.value, seq: seqs[r.value]},
+				Call: h.at(r.call), Return: ret})
 		case r.certain:
 			h.add(qs.path, porcupine.Operation{ClientId: r.client, Input: queueInput{take: true}, Call: h.at(r.call), Output: r.value, Return: ret})
 		case !r.claimEnd && !acked[r.value] && lastMaybe[r.value] == i:
@@ -751,4 +757,16 @@ func (s *suite) drain(ctx context.Context, obs zk.Conn, qs *queueSet) {
 			return
 		}
 	}
+}
+
+// itemSeq is the sequence number at the end of a queue item's node name.
+func itemSeq(node string) int64 {
+	if len(node) < 10 {
+		return -1
+	}
+	n, err := strconv.ParseInt(node[len(node)-10:], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
 }
