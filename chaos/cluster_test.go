@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
-	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/testkit"
 	"github.com/zkrecipes/zkrecipes/testkit/proxy"
 )
@@ -44,13 +43,13 @@ type client struct {
 	prefix string
 	// holders are the contention handles on the connection (locks,
 	// elections, ...): a session is closed on the server only once none of
-	// them is LEADER any more (see injector.expire).
+	// them holds any more (see injector.expire).
 	mu      sync.Mutex
-	holders []interface{ State() events.State }
-	busy    atomic.Bool // a fault is on it
+	holders []func() bool // each reports whether a handle holds (or believes it does)
+	busy    atomic.Bool   // a fault is on it
 }
 
-func (c *client) addHolder(h interface{ State() events.State }) {
+func (c *client) addHolder(h func() bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.holders = append(c.holders, h)
@@ -59,9 +58,7 @@ func (c *client) addHolder(h interface{ State() events.State }) {
 func (c *client) holding() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.ContainsFunc(c.holders, func(h interface{ State() events.State }) bool {
-		return h.State() == events.StateLeader
-	})
+	return slices.ContainsFunc(c.holders, func(h func() bool) bool { return h() })
 }
 
 // connect opens a session through a new proxy. The test's cleanup closes

@@ -2,9 +2,9 @@ package chaos
 
 import (
 	"fmt"
-	"os"
 	"maps"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"

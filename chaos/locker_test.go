@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
-	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/lock"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
@@ -21,7 +20,8 @@ type locker interface {
 	Acquire(ctx context.Context) (grant, error)
 	Release(ctx context.Context) error
 	Close() error
-	State() events.State
+	// Holding reports whether it holds, or believes it does.
+	Holding() bool
 	// Holds are the holds the handle reported, up to stopped.
 	Holds(resource, who string, stopped time.Time) ([]hold, []string)
 }
@@ -58,6 +58,8 @@ func (l *realLock) Acquire(ctx context.Context) (grant, error) {
 	}
 	return g, nil
 }
+
+func (l *realLock) Holding() bool { return openTerms(l.rec)() }
 
 func (l *realLock) Holds(resource, who string, stopped time.Time) ([]hold, []string) {
 	return holdsFromEvents(resource, who, exclusive, l.rec.Events(), stopped)
@@ -138,7 +140,7 @@ func (l *brokenLock) Close() error {
 	return nil
 }
 
-func (l *brokenLock) State() events.State { return events.StateStart }
+func (l *brokenLock) Holding() bool { return false } // it ignores faults anyway
 
 func (l *brokenLock) Holds(resource, who string, _ time.Time) ([]hold, []string) {
 	l.mu.Lock()

@@ -17,8 +17,11 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/machines/barrier"
 	"github.com/zkrecipes/zkrecipes/machines/election"
 	"github.com/zkrecipes/zkrecipes/machines/queue"
+	"github.com/zkrecipes/zkrecipes/machines/semaphore"
+	"github.com/zkrecipes/zkrecipes/machines/twophase"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
 
@@ -97,6 +100,14 @@ type suite struct {
 	elect []*electHandle
 	queue *queueSet
 	fifo  *queueSet
+
+	rws      []*rwHandle
+	sems     []*semHandle
+	barriers []*barrier.DoubleBarrier
+	barrier  *barrierLedger
+	parts    []*twophase.Participant
+	coord    *twophase.Coordinator
+	tpc      *tpcLedger
 }
 
 func (s *suite) count(what string) {
@@ -133,6 +144,7 @@ func runSuite(t *testing.T, cfg config) *report {
 		mustCreate(t, ctx, obs, fmt.Sprintf("%s/lock%d", fenceRoot, i))
 	}
 	mustCreate(t, ctx, obs, fenceRoot+"/election")
+	mustCreate(t, ctx, obs, fenceRoot+"/rw")
 
 	runCtx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
@@ -144,6 +156,10 @@ func runSuite(t *testing.T, cfg config) *report {
 		s.startElection(runCtx)
 		s.queue = s.startQueue(runCtx, prodCtx, queuePath, producers, consumers, false)
 		s.fifo = s.startQueue(runCtx, prodCtx, fifoPath, fifoProds, 1, true)
+		s.startRWLock(runCtx)
+		s.startSemaphore(runCtx)
+		s.startBarrier(runCtx)
+		s.startTwoPhase(runCtx, prodCtx)
 	}
 	var targets []*client
 	for _, cl := range s.c.clients {
@@ -176,6 +192,7 @@ func runSuite(t *testing.T, cfg config) *report {
 	if !cfg.locksOnly {
 		s.drain(ctx, obs, s.queue)
 		s.drain(ctx, obs, s.fifo)
+		s.settleTwoPhase(ctx, obs)
 	}
 	stopWorkers()
 	s.wg.Wait()
@@ -204,7 +221,22 @@ func runSuite(t *testing.T, cfg config) *report {
 		}
 		e.history(s.rep.lockHist, hs)
 	}
-	for _, v := range checkExclusion(append(slices.Clone(holds), terms...), 0) {
+	for _, h := range s.rws {
+		r, p1 := holdsFromEvents(rwPath, h.who, readHold, h.rrec.Events(), closed)
+		w, p2 := holdsFromEvents(rwPath, h.who, writeHold, h.wrec.Events(), closed)
+		holds = append(append(holds, r...), w...)
+		for _, p := range append(p1, p2...) {
+			s.rep.violate("%s", p)
+		}
+	}
+	for _, h := range s.sems {
+		l, problems := holdsFromEvents(semPath, h.who, leaseHold, h.rec.Events(), closed)
+		holds = append(holds, l...)
+		for _, p := range problems {
+			s.rep.violate("%s", p)
+		}
+	}
+	for _, v := range checkExclusion(append(slices.Clone(holds), terms...), semMax) {
 		s.rep.violate("%s", v)
 	}
 	for _, v := range checkTermTokens(terms) {
@@ -221,6 +253,12 @@ func runSuite(t *testing.T, cfg config) *report {
 			s.rep.violate("fifo queue: %s", v)
 		}
 		s.fifo.history(s.rep.fifoHist)
+		for _, v := range s.barrier.check() {
+			s.rep.violate("barrier: %s", v)
+		}
+		for _, v := range s.tpc.check() {
+			s.rep.violate("2pc: %s", v)
+		}
 	}
 	s.logCounts(in, holds, terms)
 	return s.rep
@@ -282,6 +320,29 @@ func (s *suite) closeHandles() {
 			s.rep.violate("close %s: %v", e.who, err)
 		}
 	}
+	for _, h := range s.rws {
+		if err := h.rw.Close(); err != nil {
+			s.rep.violate("close %s: %v", h.who, err)
+		}
+	}
+	for _, h := range s.sems {
+		if err := h.s.Close(); err != nil {
+			s.rep.violate("close %s: %v", h.who, err)
+		}
+	}
+	for i, d := range s.barriers {
+		if err := d.Close(); err != nil {
+			s.rep.violate("close barrier member %d: %v", i, err)
+		}
+	}
+	for i, p := range s.parts {
+		if err := p.Close(); err != nil {
+			s.rep.violate("close 2pc participant %d: %v", i, err)
+		}
+	}
+	if s.coord != nil {
+		s.coord.Close()
+	}
 	for _, q := range []*queueSet{s.queue, s.fifo} {
 		if q == nil {
 			continue
@@ -298,7 +359,11 @@ func (s *suite) closeHandles() {
 // the recipes' own directories and their parents (containers, which the
 // server reaps), and reports what is.
 func (s *suite) checkNoNodesLeft(ctx context.Context, obs zk.Conn) {
-	dirs := []string{electionP, queuePath, fifoPath}
+	dirs := []string{electionP, queuePath, fifoPath, rwPath, semPath, semaphore.LeasesDir(semPath), barrierPath,
+		tpcRoot + "/tx", tpcRoot + "/participants"}
+	for i := range participants {
+		dirs = append(dirs, fmt.Sprintf("%s/inbox/part%d", tpcRoot, i))
+	}
 	for i := range lockPaths {
 		dirs = append(dirs, lockPath(i))
 	}
@@ -401,7 +466,7 @@ func (s *suite) startLocks(ctx context.Context) {
 		} else {
 			l = newRealLock(s.t, cl.conn, lockPath(p), who)
 		}
-		cl.addHolder(l)
+		cl.addHolder(l.Holding)
 		h := &lockHandle{l: l, cl: cl, w: s.newWorker(who), resource: lockPath(p),
 			fence: fmt.Sprintf("%s/lock%d", fenceRoot, p), who: who, id: i / lockPaths}
 		s.locks = append(s.locks, h)
@@ -509,8 +574,8 @@ func (s *suite) startElection(ctx context.Context) {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		cl.addHolder(e)
 		h := &electHandle{e: e, rec: testkit.Record(s.t, e), cl: cl, w: s.newWorker(who), who: who, id: i}
+		cl.addHolder(openTerms(h.rec))
 		s.elect = append(s.elect, h)
 		rng := s.rng(100 + i)
 		s.wg.Add(1)
@@ -769,4 +834,35 @@ func itemSeq(node string) int64 {
 		return -1
 	}
 	return n
+}
+
+// settleTwoPhase waits (up to 20 s) until every participant has applied
+// every decided transaction and the coordinator's janitor has deleted
+// them (their retention is 1 s), with everything still running.
+func (s *suite) settleTwoPhase(ctx context.Context, obs zk.Conn) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		missing := s.tpc.unapplied()
+		kids, _, err := obs.Children(ctx, tpcRoot+"/tx")
+		if errors.Is(err, zk.ErrNoNode) {
+			err = nil
+		}
+		if err == nil && len(missing) == 0 && len(kids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			if len(missing) > 5 {
+				missing = append(missing[:5], fmt.Sprintf("... %d more", len(missing)-5))
+			}
+			s.rep.violate("2pc: not settled 20 s after the faults: decided but not applied: %v; transactions left: %d (%v)", missing, len(kids), err)
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
