@@ -85,6 +85,7 @@ type suite struct {
 	t   *testing.T
 	cfg config
 	c   *cluster
+	sim *testkit.Sim // instead of c: connections are the simulator's
 	rep *report
 
 	workers []*worker
@@ -101,6 +102,8 @@ type suite struct {
 	queue *queueSet
 	fifo  *queueSet
 
+	simClients []*client
+
 	rws      []*rwHandle
 	sems     []*semHandle
 	barriers []*barrier.DoubleBarrier
@@ -108,6 +111,18 @@ type suite struct {
 	parts    []*twophase.Participant
 	coord    *twophase.Coordinator
 	tpc      *tpcLedger
+}
+
+// connect opens a worker's connection: through a proxy of its own to the
+// ensemble, or to the simulator.
+func (s *suite) connect(ctx context.Context, who, prefix string) *client {
+	if s.sim == nil {
+		return s.c.connect(ctx, who, prefix)
+	}
+	cl := &client{name: who, conn: s.sim.Connect(), prefix: prefix}
+	s.simClients = append(s.simClients, cl)
+	s.t.Cleanup(func() { cl.conn.Close() })
+	return cl
 }
 
 func (s *suite) count(what string) {
@@ -459,7 +474,7 @@ func (s *suite) startLocks(ctx context.Context) {
 	for i := range lockPaths * lockHolds {
 		p := i % lockPaths
 		who := fmt.Sprintf("lock%d.%d", p, i/lockPaths)
-		cl := s.c.connect(ctx, who, lockPath(p))
+		cl := s.connect(ctx, who, lockPath(p))
 		var l locker
 		if s.cfg.brokenLock {
 			l = newBrokenLock(cl.conn, lockPath(p))
@@ -569,7 +584,7 @@ type electHandle struct {
 func (s *suite) startElection(ctx context.Context) {
 	for i := range electors {
 		who := fmt.Sprintf("elect%d", i)
-		cl := s.c.connect(ctx, who, electionP)
+		cl := s.connect(ctx, who, electionP)
 		e, err := election.New(cl.conn, electionP, election.WithID(who))
 		if err != nil {
 			s.t.Fatal(err)
@@ -655,7 +670,7 @@ func (s *suite) startQueue(runCtx, prodCtx context.Context, path string, nProd, 
 	qs := &queueSet{path: path, fifo: fifo, ledger: newQueueLedger()}
 	name := strings.TrimPrefix(path, root+"/")
 	open := func(who string) (*queue.Queue, *client, *worker) {
-		cl := s.c.connect(runCtx, who, path)
+		cl := s.connect(runCtx, who, path)
 		q, err := queue.New(cl.conn, path, queue.WithID(who))
 		if err != nil {
 			s.t.Fatal(err)

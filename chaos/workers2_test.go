@@ -63,7 +63,7 @@ type rwHandle struct {
 func (s *suite) startRWLock(ctx context.Context) {
 	for i := range rwHandles {
 		who := fmt.Sprintf("rw%d", i)
-		cl := s.c.connect(ctx, who, rwPath)
+		cl := s.connect(ctx, who, rwPath)
 		rw, err := rwlock.New(cl.conn, rwPath, rwlock.WithID(who))
 		if err != nil {
 			s.t.Fatal(err)
@@ -125,7 +125,7 @@ type semHandle struct {
 func (s *suite) startSemaphore(ctx context.Context) {
 	for i := range semHandles {
 		who := fmt.Sprintf("sem%d", i)
-		cl := s.c.connect(ctx, who, semPath)
+		cl := s.connect(ctx, who, semPath)
 		sem, err := semaphore.New(cl.conn, semPath, semMax, semaphore.WithID(who))
 		if err != nil {
 			s.t.Fatal(err)
@@ -191,7 +191,7 @@ func (s *suite) startBarrier(ctx context.Context) {
 	s.barrier = &barrierLedger{}
 	for i := range barrierSize {
 		who := fmt.Sprintf("barrier%d", i)
-		cl := s.c.connect(ctx, who, barrierPath)
+		cl := s.connect(ctx, who, barrierPath)
 		d, err := barrier.NewDouble(cl.conn, barrierPath, barrierSize, barrier.WithID(who))
 		if err != nil {
 			s.t.Fatal(err)
@@ -364,7 +364,7 @@ func (s *suite) startTwoPhase(ctx, propose context.Context) {
 	for i := range participants {
 		id := fmt.Sprintf("part%d", i)
 		ids = append(ids, id)
-		cl := s.c.connect(ctx, "2pc."+id, tpcRoot)
+		cl := s.connect(ctx, "2pc."+id, tpcRoot)
 		p, err := twophase.NewParticipant(cl.conn, tpcRoot, id, &tpcHandler{id: id, l: s.tpc, rng: s.rng(500 + i)})
 		if err != nil {
 			s.t.Fatal(err)
@@ -381,7 +381,7 @@ func (s *suite) startTwoPhase(ctx, propose context.Context) {
 			}
 		}()
 	}
-	cl := s.c.connect(ctx, "2pc.coordinator", tpcRoot)
+	cl := s.connect(ctx, "2pc.coordinator", tpcRoot)
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := twophase.WaitRegistered(rctx, cl.conn, tpcRoot, ids...); err != nil {
