@@ -624,6 +624,13 @@ func (m *Machine) checked(o *out, i checked) {
 			m.claimEnded(o, i.Name, e, req, nack)
 		case i.ClaimOwner == m.session && m.claims[e.name] == m.session:
 			m.endClaim(o, e.name, nack, req)
+		case !nack && !i.ItemExists:
+			// Gone for good: removed by our ack, or by another
+			// consumer's after a redelivery; it will not come again.
+			delete(m.claims, e.name)
+			e.mine = false
+			m.markGone(e)
+			m.reply(o, req, nil, fmt.Errorf("%w: %s: the ack's reply was lost with the session", ErrUncertain, m.node(e.name)))
 		default:
 			delete(m.claims, e.name)
 			e.mine = false
@@ -686,7 +693,7 @@ func (m *Machine) acked(o *out, i acked) {
 	case i.Err == nil:
 		delete(m.acks, i.Name)
 		m.claimEnded(o, i.Name, e, req, nack)
-	case errors.Is(i.Err, zk.ErrNoNode) || errors.Is(i.Err, zk.ErrConnectionLoss) && m.session != m.claims[i.Name]:
+	case errors.Is(i.Err, zk.ErrNoNode): // our claim was gone: nothing was applied
 		delete(m.acks, i.Name)
 		delete(m.claims, i.Name)
 		if e != nil {
@@ -694,7 +701,13 @@ func (m *Machine) acked(o *out, i acked) {
 		}
 		m.reply(o, req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(i.Name)))
 	case e != nil:
+		// The reply was lost (perhaps with the session): the write may
+		// have been applied. checked tells once the item is looked at.
 		m.uncertain(o, e)
+	case !nack && (errors.Is(i.Err, zk.ErrConnectionLoss) || errors.Is(i.Err, zk.ErrSessionExpired)):
+		delete(m.acks, i.Name)
+		delete(m.claims, i.Name)
+		m.reply(o, req, nil, fmt.Errorf("%w: %s: the ack's reply was lost with the session", ErrUncertain, m.node(i.Name)))
 	default:
 		delete(m.acks, i.Name)
 		m.reply(o, req, nil, i.Err)
