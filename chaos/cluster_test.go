@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/testkit"
 	"github.com/zkrecipes/zkrecipes/testkit/proxy"
 )
@@ -41,24 +42,59 @@ type client struct {
 	// prefix is the path its recipes create and delete under: reply faults
 	// are armed for requests on it.
 	prefix string
-	// holders are the contention handles on the connection (locks,
-	// elections, ...): a session is closed on the server only once none of
-	// them holds any more (see injector.expire).
-	mu      sync.Mutex
-	holders []func() bool // each reports whether a handle holds (or believes it does)
-	busy    atomic.Bool   // a fault is on it
+	// recs record the contention handles on the connection (locks,
+	// elections, ...): a session is closed on the server only once each
+	// has handled the cut and none holds (see injector.expire).
+	mu   sync.Mutex
+	recs []*testkit.Recorder
+	busy atomic.Bool // a fault is on it
 }
 
-func (c *client) addHolder(h func() bool) {
+func (c *client) addRecorder(r *testkit.Recorder) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.holders = append(c.holders, h)
+	c.recs = append(c.recs, r)
 }
 
-func (c *client) holding() bool {
+// mark is where each recorder's transcript stands (see settled).
+func (c *client) mark() []int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.ContainsFunc(c.holders, func(h func() bool) bool { return h() })
+	m := make([]int, len(c.recs))
+	for i, r := range c.recs {
+		m[i] = len(r.Events())
+	}
+	return m
+}
+
+// settled reports whether, since mark, every instance of every recorded
+// handle has published SUSPENDED (its actor has handled the cut, so no
+// reply read before it can grant anything any more) and no term is open.
+func (c *client) settled(mark []int) bool {
+	c.mu.Lock()
+	recs := slices.Clone(c.recs)
+	c.mu.Unlock()
+	for i, r := range recs {
+		evs := r.Events()
+		seen := map[string]bool{} // instance → SUSPENDED since mark
+		for j, ev := range evs {
+			if _, ok := seen[ev.Instance]; !ok {
+				seen[ev.Instance] = false
+			}
+			if j >= mark[i] && ev.Type == events.Suspended {
+				seen[ev.Instance] = true
+			}
+		}
+		for _, ok := range seen {
+			if !ok {
+				return false
+			}
+		}
+		if hasOpenTerm(evs) {
+			return false
+		}
+	}
+	return true
 }
 
 // connect opens a session through a new proxy. The test's cleanup closes
@@ -351,8 +387,8 @@ func (in *injector) delay(ctx context.Context, cl *client, op testkit.OpKind, d 
 
 // expire closes the client's session on the server, as the ensemble does
 // when a client has been away for the session timeout: the client is cut
-// off first (it sees SUSPENDED at once, and its holds end), and once none
-// of its handles holds any more, the session is closed; then the client may
+// off first (it sees SUSPENDED at once, and its holds end), and once each
+// of its handles has handled that and none holds, the session is closed; then the client may
 // reconnect and learns it is gone. Closing a session behind the back of a
 // client that still trusts its holds would be a fault no client library
 // can survive, and is what fencing tokens are for (the guarded writes are
@@ -362,13 +398,14 @@ func (in *injector) expire(ctx context.Context, cl *client) {
 	if id == 0 {
 		return
 	}
+	mark := cl.mark()
 	cl.px.Block()
 	defer cl.px.Unblock()
 	cl.px.Cut()
 	deadline := time.Now().Add(5 * time.Second)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	for cl.conn.State() != zk.StateSuspended || cl.holding() {
+	for cl.conn.State() != zk.StateSuspended || !cl.settled(mark) {
 		if time.Now().After(deadline) {
 			in.fail("expire %s: still %v or holding 5 s after the cut", cl.name, cl.conn.State())
 			return

@@ -65,9 +65,11 @@ var lockModel = porcupine.Model{
 // The FIFO queue model: offer appends, a take (a claim that was acked)
 // removes the head and must return it. An offer carries the sequence
 // number the server gave its item (learnt from the consumer that got it),
-// and offers must take effect in that order: that is what a ZooKeeper
-// queue promises, and it keeps porcupine from trying every order of
-// concurrent offers while items pile up.
+// and while the queue holds items, offers must take effect in that order:
+// that is what a ZooKeeper queue promises, and it keeps porcupine from
+// trying every order of concurrent offers while items pile up. (An empty
+// queue's node is a container the server may reap, and the next offer
+// creates it again with its counter back at 0.)
 
 type queueInput struct {
 	take  bool
@@ -94,7 +96,7 @@ var queueModel = porcupine.Model{
 	Step: func(state, input, output any) (bool, any) {
 		st, in := state.(queueState), input.(queueInput)
 		if !in.take {
-			if in.seq <= st.last {
+			if st.items != "" && in.seq <= st.last {
 				return false, st
 			}
 			if st.items == "" {
@@ -169,6 +171,18 @@ func linearizable(model porcupine.Model, ops []porcupine.Operation, dir, name st
 	if err := porcupine.VisualizePath(model, info, path); err != nil {
 		return res, fmt.Sprintf("(visualisation failed: %v)", err)
 	}
+	// The operations as text too, in call order, for grep.
+	sorted := slices.Clone(ops)
+	slices.SortFunc(sorted, func(a, b porcupine.Operation) int { return cmpInt(a.Call, b.Call) })
+	var b strings.Builder
+	for _, op := range sorted {
+		ret := fmt.Sprint(time.Duration(op.Return))
+		if op.Return >= never {
+			ret = "never"
+		}
+		fmt.Fprintf(&b, "%v\t%s\tclient %d\t%s\n", time.Duration(op.Call), ret, op.ClientId, model.DescribeOperation(op.Input, op.Output))
+	}
+	os.WriteFile(strings.TrimSuffix(path, ".html")+".txt", []byte(b.String()), 0o644)
 	return res, path
 }
 

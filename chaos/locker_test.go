@@ -20,8 +20,6 @@ type locker interface {
 	Acquire(ctx context.Context) (grant, error)
 	Release(ctx context.Context) error
 	Close() error
-	// Holding reports whether it holds, or believes it does.
-	Holding() bool
 	// Holds are the holds the handle reported, up to stopped.
 	Holds(resource, who string, stopped time.Time) ([]hold, []string)
 }
@@ -58,8 +56,6 @@ func (l *realLock) Acquire(ctx context.Context) (grant, error) {
 	}
 	return g, nil
 }
-
-func (l *realLock) Holding() bool { return openTerms(l.rec)() }
 
 func (l *realLock) Holds(resource, who string, stopped time.Time) ([]hold, []string) {
 	return holdsFromEvents(resource, who, exclusive, l.rec.Events(), stopped)
@@ -139,8 +135,6 @@ func (l *brokenLock) Close() error {
 	}
 	return nil
 }
-
-func (l *brokenLock) Holding() bool { return false } // it ignores faults anyway
 
 func (l *brokenLock) Holds(resource, who string, _ time.Time) ([]hold, []string) {
 	l.mu.Lock()

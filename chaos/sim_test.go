@@ -53,8 +53,9 @@ func runSim(t *testing.T, seed uint64, brokenLock bool) *report {
 			sim.Reconnect(cl.conn)
 			faults["disconnect"]++
 		case 1:
+			mark := cl.mark()
 			sim.Disconnect(cl.conn)
-			if waitNotHolding(ctx, cl) {
+			if waitSettled(ctx, cl, mark) {
 				sim.Expire(cl.conn)
 				faults["expire"]++
 			} else {
@@ -117,12 +118,13 @@ func runSim(t *testing.T, seed uint64, brokenLock bool) *report {
 	return s.rep
 }
 
-// waitNotHolding waits (up to 2 s) until none of cl's handles holds.
-func waitNotHolding(ctx context.Context, cl *client) bool {
+// waitSettled waits (up to 2 s) until every handle of cl has handled the
+// disconnection since mark and none holds (see client.settled).
+func waitSettled(ctx context.Context, cl *client, mark []int) bool {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	deadline := time.Now().Add(2 * time.Second)
-	for cl.holding() {
+	for !cl.settled(mark) {
 		if time.Now().After(deadline) {
 			return false
 		}
@@ -179,7 +181,7 @@ func TestQueueModelRejectsReorder(t *testing.T) {
 	}
 	good := []porcupine.Operation{
 		op(0, queueInput{value: "a", seq: 1}, nil, 0, 10),
-		op(1, queueInput{value: "b", seq: 2}, nil, 5, 15),
+		op(1, queueInput{value: "b", seq: 2}, nil, 11, 15),
 		op(2, queueInput{take: true}, "a", 12, 30),
 		op(2, queueInput{take: true}, "b", 31, 40),
 	}

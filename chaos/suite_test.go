@@ -481,7 +481,9 @@ func (s *suite) startLocks(ctx context.Context) {
 		} else {
 			l = newRealLock(s.t, cl.conn, lockPath(p), who)
 		}
-		cl.addHolder(l.Holding)
+		if rl, ok := l.(*realLock); ok {
+			cl.addRecorder(rl.rec)
+		}
 		h := &lockHandle{l: l, cl: cl, w: s.newWorker(who), resource: lockPath(p),
 			fence: fmt.Sprintf("%s/lock%d", fenceRoot, p), who: who, id: i / lockPaths}
 		s.locks = append(s.locks, h)
@@ -590,7 +592,7 @@ func (s *suite) startElection(ctx context.Context) {
 			s.t.Fatal(err)
 		}
 		h := &electHandle{e: e, rec: testkit.Record(s.t, e), cl: cl, w: s.newWorker(who), who: who, id: i}
-		cl.addHolder(openTerms(h.rec))
+		cl.addRecorder(h.rec)
 		s.elect = append(s.elect, h)
 		rng := s.rng(100 + i)
 		s.wg.Add(1)

@@ -29,27 +29,24 @@ const (
 	participants = 3
 )
 
-// openTerms reports whether a recorded handle has a term it has not ended:
-// it holds, or believes it does. Its events are published before the
-// handle acts on them, so once this is false, no grant of it is trusted.
-func openTerms(rec *testkit.Recorder) func() bool {
-	return func() bool {
-		type key struct {
-			inst string
-			term uint64
-		}
-		open := map[key]bool{}
-		for _, ev := range rec.Events() {
-			k := key{ev.Instance, ev.Term}
-			switch ev.Type {
-			case events.ElectedComplete:
-				open[k] = true
-			case events.Failed, events.Lost, events.StopStart:
-				delete(open, k)
-			}
-		}
-		return len(open) > 0
+// hasOpenTerm reports whether a handle's events leave a term open: it
+// holds, or believes it does.
+func hasOpenTerm(evs []events.Event) bool {
+	type key struct {
+		inst string
+		term uint64
 	}
+	open := map[key]bool{}
+	for _, ev := range evs {
+		k := key{ev.Instance, ev.Term}
+		switch ev.Type {
+		case events.ElectedComplete:
+			open[k] = true
+		case events.Failed, events.Lost, events.StopStart:
+			delete(open, k)
+		}
+	}
+	return len(open) > 0
 }
 
 // ---- read/write lock ----
@@ -69,8 +66,8 @@ func (s *suite) startRWLock(ctx context.Context) {
 			s.t.Fatal(err)
 		}
 		h := &rwHandle{rw: rw, rrec: testkit.Record(s.t, rw.ReadLock()), wrec: testkit.Record(s.t, rw.WriteLock()), who: who}
-		cl.addHolder(openTerms(h.rrec))
-		cl.addHolder(openTerms(h.wrec))
+		cl.addRecorder(h.rrec)
+		cl.addRecorder(h.wrec)
 		s.rws = append(s.rws, h)
 		w, rng := s.newWorker(who), s.rng(200+i)
 		s.wg.Add(1)
@@ -131,7 +128,7 @@ func (s *suite) startSemaphore(ctx context.Context) {
 			s.t.Fatal(err)
 		}
 		h := &semHandle{s: sem, rec: testkit.Record(s.t, sem), who: who}
-		cl.addHolder(openTerms(h.rec))
+		cl.addRecorder(h.rec)
 		s.sems = append(s.sems, h)
 		w, rng := s.newWorker(who), s.rng(300+i)
 		s.wg.Add(1)
