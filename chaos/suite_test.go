@@ -108,9 +108,12 @@ type suite struct {
 	sems     []*semHandle
 	barriers []*barrier.DoubleBarrier
 	barrier  *barrierLedger
-	parts    []*twophase.Participant
-	coord    *twophase.Coordinator
-	tpc      *tpcLedger
+	// barrierWG: the barrier members, which stop between rounds once the
+	// producers stop.
+	barrierWG sync.WaitGroup
+	parts     []*twophase.Participant
+	coord     *twophase.Coordinator
+	tpc       *tpcLedger
 }
 
 // connect opens a worker's connection: through a proxy of its own to the
@@ -173,7 +176,7 @@ func runSuite(t *testing.T, cfg config) *report {
 		s.fifo = s.startQueue(runCtx, prodCtx, fifoPath, fifoProds, 1, true)
 		s.startRWLock(runCtx)
 		s.startSemaphore(runCtx)
-		s.startBarrier(runCtx)
+		s.startBarrier(runCtx, prodCtx)
 		s.startTwoPhase(runCtx, prodCtx)
 	}
 	var targets []*client
@@ -208,6 +211,7 @@ func runSuite(t *testing.T, cfg config) *report {
 		s.drain(ctx, obs, s.queue)
 		s.drain(ctx, obs, s.fifo)
 		s.settleTwoPhase(ctx, obs)
+		s.finishBarrier(ctx)
 	}
 	stopWorkers()
 	s.wg.Wait()
@@ -881,5 +885,24 @@ func (s *suite) settleTwoPhase(ctx context.Context, obs zk.Conn) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// finishBarrier waits (up to the session timeout + 2 s) for the barrier
+// members to stop between rounds. A member waiting in Enter for a round
+// the others will not join is stopped by the end of the run.
+func (s *suite) finishBarrier(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		s.barrierWG.Wait()
+		close(done)
+	}()
+	tm := time.NewTimer(sessionTimeout + 2*time.Second)
+	defer tm.Stop()
+	select {
+	case <-done:
+	case <-tm.C:
+		s.t.Logf("barrier: some members did not finish their round; they are stopped inside it")
+	case <-ctx.Done():
 	}
 }

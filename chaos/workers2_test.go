@@ -184,7 +184,7 @@ func (l *barrierLedger) add(r barrierRecord) {
 	l.recs = append(l.recs, r)
 }
 
-func (s *suite) startBarrier(ctx context.Context) {
+func (s *suite) startBarrier(ctx, finish context.Context) {
 	s.barrier = &barrierLedger{}
 	for i := range barrierSize {
 		who := fmt.Sprintf("barrier%d", i)
@@ -196,15 +196,21 @@ func (s *suite) startBarrier(ctx context.Context) {
 		s.barriers = append(s.barriers, d)
 		w, rng := s.newWorker(who), s.rng(400+i)
 		s.wg.Add(1)
+		s.barrierWG.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.runBarrier(ctx, d, w, who, rng)
+			defer s.barrierWG.Done()
+			s.runBarrier(ctx, finish, d, w, who, rng)
 		}()
 	}
 }
 
-func (s *suite) runBarrier(ctx context.Context, d *barrier.DoubleBarrier, w *worker, who string, rng *rand.Rand) {
-	for ctx.Err() == nil {
+// runBarrier passes through the barrier again and again until ctx ends,
+// or until finish ends and it is outside the barrier: members stop between
+// rounds, so that the last to leave deletes the ready node. (Members
+// closed inside the barrier leave it behind: see checkNoNodesLeft.)
+func (s *suite) runBarrier(ctx, finish context.Context, d *barrier.DoubleBarrier, w *worker, who string, rng *rand.Rand) {
+	for ctx.Err() == nil && finish.Err() == nil {
 		r := barrierRecord{who: who, enterCall: time.Now()}
 		err := d.Enter(ctx)
 		r.enterAt = time.Now()
