@@ -163,6 +163,12 @@ func runSuite(t *testing.T, cfg config) *report {
 	}
 	mustCreate(t, ctx, obs, fenceRoot+"/election")
 	mustCreate(t, ctx, obs, fenceRoot+"/rw")
+	// The FIFO queue's directory is persistent, not a container the
+	// server reaps when it is empty: a reaped queue starts its sequence
+	// numbers again at 0, and a consumer that still remembers an old
+	// item's name as gone can then take a newer item before an older one
+	// (see the package doc).
+	mustCreate(t, ctx, obs, fifoPath)
 
 	runCtx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
