@@ -185,6 +185,7 @@ type queueLedger struct {
 	acked     map[string]int  // item → Acks that returned nil
 	ackMaybe  map[string]int  // item → Acks whose outcome is unknown
 	ackedAt   map[string]time.Time
+	pending   int // offered for sure and not settled by an ack yet
 	problems  []string
 }
 
@@ -197,6 +198,9 @@ func (l *queueLedger) offer(item string, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.offered[item] = ok
+	if ok && l.acked[item] == 0 && l.ackMaybe[item] == 0 {
+		l.pending++
+	}
 }
 
 func (l *queueLedger) deliver(item, who string) {
@@ -211,12 +215,22 @@ func (l *queueLedger) deliver(item, who string) {
 func (l *queueLedger) ack(item string, certain bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.offered[item] && l.acked[item] == 0 && l.ackMaybe[item] == 0 {
+		l.pending--
+	}
 	if certain {
 		l.acked[item]++
 		l.ackedAt[item] = time.Now()
 	} else {
 		l.ackMaybe[item]++
 	}
+}
+
+// backlog is the number of items offered (for sure) and not yet acked.
+func (l *queueLedger) backlog() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pending
 }
 
 // unacked returns the items offered successfully that no ack (certain or

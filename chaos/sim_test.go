@@ -23,7 +23,7 @@ const simDuration = 3 * time.Second
 // expires one that has been away), and lost replies. It returns the lock
 // and queue histories and what the checks found.
 func runSim(t *testing.T, seed uint64, brokenLock bool) *report {
-	sim := testkit.NewSim(testkit.WithSeed(int64(seed)))
+	sim := testkit.NewSim(testkit.WithSeed(int64(seed)), testkit.WithAutoReap())
 	t.Cleanup(sim.Close)
 	ctx := t.Context()
 	s := &suite{t: t, cfg: config{seed: seed, brokenLock: brokenLock}, sim: sim,
@@ -33,7 +33,6 @@ func runSim(t *testing.T, seed uint64, brokenLock bool) *report {
 	for i := range lockPaths {
 		mustCreate(t, ctx, obs, fmt.Sprintf("%s/lock%d", fenceRoot, i))
 	}
-	mustCreate(t, ctx, obs, fifoPath) // persistent: see runSuite
 	runCtx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
 	prodCtx, stopProducers := context.WithCancel(runCtx)

@@ -53,6 +53,7 @@ const (
 	queuePath  = root + "/queue"
 	fifoPath   = root + "/fifo"
 	lockPrefix = root + "/lock"
+	maxBacklog = 200 // items offered and not yet acked, per queue
 )
 
 func lockPath(i int) string { return fmt.Sprintf("%s/%d", lockPrefix, i) }
@@ -163,12 +164,6 @@ func runSuite(t *testing.T, cfg config) *report {
 	}
 	mustCreate(t, ctx, obs, fenceRoot+"/election")
 	mustCreate(t, ctx, obs, fenceRoot+"/rw")
-	// The FIFO queue's directory is persistent, not a container the
-	// server reaps when it is empty: a reaped queue starts its sequence
-	// numbers again at 0, and a consumer that still remembers an old
-	// item's name as gone can then take a newer item before an older one
-	// (see the package doc).
-	mustCreate(t, ctx, obs, fifoPath)
 
 	runCtx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
@@ -206,9 +201,11 @@ func runSuite(t *testing.T, cfg config) *report {
 	if !s.waitProgress(ctx, quiet, sessionTimeout+2*time.Second) {
 		for _, w := range s.workers {
 			if w.last.Load() <= quiet.UnixNano() {
-				s.rep.violate("liveness: %s made no progress within %v after the faults stopped", w.name, sessionTimeout+2*time.Second)
+				s.rep.violate("liveness: %s made no progress within %v after the faults stopped (%d operations before)",
+					w.name, sessionTimeout+2*time.Second, w.ops.Load())
 			}
 		}
+		s.logStuck(ctx, obs)
 	}
 
 	// Drain the queues, then stop everything.
@@ -715,6 +712,14 @@ func (s *suite) runProducer(ctx context.Context, qs *queueSet, q *queue.Queue, w
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	for n := 0; ctx.Err() == nil; n++ {
+		// Offer at most every 25 ms, and only while the consumers keep
+		// up: a backlog of thousands of items makes every listing slow.
+		for qs.ledger.backlog() > maxBacklog && ctx.Err() == nil {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+			}
+		}
 		v := fmt.Sprintf("%s-%05d", who, n)
 		call := time.Now()
 		err := q.Offer(ctx, []byte(v))
@@ -910,5 +915,28 @@ func (s *suite) finishBarrier(ctx context.Context) {
 	case <-tm.C:
 		s.t.Logf("barrier: some members did not finish their round; they are stopped inside it")
 	case <-ctx.Done():
+	}
+}
+
+// logStuck logs, for a liveness failure, the lock handles' states and
+// sessions and what their directories hold.
+func (s *suite) logStuck(ctx context.Context, obs zk.Conn) {
+	for _, h := range s.locks {
+		if rl, ok := h.l.(*realLock); ok {
+			s.t.Logf("stuck? %s: state %s, session %#x (%v)", h.who, rl.State(), h.cl.conn.SessionID(), h.cl.conn.State())
+		}
+	}
+	dirs := []string{electionP, rwPath, semaphore.LeasesDir(semPath)}
+	for i := range lockPaths {
+		dirs = append(dirs, lockPath(i))
+	}
+	for _, d := range dirs {
+		kids, _, err := obs.Children(ctx, d)
+		var desc []string
+		for _, k := range kids {
+			st, ok, _ := obs.Exists(ctx, zk.Join(d, k))
+			desc = append(desc, fmt.Sprintf("%s(owner %#x, exists %t)", k, st.EphemeralOwner, ok))
+		}
+		s.t.Logf("stuck? %s: %v %v", d, desc, err)
 	}
 }

@@ -63,6 +63,7 @@ type Machine struct {
 	head       int               // order[:head] are dead
 	dead       int               // dead entries in order
 	gone       map[string]uint64 // items known gone → the listing count when learnt
+	dir        int64             // the queue node's czxid at the last listing (0: unknown)
 	lists      uint64            // listings issued
 	listing    bool              // a listing is in flight
 	listSynced bool              // the listing in flight was made after a sync
@@ -403,6 +404,21 @@ func (m *Machine) listedItems(o *out, i listed) {
 	m.watchArmed = i.Watched
 	m.stale, m.listed = false, true
 	_ = m.fsm.Fire(trListed)
+	if i.Dir != 0 {
+		if m.dir != 0 && i.Dir != m.dir {
+			// The queue's node was deleted (an empty container is
+			// reaped) and created again: its sequence numbers started
+			// over, and the names we know are those of old items. Forget
+			// them, but for those a write of ours is bound to.
+			clear(m.gone)
+			for name, e := range m.entries {
+				if e.taker == nil && !e.mine && !e.busy && !m.uncert[name] {
+					delete(m.entries, name)
+				}
+			}
+		}
+		m.dir = i.Dir
+	}
 	present := make(map[string]bool, len(i.Children))
 	for _, c := range i.Children {
 		n, ok := parseItem(c)
