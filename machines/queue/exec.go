@@ -181,11 +181,13 @@ func (q *Queue) list(ctx context.Context, c listItems, op runtime.Op) (listed, <
 		var w <-chan zk.WatchEvent
 		// no_node: the queue's path is not made yet (no offer so far).
 		op(runtime.Expect(ctx, zk.ErrNoNode), "children", func(ctx context.Context) error {
+			var st zk.Stat
 			if c.Watch {
-				r.Children, _, w, r.Err = q.conn.ChildrenW(ctx, q.path)
+				r.Children, st, w, r.Err = q.conn.ChildrenW(ctx, q.path)
 			} else {
-				r.Children, _, r.Err = q.conn.Children(ctx, q.path)
+				r.Children, st, r.Err = q.conn.Children(ctx, q.path)
 			}
+			r.Dir = st.Czxid
 			return r.Err
 		})
 		if !errors.Is(r.Err, zk.ErrNoNode) {

@@ -258,3 +258,40 @@ func TestTakeWaitsThroughFaults(t *testing.T) {
 		}
 	})
 }
+
+// An ack whose multi the server applied, but whose reply never came
+// because the session ended meanwhile, removed the item for good: Ack must
+// not say ErrClaimLost ("the item will be delivered again"), which it did
+// once. It cannot tell our ack from another consumer's after a
+// redelivery, so it says ErrUncertain. (Found by the chaos suite: an item
+// whose Ack returned ErrClaimLost was never delivered again.)
+func TestAckAppliedThenSessionLost(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/faults/ackexpire"
+		q := newQueue(t, c, path)
+		offer(t, ctx, q, "a")
+		it, err := q.TakeItem(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := tg.HoldNextReply(t, c, testkit.OpMulti, path+"/")
+		acked := make(chan error, 1)
+		go func() { acked <- it.Ack(ctx) }()
+		select {
+		case <-f.Fired():
+		case <-ctx.Done():
+			t.Fatal("the ack's multi was never applied")
+		}
+		tg.Expire(t, c)
+		f.Release()
+		err = <-acked
+		if errors.Is(err, queue.ErrClaimLost) || !errors.Is(err, queue.ErrUncertain) {
+			t.Fatalf("Ack applied, then the session ended: %v, want ErrUncertain", err)
+		}
+		if kids := children(t, c, path); len(kids) != 0 {
+			t.Fatalf("left %v", kids)
+		}
+	})
+}

@@ -77,7 +77,11 @@ type listed struct {
 	Cmd      uint64
 	Children []string
 	Watched  bool
-	Err      error
+	// Dir is the queue node's czxid, 0 when it does not exist: a
+	// different one means it was deleted (a reaped container) and created
+	// again, with its sequence numbers started over.
+	Dir int64
+	Err error
 }
 
 // childrenChanged: the watch listItems left fired (or ended with the
@@ -201,7 +205,11 @@ func (i sessionChange) String() string {
 	return fmt.Sprintf("Session %s session=%#x", i.State, i.SessionID)
 }
 func (i listed) String() string {
-	return fmt.Sprintf("Listed cmd=%d children=%v watched=%t%s", i.Cmd, i.Children, i.Watched, errText(i.Err))
+	dir := ""
+	if i.Dir != 0 {
+		dir = fmt.Sprintf(" dir=%#x", i.Dir)
+	}
+	return fmt.Sprintf("Listed cmd=%d children=%v watched=%t%s%s", i.Cmd, i.Children, i.Watched, dir, errText(i.Err))
 }
 func (i childrenChanged) String() string { return fmt.Sprintf("ChildrenChanged cmd=%d", i.Cmd) }
 func (i dataRead) String() string {

@@ -63,6 +63,7 @@ type Machine struct {
 	head       int               // order[:head] are dead
 	dead       int               // dead entries in order
 	gone       map[string]uint64 // items known gone → the listing count when learnt
+	dir        int64             // the queue node's czxid at the last listing (0: unknown)
 	lists      uint64            // listings issued
 	listing    bool              // a listing is in flight
 	listSynced bool              // the listing in flight was made after a sync
@@ -403,6 +404,21 @@ func (m *Machine) listedItems(o *out, i listed) {
 	m.watchArmed = i.Watched
 	m.stale, m.listed = false, true
 	_ = m.fsm.Fire(trListed)
+	if i.Dir != 0 {
+		if m.dir != 0 && i.Dir != m.dir {
+			// The queue's node was deleted (an empty container is
+			// reaped) and created again: its sequence numbers started
+			// over, and the names we know are those of old items. Forget
+			// them, but for those a write of ours is bound to.
+			clear(m.gone)
+			for name, e := range m.entries {
+				if e.taker == nil && !e.mine && !e.busy && !m.uncert[name] {
+					delete(m.entries, name)
+				}
+			}
+		}
+		m.dir = i.Dir
+	}
 	present := make(map[string]bool, len(i.Children))
 	for _, c := range i.Children {
 		n, ok := parseItem(c)
@@ -624,6 +640,13 @@ func (m *Machine) checked(o *out, i checked) {
 			m.claimEnded(o, i.Name, e, req, nack)
 		case i.ClaimOwner == m.session && m.claims[e.name] == m.session:
 			m.endClaim(o, e.name, nack, req)
+		case !nack && !i.ItemExists:
+			// Gone for good: removed by our ack, or by another
+			// consumer's after a redelivery; it will not come again.
+			delete(m.claims, e.name)
+			e.mine = false
+			m.markGone(e)
+			m.reply(o, req, nil, fmt.Errorf("%w: %s: the ack's reply was lost with the session", ErrUncertain, m.node(e.name)))
 		default:
 			delete(m.claims, e.name)
 			e.mine = false
@@ -686,7 +709,7 @@ func (m *Machine) acked(o *out, i acked) {
 	case i.Err == nil:
 		delete(m.acks, i.Name)
 		m.claimEnded(o, i.Name, e, req, nack)
-	case errors.Is(i.Err, zk.ErrNoNode) || errors.Is(i.Err, zk.ErrConnectionLoss) && m.session != m.claims[i.Name]:
+	case errors.Is(i.Err, zk.ErrNoNode): // our claim was gone: nothing was applied
 		delete(m.acks, i.Name)
 		delete(m.claims, i.Name)
 		if e != nil {
@@ -694,7 +717,13 @@ func (m *Machine) acked(o *out, i acked) {
 		}
 		m.reply(o, req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(i.Name)))
 	case e != nil:
+		// The reply was lost (perhaps with the session): the write may
+		// have been applied. checked tells once the item is looked at.
 		m.uncertain(o, e)
+	case !nack && (errors.Is(i.Err, zk.ErrConnectionLoss) || errors.Is(i.Err, zk.ErrSessionExpired)):
+		delete(m.acks, i.Name)
+		delete(m.claims, i.Name)
+		m.reply(o, req, nil, fmt.Errorf("%w: %s: the ack's reply was lost with the session", ErrUncertain, m.node(i.Name)))
 	default:
 		delete(m.acks, i.Name)
 		m.reply(o, req, nil, i.Err)

@@ -235,3 +235,32 @@ func TestItemNames(t *testing.T) {
 		t.Error("a wrapped sequence sorts before the ones before the wrap")
 	}
 }
+
+// The queue's node, an empty container, was reaped and created again by
+// the next offers: its sequence numbers started over, so the new head has
+// the name of an item we acked before. The listing tells by the node's
+// czxid, and the new head is claimed first. (Found by the chaos suite: the
+// old name was held as gone for one listing, and the item after it was
+// delivered first, breaking FIFO order with a single consumer.)
+func TestTranscriptQueueNodeRecreated(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000000"}, Watched: true, Dir: 0x10})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000000"})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000000", Data: []byte("old")})
+	tr.step(ackCall{Req: 2, Name: "qn-0000000000", Session: sess})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000000"})
+	tr.step(childrenChanged{Cmd: 1})
+	tr.step(takeCall{Req: 3, Kind: kindClaim})
+	out := tr.step(listed{Cmd: 5, Children: []string{"qn-0000000001", "qn-0000000000"}, Watched: true, Dir: 0x20})
+	var first string
+	for _, c := range out.Commands {
+		if ci, ok := c.(claimItem); ok && first == "" {
+			first = ci.Name
+		}
+	}
+	if first != "qn-0000000000" {
+		t.Errorf("the take after the queue node was recreated claims %q first, want the new head qn-0000000000", first)
+	}
+	tr.check("queue_node_recreated")
+}

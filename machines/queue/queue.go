@@ -57,7 +57,11 @@ var (
 	// after the reply to its delete was lost: the item was gone when
 	// looked at again, removed by our delete or by another consumer's at
 	// the same moment; it is returned, so it is never lost, and may have
-	// been returned to that other consumer too.
+	// been returned to that other consumer too. Ack returns it when the
+	// reply to its write was lost and the session ended before it could
+	// tell whether the write was applied: the item is gone, or was when
+	// looked at, removed by this ack or, after a redelivery, by another
+	// consumer's.
 	ErrUncertain = errors.New("queue: uncertain removal")
 	// ErrSessionLost: the session ended (LOST events carry it).
 	ErrSessionLost = errors.New("queue: session lost")
@@ -402,6 +406,8 @@ func (it *Item) Node() string { return zk.Join(it.q.path, it.name) }
 
 // Ack removes the item and our claim on it, in one multi. ErrClaimLost:
 // the claim had gone (the session ended): the item is delivered again.
+// ErrUncertain: the reply was lost and the session ended with it; the
+// item will not be delivered again (see ErrUncertain).
 // ErrAcked: Ack or Nack was called before.
 func (it *Item) Ack(ctx context.Context) error { return it.end(ctx, false) }
 

@@ -1,0 +1,293 @@
+package chaos
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/events"
+)
+
+// holdKind says what a hold conflicts with.
+type holdKind int
+
+const (
+	exclusive holdKind = iota // a lock hold or a leadership term
+	readHold                  // a read lock: conflicts with writes only
+	writeHold                 // a write lock: conflicts with everything
+	leaseHold                 // a semaphore lease: at most maxLeases at once
+)
+
+func (k holdKind) String() string {
+	return [...]string{"exclusive", "read", "write", "lease"}[k]
+}
+
+func conflict(a, b holdKind) bool {
+	switch {
+	case a == leaseHold || b == leaseHold:
+		return false // counted instead
+	case a == readHold && b == readHold:
+		return false
+	}
+	return true
+}
+
+// hold is one grant as its handle reported it: from the grant (the
+// ELECTED_COMPLETE event, published before the caller hears of it) to its
+// end (FAILED, LOST or STOP_START, published before the grant's Lost
+// closes and before any request that could let another holder in).
+type hold struct {
+	resource string // the lock's, election's or semaphore's path
+	who      string
+	kind     holdKind
+	term     uint64
+	token    int64
+	start    time.Time
+	end      time.Time
+	open     bool // never ended (end is when the recording stopped)
+}
+
+func (h hold) String() string {
+	s := fmt.Sprintf("%s %s term %d token %#x from %s to %s", h.who, h.kind, h.term, h.token,
+		h.start.Format("15:04:05.000000"), h.end.Format("15:04:05.000000"))
+	if h.open {
+		s += " (never ended)"
+	}
+	return s
+}
+
+// holdsFromEvents turns a handle's lifecycle events into its holds. A
+// handle with several instances (a semaphore's leases) has its terms told
+// apart by instance. It also returns a problem if events were missed.
+func holdsFromEvents(resource, who string, kind holdKind, evs []events.Event, stopped time.Time) ([]hold, []string) {
+	type key struct {
+		inst string
+		term uint64
+	}
+	var (
+		out      []hold
+		problems []string
+		open     = map[key]*hold{}
+	)
+	for _, ev := range evs {
+		k := key{ev.Instance, ev.Term}
+		switch ev.Type {
+		case events.Overflow:
+			problems = append(problems, fmt.Sprintf("%s: %d events missed", who, ev.Missed))
+		case events.ElectedComplete:
+			open[k] = &hold{resource: resource, who: who, kind: kind, term: ev.Term, token: ev.Token, start: ev.Time}
+		case events.Failed, events.Lost, events.StopStart:
+			if h, ok := open[k]; ok {
+				h.end = ev.Time
+				out = append(out, *h)
+				delete(open, k)
+			}
+		}
+	}
+	for _, h := range open {
+		h.end, h.open = stopped, true
+		out = append(out, *h)
+	}
+	return out, problems
+}
+
+// checkExclusion reports every pair of conflicting holds on one resource
+// that overlap in time, and every instant more than maxLeases leases were
+// out (maxLeases 0: no leases expected).
+func checkExclusion(holds []hold, maxLeases int) []string {
+	var bad []string
+	byRes := map[string][]hold{}
+	for _, h := range holds {
+		byRes[h.resource] = append(byRes[h.resource], h)
+	}
+	for _, res := range slices.Sorted(maps.Keys(byRes)) {
+		hs := byRes[res]
+		slices.SortFunc(hs, func(a, b hold) int { return a.start.Compare(b.start) })
+		var active []hold
+		for _, h := range hs {
+			active = slices.DeleteFunc(active, func(a hold) bool { return !a.end.After(h.start) })
+			leases := 1
+			for _, a := range active {
+				if a.kind == leaseHold && h.kind == leaseHold {
+					leases++
+				}
+				if conflict(a.kind, h.kind) && len(bad) < 20 {
+					bad = append(bad, fmt.Sprintf("%s: two holds overlap: %v and %v", res, a, h))
+				}
+			}
+			if h.kind == leaseHold && leases > maxLeases && len(bad) < 20 {
+				bad = append(bad, fmt.Sprintf("%s: %d leases out at once (max %d), the last %v", res, leases, maxLeases, h))
+			}
+			active = append(active, h)
+		}
+	}
+	return bad
+}
+
+// checkTermTokens reports terms of one resource whose token is not above
+// that of the term before (in grant order).
+func checkTermTokens(holds []hold) []string {
+	var bad []string
+	byRes := map[string][]hold{}
+	for _, h := range holds {
+		byRes[h.resource] = append(byRes[h.resource], h)
+	}
+	for _, res := range slices.Sorted(maps.Keys(byRes)) {
+		hs := byRes[res]
+		slices.SortFunc(hs, func(a, b hold) int { return a.start.Compare(b.start) })
+		for i := 1; i < len(hs) && len(bad) < 20; i++ {
+			if hs[i].token <= hs[i-1].token {
+				bad = append(bad, fmt.Sprintf("%s: token went down: %v after %v", res, hs[i], hs[i-1]))
+			}
+		}
+	}
+	return bad
+}
+
+// fencedWrite is one guarded write the server accepted: the fence node's
+// mzxid after it orders them as the server applied them.
+type fencedWrite struct {
+	fence string
+	who   string
+	token int64
+	mzxid int64
+}
+
+// checkFencing reports accepted guarded writes whose token is below the
+// one accepted before it on the same fence node.
+func checkFencing(ws []fencedWrite) []string {
+	var bad []string
+	byFence := map[string][]fencedWrite{}
+	for _, w := range ws {
+		byFence[w.fence] = append(byFence[w.fence], w)
+	}
+	for _, f := range slices.Sorted(maps.Keys(byFence)) {
+		ws := byFence[f]
+		slices.SortFunc(ws, func(a, b fencedWrite) int { return cmp.Compare(a.mzxid, b.mzxid) })
+		for i := 1; i < len(ws) && len(bad) < 20; i++ {
+			if ws[i].token < ws[i-1].token {
+				bad = append(bad, fmt.Sprintf("%s: guarded write by %s with token %#x accepted after %s's token %#x",
+					f, ws[i].who, ws[i].token, ws[i-1].who, ws[i-1].token))
+			}
+		}
+	}
+	return bad
+}
+
+// queueLedger is what the queue's producers and consumers did.
+type queueLedger struct {
+	mu        sync.Mutex
+	offered   map[string]bool // item → its Offer returned nil (false: the outcome is unknown)
+	delivered map[string]int  // item → times TakeItem returned it
+	acked     map[string]int  // item → Acks that returned nil
+	ackMaybe  map[string]int  // item → Acks whose outcome is unknown
+	ackedAt   map[string]time.Time
+	pending   int // offered for sure and not settled by an ack yet
+	problems  []string
+}
+
+func newQueueLedger() *queueLedger {
+	return &queueLedger{offered: map[string]bool{}, delivered: map[string]int{}, acked: map[string]int{},
+		ackMaybe: map[string]int{}, ackedAt: map[string]time.Time{}}
+}
+
+func (l *queueLedger) offer(item string, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.offered[item] = ok
+	if ok && l.acked[item] == 0 && l.ackMaybe[item] == 0 {
+		l.pending++
+	}
+}
+
+func (l *queueLedger) deliver(item, who string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.delivered[item]++
+	if _, ok := l.ackedAt[item]; ok && len(l.problems) < 20 {
+		l.problems = append(l.problems, fmt.Sprintf("%s delivered to %s after its ack succeeded", item, who))
+	}
+}
+
+func (l *queueLedger) ack(item string, certain bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.offered[item] && l.acked[item] == 0 && l.ackMaybe[item] == 0 {
+		l.pending--
+	}
+	if certain {
+		l.acked[item]++
+		l.ackedAt[item] = time.Now()
+	} else {
+		l.ackMaybe[item]++
+	}
+}
+
+// backlog is the number of items offered (for sure) and not yet acked.
+func (l *queueLedger) backlog() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pending
+}
+
+// unacked returns the items offered successfully that no ack (certain or
+// not) has settled yet.
+func (l *queueLedger) unacked() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for it, ok := range l.offered {
+		if ok && l.acked[it] == 0 && l.ackMaybe[it] == 0 {
+			out = append(out, it)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// check reports items acked twice, acked items never offered, and offered
+// items never acked.
+func (l *queueLedger) check() []string {
+	l.mu.Lock()
+	bad := slices.Clone(l.problems)
+	for it, n := range l.acked {
+		if n > 1 {
+			bad = append(bad, fmt.Sprintf("%s acked %d times", it, n))
+		}
+	}
+	for it := range l.delivered {
+		if _, ok := l.offered[it]; !ok {
+			bad = append(bad, fmt.Sprintf("%s delivered but never offered", it))
+		}
+	}
+	l.mu.Unlock()
+	for _, it := range l.unacked() {
+		bad = append(bad, fmt.Sprintf("%s offered but never acked (lost)", it))
+	}
+	if len(bad) > 30 {
+		bad = append(bad[:30], fmt.Sprintf("... and %d more", len(bad)-30))
+	}
+	return bad
+}
+
+func (l *queueLedger) counts() (offered, uncertain, delivered, acked int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ok := range l.offered {
+		if ok {
+			offered++
+		} else {
+			uncertain++
+		}
+	}
+	for _, n := range l.delivered {
+		delivered += n
+	}
+	for _, n := range l.acked {
+		acked += n
+	}
+	return
+}
