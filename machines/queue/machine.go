@@ -88,16 +88,20 @@ type Machine struct {
 // entry is one cached item.
 type entry struct {
 	itemName
-	data     []byte
-	hasData  bool
-	reading  bool
-	taker    *taker // the call it is being taken or claimed for
-	busy     bool   // our remove or claim of it is in flight
-	mine     bool   // we hold its claim (an Item is out)
-	others   bool   // another consumer holds its claim
-	watching bool   // our watch on that claim is set
-	again    bool   // its claim went away: the next delivery is a redelivery
-	dead     bool   // gone from the queue (and from entries)
+	data    []byte
+	hasData bool
+	reading bool
+	// claimRead: the read sent behind our claim (0: none). Only its data
+	// is delivered with the claim: a read sent before it may be of
+	// another item of the same name (see ensureQueue).
+	claimRead uint64
+	taker     *taker // the call it is being taken or claimed for
+	busy      bool   // our remove or claim of it is in flight
+	mine      bool   // we hold its claim (an Item is out)
+	others    bool   // another consumer holds its claim
+	watching  bool   // our watch on that claim is set
+	again     bool   // its claim went away: the next delivery is a redelivery
+	dead      bool   // gone from the queue (and from entries)
 }
 
 // ackOp is an endClaim in flight: for the call req (0: the machine's own,
@@ -282,8 +286,11 @@ func (m *Machine) pump(o *out) {
 			m.advance(o, e)
 		}
 	}
-	// Read ahead: the next item's data comes while the head is taken.
-	if e := m.candidate(nil); e != nil && len(m.takers) > 0 {
+	// Read ahead: the next item's data comes while the head is taken. A
+	// claim reads behind itself (see advance): claims alone read nothing
+	// ahead.
+	plain := slices.ContainsFunc(m.takers, func(t *taker) bool { return t.kind != kindClaim })
+	if e := m.candidate(nil); e != nil && plain {
 		m.read(o, e)
 	}
 	switch {
@@ -305,7 +312,11 @@ func (m *Machine) advance(o *out, e *entry) {
 		e.busy = true
 		m.owed++
 		o.Commands = append(o.Commands, claimItem{Cmd: m.cmd(), Name: e.name, Data: m.cfg.ClaimData})
-		m.read(o, e) // the claim and the read go out together
+		// The claim and the read go out together, the read behind it: its
+		// data is the claimed node's, whatever was read ahead.
+		e.data, e.hasData, e.reading = nil, false, true
+		e.claimRead = m.cmd()
+		o.Commands = append(o.Commands, readItem{Cmd: e.claimRead, Name: e.name})
 	case !e.hasData:
 		m.read(o, e)
 	default:
@@ -472,10 +483,10 @@ func (m *Machine) markGone(e *entry) {
 
 func (m *Machine) dataRead(o *out, i dataRead) {
 	e := m.entries[i.Name]
-	if e == nil {
-		return
+	if e == nil || e.claimRead != 0 && i.Cmd != e.claimRead {
+		return // gone, or read ahead before our claim, whose read comes behind
 	}
-	e.reading = false
+	e.reading, e.claimRead = false, 0
 	switch {
 	case i.Err == nil:
 		e.data, e.hasData = i.Data, true

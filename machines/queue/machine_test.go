@@ -138,6 +138,7 @@ func TestTranscriptClaimLost(t *testing.T) {
 	tr.step(listed{Cmd: 4, Children: []string{"qn-0000000001"}, Watched: true})
 	tr.step(takeCall{Req: 3, Kind: kindClaim})
 	tr.step(claimed{Cmd: 5, Name: "qn-0000000001"})
+	tr.step(dataRead{Cmd: 6, Name: "qn-0000000001", Data: []byte("job")})
 	tr.check("claim_lost")
 }
 
@@ -152,8 +153,9 @@ func TestTranscriptRedelivery(t *testing.T) {
 	tr.step(claimWatched{Cmd: 4, Name: "qn-0000000001", Exists: true})
 	tr.step(claimGone{Cmd: 4, Name: "qn-0000000001", Deleted: true})
 	tr.step(claimed{Cmd: 5, Name: "qn-0000000001"})
+	tr.step(dataRead{Cmd: 6, Name: "qn-0000000001", Data: []byte("job")})
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
-	tr.step(acked{Cmd: 6, Name: "qn-0000000001"})
+	tr.step(acked{Cmd: 7, Name: "qn-0000000001"})
 	tr.check("redelivery")
 }
 
@@ -263,4 +265,47 @@ func TestTranscriptQueueNodeRecreated(t *testing.T) {
 		t.Errorf("the take after the queue node was recreated claims %q first, want the new head qn-0000000000", first)
 	}
 	tr.check("queue_node_recreated")
+}
+
+// A claim delivers the data read behind it, not data read before: the
+// item read may since have been taken, the queue's node reaped and made
+// again, and a new item made under the same name (the chaos suite
+// delivered old items' data under reused names this way). Here a plain
+// take reads qn-2 ahead as "old"; a claim of qn-2 later delivers "new",
+// read behind the claim.
+func TestTranscriptClaimDeliversTheDataReadBehindIt(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindTake})
+	out := tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
+	reads := commands[readItem](out)
+	if len(reads) != 2 {
+		t.Fatalf("want qn-1 read and qn-2 read ahead: %v", out.Commands)
+	}
+	tr.step(dataRead{Cmd: reads[1].Cmd, Name: "qn-0000000002", Data: []byte("old")})
+	out = tr.step(dataRead{Cmd: reads[0].Cmd, Name: "qn-0000000001", Data: []byte("first")})
+	tr.step(removed{Cmd: commands[removeItem](out)[0].Cmd, Name: "qn-0000000001"})
+	out = tr.step(takeCall{Req: 2, Kind: kindClaim})
+	claims, reads := commands[claimItem](out), commands[readItem](out)
+	if len(claims) != 1 || len(reads) != 1 || claims[0].Name != "qn-0000000002" {
+		t.Fatalf("want a claim of qn-2 and a read behind it: %v", out.Commands)
+	}
+	if out := tr.step(claimed{Cmd: claims[0].Cmd, Name: "qn-0000000002"}); len(out.Replies) != 0 {
+		t.Fatalf("delivered before the read behind the claim: %+v", out.Replies)
+	}
+	out = tr.step(dataRead{Cmd: reads[0].Cmd, Name: "qn-0000000002", Data: []byte("new")})
+	if len(out.Replies) != 1 || string(out.Replies[0].Value.(taken).Data) != "new" {
+		t.Fatalf("delivered %+v, want the data read behind the claim", out.Replies)
+	}
+	tr.check("claim_delivers_the_data_read_behind_it")
+}
+
+// commands are out's commands of type C, in order.
+func commands[C any](o out) []C {
+	var cs []C
+	for _, c := range o.Commands {
+		if c, ok := c.(C); ok {
+			cs = append(cs, c)
+		}
+	}
+	return cs
 }

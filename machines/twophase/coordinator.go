@@ -60,6 +60,10 @@ type Coordinator struct {
 type expiry struct {
 	tx string
 	at time.Time
+	// undecided: a transaction its Propose gave up on without knowing a
+	// decision; it is decided abort (or the decision made meanwhile is
+	// read) before its retention starts.
+	undecided bool
 }
 
 // NewCoordinator returns a Coordinator of the transactions under root.
@@ -185,6 +189,11 @@ func (c *Coordinator) Propose(ctx context.Context, txID string, payload []byte, 
 
 func (c *Coordinator) propose(ctx context.Context, txID string, payload []byte, participants []string, span trace.Span) (Outcome, error) {
 	if err := c.create(ctx, txID, payload, participants); err != nil {
+		if !errors.Is(err, ErrUnknownParticipant) && !errors.Is(err, ErrTxExists) {
+			// The transaction may have been made (a reply lost, then ctx
+			// ended): the janitor decides it and deletes it in time.
+			c.box.Put(expiry{tx: txID, at: time.Now(), undecided: true})
+		}
 		return Outcome{}, err
 	}
 	out, err := c.collect(ctx, txID, participants)
@@ -196,6 +205,7 @@ func (c *Coordinator) propose(ctx context.Context, txID string, payload []byte, 
 			c.finish(actx, txID, o, span)
 			return o, err
 		}
+		c.box.Put(expiry{tx: txID, at: time.Now(), undecided: true})
 		return Outcome{}, err
 	}
 	c.finish(ctx, txID, out, span)
@@ -457,13 +467,34 @@ func reasonClass(r string) string {
 	return "vote_no"
 }
 
+// sweep finds the decided transactions already under the root, left by a
+// coordinator that closed or crashed before their retention was over: each
+// is deleted once its decision is that old (by the server's clock). Not
+// decided ones are another coordinator's, or will be decided by their
+// participants. With no connection now, it finds nothing.
+func (c *Coordinator) sweep() []expiry {
+	txs, _, err := c.rq.Children(c.life, c.p.txs())
+	if err != nil {
+		return nil
+	}
+	var due []expiry
+	for _, tx := range txs {
+		if st, ok, err := c.rq.Exists(c.life, c.p.decision(tx)); err == nil && ok {
+			due = append(due, expiry{tx: tx, at: time.UnixMilli(st.Ctime).Add(c.o.retention)})
+		}
+	}
+	return due
+}
+
 // janitor deletes decided transactions once their retention is over.
 func (c *Coordinator) janitor() {
 	defer close(c.done)
 	defer c.box.Close()
-	var due []expiry
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	due := c.sweep()
+	timer := time.NewTimer(0)
+	if len(due) == 0 {
+		timer.Stop()
+	}
 	for {
 		select {
 		case <-c.box.Ready():
@@ -476,6 +507,19 @@ func (c *Coordinator) janitor() {
 		keep := due[:0]
 		var next time.Time
 		for _, e := range due {
+			if !e.at.After(now) && e.undecided {
+				_, err := decide(c.life, c.rq, c.p, e.tx, Outcome{Reason: ReasonCancelled})
+				switch {
+				case err == nil:
+					e.undecided, e.at = false, now.Add(c.o.retention)
+				case errors.Is(err, zk.ErrNoNode):
+					continue // never made, or deleted already
+				case c.life.Err() != nil:
+					return
+				default:
+					e.at = now.Add(time.Second)
+				}
+			}
 			if !e.at.After(now) {
 				if err := deleteAll(c.life, c.conn, c.p.tx(e.tx)); err != nil {
 					if c.life.Err() != nil {

@@ -235,3 +235,27 @@ func TestRestartedParticipantGetsTheDecision(t *testing.T) {
 		b3.mu.Unlock()
 	})
 }
+
+// A coordinator closed before its transactions' retention was over leaves
+// them; the next coordinator on the root deletes each once its decision is
+// retention old (the chaos suite found decided transactions left for good).
+func TestNextCoordinatorDeletesWhatTheLastLeft(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		r := newRec()
+		serve(t, connect(t, tg), "a", r)
+		cc := connect(t, tg)
+		first, err := twophase.NewCoordinator(cc, root, twophase.WithRetention(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := first.Propose(ctx, "tx1", nil, []string{"a"}); err != nil {
+			t.Fatal(err)
+		}
+		r.outcome(t, ctx, "tx1")
+		first.Close()
+		waitExists(t, cc, root+"/tx/tx1") // kept: its hour is not over
+		newCoordinator(t, cc, twophase.WithRetention(300*time.Millisecond))
+		waitGone(t, cc, root+"/tx/tx1")
+	})
+}
