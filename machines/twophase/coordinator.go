@@ -486,7 +486,31 @@ func (c *Coordinator) sweep() []expiry {
 	return due
 }
 
-// janitor deletes decided transactions once their retention is over.
+// unhandled reports whether a participant of tx still has its inbox entry:
+// it has not had its Commit or Abort call yet (it is down, or slow).
+func (c *Coordinator) unhandled(ctx context.Context, tx string) (bool, error) {
+	data, _, err := c.rq.Get(ctx, c.p.tx(tx))
+	if errors.Is(err, zk.ErrNoNode) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	d, err := decodeTx(data)
+	if err != nil {
+		return false, nil // not ours to keep
+	}
+	for _, id := range d.Participants {
+		_, ok, err := c.rq.Exists(ctx, c.p.inboxEntry(id, tx))
+		if err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+// janitor deletes decided transactions once their retention is over and
+// every participant has had its call.
 func (c *Coordinator) janitor() {
 	defer close(c.done)
 	defer c.box.Close()
@@ -518,6 +542,16 @@ func (c *Coordinator) janitor() {
 					return
 				default:
 					e.at = now.Add(time.Second)
+				}
+			}
+			if !e.at.After(now) {
+				switch waiting, err := c.unhandled(c.life, e.tx); {
+				case c.life.Err() != nil:
+					return
+				case err != nil:
+					e.at = now.Add(time.Second)
+				case waiting:
+					e.at = now.Add(c.o.retention) // a participant has not had its call yet
 				}
 			}
 			if !e.at.After(now) {

@@ -35,10 +35,12 @@
 //     if the participant restarted between Prepare and writing its vote.
 //   - Votes are final: a vote node is never changed.
 //   - Finished transactions are deleted by their coordinator's handle after
-//     the retention period (WithRetention). A participant that comes back
-//     after its transaction was deleted cannot learn the outcome: its inbox
-//     entry is dropped without a handler call. Choose a retention longer
-//     than a participant may be down.
+//     the retention period (WithRetention), and not before every
+//     participant has had its Commit or Abort call (its inbox entry is
+//     gone), however long it was down. A coordinator closed before then
+//     leaves them to the next coordinator on the root, which deletes them
+//     on the same terms. A participant that is never coming back keeps its
+//     inbox and its transactions: delete its inbox to let them go.
 //   - If Propose's ctx ends before a decision, it tries to decide abort;
 //     when it cannot reach the server the transaction stays open until the
 //     coordinator's session ends, which aborts it.

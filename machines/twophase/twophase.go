@@ -96,9 +96,10 @@ type options struct {
 // positive (ErrInvalidOption).
 func WithVoteTimeout(d time.Duration) Option { return func(o *options) { o.voteTimeout = d } }
 
-// WithRetention is how long a decided transaction's nodes stay before the
-// coordinator's handle deletes them. Default 10 minutes; it must be
-// positive (ErrInvalidOption).
+// WithRetention is how long a decided transaction's nodes stay at least
+// before the coordinator's handle deletes them (once every participant has
+// had its call). Default 10 minutes; it must be positive
+// (ErrInvalidOption).
 func WithRetention(d time.Duration) Option { return func(o *options) { o.retention = d } }
 
 // WithID names the coordinator on its lifecycle events. Default

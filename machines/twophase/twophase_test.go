@@ -259,3 +259,42 @@ func TestNextCoordinatorDeletesWhatTheLastLeft(t *testing.T) {
 		waitGone(t, cc, root+"/tx/tx1")
 	})
 }
+
+// A decided transaction is kept past its retention while a participant has
+// not had its call (it was down): it gets its Commit when it serves again,
+// and only then is the transaction deleted.
+func TestTransactionKeptUntilEveryParticipantHadItsCall(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		a, b1 := newRec(), newRec()
+		ca := connect(t, tg)
+		serve(t, ca, "a", a)
+		s1 := serve(t, connect(t, tg), "b", b1)
+		c := newCoordinator(t, connect(t, tg), twophase.WithRetention(time.Millisecond))
+
+		// tx1: b votes yes and stops before the decision reaches it.
+		releaseA := a.gate("tx1")
+		defer releaseA()
+		res := proposeAsync(ctx, c, "tx1", nil, "a", "b")
+		waitExists(t, ca, root+"/tx/tx1/votes/b")
+		s1.stop()
+		releaseA()
+		if p := recv(t, ctx, res); p.err != nil || !p.out.Committed {
+			t.Fatalf("tx1: %+v %v", p.out, p.err)
+		}
+		// A later transaction of a alone is deleted after its retention:
+		// the janitor has been past tx1's by then, and kept it.
+		if p := recv(t, ctx, proposeAsync(ctx, c, "probe", nil, "a")); p.err != nil {
+			t.Fatal(p.err)
+		}
+		waitGone(t, ca, root+"/tx/probe")
+		waitExists(t, ca, root+"/tx/tx1")
+
+		b2 := newRec()
+		serve(t, connect(t, tg), "b", b2)
+		if o := b2.outcome(t, ctx, "tx1"); !o.Committed {
+			t.Errorf("b, back, saw %+v for tx1", o)
+		}
+		waitGone(t, ca, root+"/tx/tx1")
+	})
+}
