@@ -467,6 +467,40 @@ func reasonClass(r string) string {
 	return "vote_no"
 }
 
+// janitorWidth is how many due transactions the janitor works on at once.
+const janitorWidth = 8
+
+// expire does what is due for e: decides it (abort) if it was left
+// undecided, then deletes it if every participant has had its call. It
+// returns e rescheduled and true, or false when it is done with.
+func (c *Coordinator) expire(e expiry, now time.Time) (expiry, bool) {
+	if e.undecided {
+		_, err := decide(c.life, c.rq, c.p, e.tx, Outcome{Reason: ReasonCancelled})
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			return e, false // never made, or deleted already
+		case err != nil:
+			e.at = now.Add(time.Second)
+			return e, true
+		}
+		e.undecided, e.at = false, now.Add(c.o.retention)
+		return e, true
+	}
+	switch waiting, err := c.unhandled(c.life, e.tx); {
+	case err != nil:
+		e.at = now.Add(time.Second)
+		return e, true
+	case waiting:
+		e.at = now.Add(c.o.retention) // a participant has not had its call yet
+		return e, true
+	}
+	if err := deleteAll(c.life, c.conn, c.p.tx(e.tx)); err != nil {
+		e.at = now.Add(time.Second)
+		return e, true
+	}
+	return e, false
+}
+
 // sweep finds the decided transactions already under the root, left by a
 // coordinator that closed or crashed before their retention was over: each
 // is deleted once its decision is that old (by the server's clock). Not
@@ -528,41 +562,31 @@ func (c *Coordinator) janitor() {
 			return
 		}
 		now := time.Now()
+		// The due ones at once, a few at a time: one by one, a backlog
+		// after a long outage took longer to clear than it grew.
+		kept := make([]bool, len(due))
+		sem := make(chan struct{}, janitorWidth)
+		var wg sync.WaitGroup
+		for i := range due {
+			if due[i].at.After(now) {
+				kept[i] = true
+				continue
+			}
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				due[i], kept[i] = c.expire(due[i], now)
+			})
+		}
+		wg.Wait()
+		if c.life.Err() != nil {
+			return
+		}
 		keep := due[:0]
 		var next time.Time
-		for _, e := range due {
-			if !e.at.After(now) && e.undecided {
-				_, err := decide(c.life, c.rq, c.p, e.tx, Outcome{Reason: ReasonCancelled})
-				switch {
-				case err == nil:
-					e.undecided, e.at = false, now.Add(c.o.retention)
-				case errors.Is(err, zk.ErrNoNode):
-					continue // never made, or deleted already
-				case c.life.Err() != nil:
-					return
-				default:
-					e.at = now.Add(time.Second)
-				}
-			}
-			if !e.at.After(now) {
-				switch waiting, err := c.unhandled(c.life, e.tx); {
-				case c.life.Err() != nil:
-					return
-				case err != nil:
-					e.at = now.Add(time.Second)
-				case waiting:
-					e.at = now.Add(c.o.retention) // a participant has not had its call yet
-				}
-			}
-			if !e.at.After(now) {
-				if err := deleteAll(c.life, c.conn, c.p.tx(e.tx)); err != nil {
-					if c.life.Err() != nil {
-						return
-					}
-					e.at = now.Add(time.Second)
-				} else {
-					continue
-				}
+		for i, e := range due {
+			if !kept[i] {
+				continue
 			}
 			keep = append(keep, e)
 			if next.IsZero() || e.at.Before(next) {
