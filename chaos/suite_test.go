@@ -164,12 +164,8 @@ func runSuite(t *testing.T, cfg config) *report {
 	}
 	mustCreate(t, ctx, obs, fenceRoot+"/election")
 	mustCreate(t, ctx, obs, fenceRoot+"/rw")
-	// The 4×4 queue's directory is persistent, not a container: a queue
-	// reaped while empty and created again reuses its item names, and a
-	// consumer that claims from a cache made before that delivers an old
-	// item's data for a new item (a bug this suite found, not fixed yet:
-	// see the package doc). The FIFO queue, with one consumer, keeps its
-	// container and is reaped again and again.
+	// The queue's node is persistent, as the queue itself now makes it
+	// (a reaped container reused item names: see the package doc).
 	mustCreate(t, ctx, obs, queuePath)
 
 	runCtx, stopWorkers := context.WithCancel(ctx)
