@@ -73,9 +73,16 @@ type Machine struct {
 	stale      bool              // the children changed since the last listing
 	contended  bool              // our last attempt on an item lost a race
 
-	takers   []*taker          // calls waiting for an item, in arrival order
-	claims   map[string]int64  // our claims: item → the session they were made on
-	acks     map[string]ackOp  // endClaim in flight, by item
+	takers []*taker         // calls waiting for an item, in arrival order
+	claims map[string]int64 // our claims: item → the session they were made on
+	acks   map[string]ackOp // endClaim in flight, by item
+	// heldAcks: acks and nacks asked while the connection was down. Sent
+	// then, a request waits in the client and goes out on whatever session
+	// comes next: after an expiry, on a new one, where its delete of the
+	// claim node would delete another consumer's claim of the same item
+	// (and the item with it). They go once the same session is back, and
+	// are refused (ErrClaimLost) when it is lost.
+	heldAcks []ackCall
 	uncert   map[string]bool   // items whose last write of ours has an unknown outcome
 	offers   map[uint64]uint64 // createItems in flight → the call
 	counts   map[uint64]uint64 // countItems in flight → the call
@@ -694,10 +701,22 @@ func (m *Machine) ack(o *out, i ackCall) {
 	switch {
 	case !ok || session != i.Session || session != m.session:
 		m.reply(o, i.Req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(i.Name)))
-	case m.acks[i.Name] != (ackOp{}):
+	case m.acks[i.Name] != (ackOp{}) || slices.ContainsFunc(m.heldAcks, func(h ackCall) bool { return h.Name == i.Name }):
 		m.reply(o, i.Req, nil, fmt.Errorf("%w: %s: an ack or nack is in flight", ErrAcked, m.node(i.Name)))
+	case !m.connected:
+		m.heldAcks = append(m.heldAcks, i)
 	default:
 		m.endClaim(o, i.Name, i.Nack, i.Req)
+	}
+}
+
+// releaseAcks sends the held acks (the session is back) or refuses them
+// (it is lost: m.claims is empty, so ack says ErrClaimLost).
+func (m *Machine) releaseAcks(o *out) {
+	held := m.heldAcks
+	m.heldAcks = nil
+	for _, i := range held {
+		m.ack(o, i)
 	}
 }
 
@@ -799,6 +818,7 @@ func (m *Machine) sessionChange(o *out, i sessionChange) {
 	case zk.StateReconnected:
 		m.connected = true
 		m.event(o, events.Reconnected, "", nil)
+		m.releaseAcks(o)
 		m.recheck(o)
 		m.giveBackClaims(o)
 		for _, e := range m.order {
@@ -821,6 +841,7 @@ func (m *Machine) sessionChange(o *out, i sessionChange) {
 	case zk.StateClosed:
 		m.connected, m.connGone = false, true
 		clear(m.claims) // gone with the session
+		m.releaseAcks(o)
 		m.failTakers(o, errs.closed)
 	}
 }
@@ -850,6 +871,7 @@ func (m *Machine) sessionLost(o *out) {
 		e.mine, e.others, e.watching = false, false, false
 	}
 	clear(m.claims)
+	m.releaseAcks(o)
 	m.watchArmed, m.stale = false, true
 }
 
@@ -881,6 +903,10 @@ func (m *Machine) shutdown(o *out, req uint64) {
 		t.withdrawn = true
 	}
 	m.failTakers(o, errs.closed)
+	for _, i := range m.heldAcks {
+		m.reply(o, i.Req, nil, errs.closed) // the claim is given back when the session is
+	}
+	m.heldAcks = nil
 	m.giveBackClaims(o)
 }
 

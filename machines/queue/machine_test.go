@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -308,4 +309,38 @@ func commands[C any](o out) []C {
 		}
 	}
 	return cs
+}
+
+// An ack asked while the connection is down is held, not sent: sent then,
+// it would wait in the client and could go out on the next session, where
+// its delete of the claim node would delete another consumer's claim of
+// the item (the chaos suite saw items delivered again after their ack
+// succeeded). It goes once the same session is back; when the session is
+// lost it is refused (ErrClaimLost), and the item comes again.
+func TestTranscriptAckHeldWhileDisconnected(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("one")})
+	tr.step(takeCall{Req: 2, Kind: kindClaim})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("two")})
+
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	if out := tr.step(ackCall{Req: 3, Name: "qn-0000000001", Session: sess}); len(out.Commands) != 0 || len(out.Replies) != 0 {
+		t.Fatalf("an ack while disconnected: %+v", out)
+	}
+	out := tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000001" {
+		t.Fatalf("the held ack not sent once the session was back: %v", out.Commands)
+	}
+
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(ackCall{Req: 4, Name: "qn-0000000002", Session: sess})
+	out = tr.step(sessionChange{State: zk.StateLost})
+	if len(commands[endClaim](out)) != 0 || len(out.Replies) != 1 || !errors.Is(out.Replies[0].Err, ErrClaimLost) {
+		t.Fatalf("the held ack after the session was lost: %+v", out)
+	}
+	tr.check("ack_held_while_disconnected")
 }
