@@ -56,13 +56,27 @@
 //   - two-phase commit: Close during a participant's registration could
 //     leave its node (transcript close_while_registering).
 //
-// Found and NOT fixed (5-minute runs, 2026-11-25, at the code that fixed
-// the above): with CHAOS_SEED=22 the acknowledged 4×4 queue delivered
-// about 20 items again to the consumer that had acked them, and three were
-// acked twice; with CHAOS_SEED=33 one FIFO item was delivered again after
-// its ack, out of FIFO order. A semaphore handle made no progress within
-// 5 s after the faults (seed 22), one FIFO item was left in the queue and
-// 22 two-phase transactions were not yet deleted 20 s after the run (seed
-// 22). CHAOS_SEED=11 passed every queue, lock and linearizability check.
+//   - queue: an ack asked while the connection was down went out on
+//     whatever session came next; after an expiry its delete of the claim
+//     node could delete another consumer's claim of the item, and the item
+//     with it (items delivered again after their ack succeeded, acked
+//     twice). Acks and nacks are now held until the same session is back
+//     (transcript ack_held_while_disconnected). A request the client has
+//     queued but not sent when its connection drops still goes out on the
+//     next session: that window is narrower now, not closed.
+//
+// 5-minute runs at the code as committed (2026-11-25): CHAOS_SEED=11
+// passed every queue, lock and linearizability check (it failed on
+// two-phase transactions left, fixed after it). CHAOS_SEED=22, run again
+// after the held acks, passed every queue, FIFO, lock, semaphore,
+// two-phase and linearizability check, and failed on the double barrier:
+// three members through Leave while a fourth, whose Enter had just
+// returned, had not begun its Leave. Not fixed: the likely cause is a
+// member whose session the server closed while it was inside (counted
+// out, so the others may leave) whose later Leave still returns nil
+// instead of ErrSessionLost; a first attempt (failing a Leave whose first
+// listing lacks our node) broke rounds with no faults at all and was
+// reverted. CHAOS_SEED=33, before the held acks, delivered one FIFO item
+// again after its ack (the cause the held acks address; not re-run).
 // The suite at its default 15 s passes.
 package chaos
