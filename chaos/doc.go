@@ -35,9 +35,11 @@
 // text) under the test's temp dir, or under CHAOS_OUT if set, and names it.
 //
 // Bugs these checks found and that are fixed, each with a test of its own:
+//
 //   - queue: an Ack whose reply was lost with its session said
 //     ErrClaimLost, promising a redelivery, although the item was gone (now
 //     ErrUncertain; TestAckAppliedThenSessionLost);
+//
 //   - queue: the queue's node was a container. Reaped when empty and made
 //     again, it numbered items from 0 again; a consumer took a reused name
 //     for a gone item, and a claim could deliver data read ahead from the
@@ -45,6 +47,7 @@
 //     listing that shows the node made again forgets the old names, and a
 //     claim delivers only the data read behind it (transcripts
 //     queue_node_recreated, claim_delivers_the_data_read_behind_it);
+//
 //   - two-phase commit: decided transactions were left for good when their
 //     Propose gave up or their coordinator closed, and a participant down
 //     for longer than the retention never had its Commit or Abort call; now
@@ -53,6 +56,7 @@
 //     participant's call, and the janitor works eight transactions at a
 //     time (TestNextCoordinatorDeletesWhatTheLastLeft,
 //     TestTransactionKeptUntilEveryParticipantHadItsCall);
+//
 //   - two-phase commit: Close during a participant's registration could
 //     leave its node (transcript close_while_registering).
 //
