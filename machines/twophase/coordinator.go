@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,6 +65,9 @@ type expiry struct {
 	// decision; it is decided abort (or the decision made meanwhile is
 	// read) before its retention starts.
 	undecided bool
+	// participants, when the coordinator knows them (nil: read from the
+	// transaction's node, for one a sweep found).
+	participants []string
 }
 
 // NewCoordinator returns a Coordinator of the transactions under root.
@@ -192,7 +196,7 @@ func (c *Coordinator) propose(ctx context.Context, txID string, payload []byte, 
 		if !errors.Is(err, ErrUnknownParticipant) && !errors.Is(err, ErrTxExists) {
 			// The transaction may have been made (a reply lost, then ctx
 			// ended): the janitor decides it and deletes it in time.
-			c.box.Put(expiry{tx: txID, at: time.Now(), undecided: true})
+			c.box.Put(expiry{tx: txID, at: time.Now(), undecided: true, participants: participants})
 		}
 		return Outcome{}, err
 	}
@@ -202,13 +206,13 @@ func (c *Coordinator) propose(ctx context.Context, txID string, payload []byte, 
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if o, derr := decide(actx, c.rq, c.p, txID, Outcome{Reason: ReasonCancelled}); derr == nil {
-			c.finish(actx, txID, o, span)
+			c.finish(actx, txID, participants, o, span)
 			return o, err
 		}
-		c.box.Put(expiry{tx: txID, at: time.Now(), undecided: true})
+		c.box.Put(expiry{tx: txID, at: time.Now(), undecided: true, participants: participants})
 		return Outcome{}, err
 	}
-	c.finish(ctx, txID, out, span)
+	c.finish(ctx, txID, participants, out, span)
 	return out, nil
 }
 
@@ -440,7 +444,7 @@ func (c *Coordinator) decide(ctx context.Context, txID string, want Outcome) (Ou
 
 // finish ends a decided transaction: the coordinator node goes, the
 // outcome is published, and its deletion is scheduled.
-func (c *Coordinator) finish(ctx context.Context, txID string, out Outcome, span trace.Span) {
+func (c *Coordinator) finish(ctx context.Context, txID string, participants []string, out Outcome, span trace.Span) {
 	span.SetAttributes(AttrCommitted.Bool(out.Committed))
 	kv := []attribute.KeyValue{runtime.AttrRecipe.String("twophase"), runtime.AttrOutcome.String("committed")}
 	if !out.Committed {
@@ -454,7 +458,7 @@ func (c *Coordinator) finish(ctx context.Context, txID string, out Outcome, span
 		ev = events.Event{Type: events.Aborted, State: stateDecided, Err: fmt.Errorf("%w: %s", ErrAborted, out.Reason)}
 	}
 	publish(c.bus, c.conn, c.p.root, c.o.id, c.p.tx(txID), span.SpanContext(), ev)
-	c.box.Put(expiry{tx: txID, at: time.Now().Add(c.o.retention)})
+	c.box.Put(expiry{tx: txID, at: time.Now().Add(c.o.retention), participants: participants})
 }
 
 // reasonClass is an abort's reason for a metric: one of the Reason
@@ -486,7 +490,7 @@ func (c *Coordinator) expire(e expiry, now time.Time) (expiry, bool) {
 		e.undecided, e.at = false, now.Add(c.o.retention)
 		return e, true
 	}
-	switch waiting, err := c.unhandled(c.life, e.tx); {
+	switch waiting, err := c.unhandled(c.life, e); {
 	case err != nil:
 		e.at = now.Add(time.Second)
 		return e, true
@@ -520,27 +524,32 @@ func (c *Coordinator) sweep() []expiry {
 	return due
 }
 
-// unhandled reports whether a participant of tx still has its inbox entry:
-// it has not had its Commit or Abort call yet (it is down, or slow).
-func (c *Coordinator) unhandled(ctx context.Context, tx string) (bool, error) {
-	data, _, err := c.rq.Get(ctx, c.p.tx(tx))
-	if errors.Is(err, zk.ErrNoNode) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	d, err := decodeTx(data)
-	if err != nil {
-		return false, nil // not ours to keep
-	}
-	for _, id := range d.Participants {
-		_, ok, err := c.rq.Exists(ctx, c.p.inboxEntry(id, tx))
-		if err != nil || ok {
-			return ok, err
+// unhandled reports whether a participant of e's transaction still has
+// its inbox entry: it has not had its Commit or Abort call yet (it is
+// down, or slow). The entries are looked at together.
+func (c *Coordinator) unhandled(ctx context.Context, e expiry) (bool, error) {
+	ps := e.participants
+	if ps == nil {
+		data, _, err := c.rq.Get(ctx, c.p.tx(e.tx))
+		if errors.Is(err, zk.ErrNoNode) {
+			return false, nil
 		}
+		if err != nil {
+			return false, err
+		}
+		d, err := decodeTx(data)
+		if err != nil {
+			return false, nil // not ours to keep
+		}
+		ps = d.Participants
 	}
-	return false, nil
+	found, errs := make([]bool, len(ps)), make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, id := range ps {
+		wg.Go(func() { _, found[i], errs[i] = c.rq.Exists(ctx, c.p.inboxEntry(id, e.tx)) })
+	}
+	wg.Wait()
+	return slices.Contains(found, true), errors.Join(errs...)
 }
 
 // janitor deletes decided transactions once their retention is over and
