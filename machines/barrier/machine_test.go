@@ -3,10 +3,10 @@ package barrier
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/internal/golden"
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
@@ -16,9 +16,8 @@ const sess = 0x100
 // transcript drives a Machine with scripted inputs and records, for each
 // input, the events, replies and commands it produced and the state after.
 type transcript struct {
-	t *testing.T
+	*golden.Transcript
 	m *Machine
-	b strings.Builder
 }
 
 func newTranscript(t *testing.T, members int) *transcript {
@@ -26,48 +25,23 @@ func newTranscript(t *testing.T, members int) *transcript {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &transcript{t: t, m: m}
-	tr.record("(start)", m.Start())
+	tr := &transcript{m: m, Transcript: &golden.Transcript{T: t, State: m.State,
+		Event: func(e events.Event) string { return fmt.Sprintf("%s state=%s node=%s", e.Type, e.State, e.Node) },
+		Value: func(v any) string {
+			if v == nil {
+				return ""
+			}
+			return fmt.Sprint(v)
+		},
+	}}
+	golden.Record(tr.Transcript, "(start)", m.Start())
 	return tr
 }
 
 func (tr *transcript) step(in Input) runtime.Output[Command] {
 	out := tr.m.Step(in)
-	tr.record(in.String(), out)
+	golden.Record(tr.Transcript, in.String(), out)
 	return out
-}
-
-func (tr *transcript) record(in string, out runtime.Output[Command]) {
-	fmt.Fprintf(&tr.b, "> %s\n", in)
-	for _, e := range out.Events {
-		fmt.Fprintf(&tr.b, "  Event %s state=%s node=%s", e.Type, e.State, e.Node)
-		if e.Err != nil {
-			fmt.Fprintf(&tr.b, " err=%v", e.Err)
-		}
-		fmt.Fprintln(&tr.b)
-	}
-	for _, r := range out.Replies {
-		fmt.Fprintf(&tr.b, "  Reply req=%d", r.Req)
-		if r.Value != nil {
-			fmt.Fprintf(&tr.b, " %v", r.Value)
-		}
-		if r.Err != nil {
-			fmt.Fprintf(&tr.b, " err=%v", r.Err)
-		}
-		fmt.Fprintln(&tr.b)
-	}
-	for _, c := range out.Commands {
-		fmt.Fprintf(&tr.b, "  %s\n", c)
-	}
-	if out.Done {
-		fmt.Fprintf(&tr.b, "  Done\n")
-	}
-	fmt.Fprintf(&tr.b, "  = %s\n", tr.m.State())
-}
-
-func (tr *transcript) check(name string) {
-	tr.t.Helper()
-	golden.Check(tr.t, name, tr.b.String())
 }
 
 func replied(out runtime.Output[Command], req uint64) (runtime.Reply, bool) {
@@ -103,7 +77,7 @@ func TestTranscriptLastArrivalAndExit(t *testing.T) {
 	if r, ok := replied(out, 2); !ok || r.Err != nil {
 		t.Fatalf("Leave not answered: %+v", r)
 	}
-	tr.check("last_arrival_and_exit")
+	tr.Check("last_arrival_and_exit")
 }
 
 // We arrive first and wait on ready; a ready of an earlier round is
@@ -132,7 +106,7 @@ func TestTranscriptStaleReadyAndNextRound(t *testing.T) {
 	if r, ok := replied(out, 2); !ok || r.Err != nil {
 		t.Fatalf("Leave not answered: %+v", r)
 	}
-	tr.check("stale_ready_and_next_round")
+	tr.Check("stale_ready_and_next_round")
 }
 
 // The session ends while we wait for the others: Enter fails with
@@ -151,7 +125,7 @@ func TestTranscriptSessionLostWhileEntering(t *testing.T) {
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	tr.step(readyEvent{Cmd: 1, Type: zk.EventNotWatching}) // the old watch ends: ignored
 	tr.step(enterCall{Req: 2})
-	tr.check("session_lost_while_entering")
+	tr.Check("session_lost_while_entering")
 }
 
 // The session ends while our member node's create is in flight; its
@@ -169,7 +143,7 @@ func TestTranscriptJoinAfterSessionLost(t *testing.T) {
 		t.Fatalf("commands %v, want me-1 deleted", out.Commands)
 	}
 	tr.step(memberDeleted{Cmd: 3, Name: "me-1"})
-	tr.check("join_after_session_lost")
+	tr.Check("join_after_session_lost")
 }
 
 // Our listing after our create shows the count full, and a ready we did
@@ -188,6 +162,6 @@ func TestTranscriptCountFullAndMismatch(t *testing.T) {
 	if r, ok := replied(out, 1); !ok || !errors.Is(r.Err, ErrMembersMismatch) || len(out.Commands) != 0 {
 		t.Fatalf("Enter with 3 on a path of 2 = %+v, %v", r, out.Commands)
 	}
-	tr.b.WriteString(other.b.String())
-	tr.check("count_full_and_mismatch")
+	tr.Append(other.String())
+	tr.Check("count_full_and_mismatch")
 }

@@ -3,10 +3,10 @@ package queue
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/internal/golden"
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
@@ -16,9 +16,8 @@ const sess = 0x100
 // transcript drives a Machine with scripted inputs and records, for each
 // input, the events, replies and commands it produced and the state after.
 type transcript struct {
-	t *testing.T
+	*golden.Transcript
 	m *Machine
-	b strings.Builder
 }
 
 func newTranscript(t *testing.T) *transcript {
@@ -26,58 +25,36 @@ func newTranscript(t *testing.T) *transcript {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &transcript{t: t, m: m}
-	tr.record("(start)", m.Start())
+	tr := &transcript{m: m, Transcript: &golden.Transcript{T: t, State: m.State,
+		Event: func(e events.Event) string {
+			if e.Node == "" {
+				return fmt.Sprintf("%s state=%s", e.Type, e.State)
+			}
+			return fmt.Sprintf("%s state=%s node=%s", e.Type, e.State, e.Node)
+		},
+		Value: func(v any) string {
+			switch v := v.(type) {
+			case nil:
+				return ""
+			case taken:
+				s := fmt.Sprintf("item=%s data=%q", v.Name, v.Data)
+				if v.Session != 0 {
+					s += fmt.Sprintf(" claim.session=%#x", v.Session)
+				}
+				return s
+			default:
+				return fmt.Sprint(v)
+			}
+		},
+	}}
+	golden.Record(tr.Transcript, "(start)", m.Start())
 	return tr
 }
 
 func (tr *transcript) step(in Input) runtime.Output[Command] {
 	out := tr.m.Step(in)
-	tr.record(in.String(), out)
+	golden.Record(tr.Transcript, in.String(), out)
 	return out
-}
-
-func (tr *transcript) record(in string, out runtime.Output[Command]) {
-	fmt.Fprintf(&tr.b, "> %s\n", in)
-	for _, e := range out.Events {
-		fmt.Fprintf(&tr.b, "  Event %s state=%s", e.Type, e.State)
-		if e.Node != "" {
-			fmt.Fprintf(&tr.b, " node=%s", e.Node)
-		}
-		if e.Err != nil {
-			fmt.Fprintf(&tr.b, " err=%v", e.Err)
-		}
-		fmt.Fprintln(&tr.b)
-	}
-	for _, r := range out.Replies {
-		fmt.Fprintf(&tr.b, "  Reply req=%d", r.Req)
-		switch v := r.Value.(type) {
-		case taken:
-			fmt.Fprintf(&tr.b, " item=%s data=%q", v.Name, v.Data)
-			if v.Session != 0 {
-				fmt.Fprintf(&tr.b, " claim.session=%#x", v.Session)
-			}
-		case nil:
-		default:
-			fmt.Fprintf(&tr.b, " %v", v)
-		}
-		if r.Err != nil {
-			fmt.Fprintf(&tr.b, " err=%v", r.Err)
-		}
-		fmt.Fprintln(&tr.b)
-	}
-	for _, c := range out.Commands {
-		fmt.Fprintf(&tr.b, "  %s\n", c)
-	}
-	if out.Done {
-		fmt.Fprintf(&tr.b, "  Done\n")
-	}
-	fmt.Fprintf(&tr.b, "  = %s\n", tr.m.State())
-}
-
-func (tr *transcript) check(name string) {
-	tr.t.Helper()
-	golden.Check(tr.t, name, tr.b.String())
 }
 
 // replies returns the replies of out to req.
@@ -104,7 +81,7 @@ func TestTranscriptTakeReadsAhead(t *testing.T) {
 		t.Fatalf("the first take got %v", out.Replies)
 	}
 	tr.step(removed{Cmd: 5, Name: "qn-0000000002"})
-	tr.check("take_reads_ahead")
+	tr.Check("take_reads_ahead")
 }
 
 // The head was taken by another consumer: our delete finds no node, and
@@ -120,7 +97,7 @@ func TestTranscriptHeadTakenByAnother(t *testing.T) {
 	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
 	tr.step(dataRead{Cmd: 5, Name: "qn-0000000003", Data: []byte("c")})
 	tr.step(removed{Cmd: 6, Name: "qn-0000000003"})
-	tr.check("head_taken_by_another")
+	tr.Check("head_taken_by_another")
 }
 
 // Our claim's session ends before the ack: the ack is refused with
@@ -140,7 +117,7 @@ func TestTranscriptClaimLost(t *testing.T) {
 	tr.step(takeCall{Req: 3, Kind: kindClaim})
 	tr.step(claimed{Cmd: 5, Name: "qn-0000000001"})
 	tr.step(dataRead{Cmd: 6, Name: "qn-0000000001", Data: []byte("job")})
-	tr.check("claim_lost")
+	tr.Check("claim_lost")
 }
 
 // Another consumer holds the head's claim; when its claim goes (nack or
@@ -157,7 +134,7 @@ func TestTranscriptRedelivery(t *testing.T) {
 	tr.step(dataRead{Cmd: 6, Name: "qn-0000000001", Data: []byte("job")})
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
 	tr.step(acked{Cmd: 7, Name: "qn-0000000001"})
-	tr.check("redelivery")
+	tr.Check("redelivery")
 }
 
 // An item of a higher priority arrives while a take chooses among cached
@@ -174,7 +151,7 @@ func TestTranscriptPriorityArrivesDuringTake(t *testing.T) {
 	if r, ok := replied(out, 1); !ok || string(r.Value.(taken).Data) != "urgent" {
 		t.Fatalf("the take got %v, want the urgent item", out.Replies)
 	}
-	tr.check("priority_arrives_during_take")
+	tr.Check("priority_arrives_during_take")
 }
 
 // The reply to our claim comes after the session was lost and before the
@@ -196,7 +173,7 @@ func TestTranscriptClaimReplyBetweenSessions(t *testing.T) {
 	if !ok || r.Err != nil || r.Value.(taken).Session != sess+1 {
 		t.Fatalf("the claim = %+v, want it delivered on session %#x", r, sess+1)
 	}
-	tr.check("claim_reply_between_sessions")
+	tr.Check("claim_reply_between_sessions")
 }
 
 func TestItemNames(t *testing.T) {
@@ -265,7 +242,7 @@ func TestTranscriptQueueNodeRecreated(t *testing.T) {
 	if first != "qn-0000000000" {
 		t.Errorf("the take after the queue node was recreated claims %q first, want the new head qn-0000000000", first)
 	}
-	tr.check("queue_node_recreated")
+	tr.Check("queue_node_recreated")
 }
 
 // A claim delivers the data read behind it, not data read before: the
@@ -297,7 +274,7 @@ func TestTranscriptClaimDeliversTheDataReadBehindIt(t *testing.T) {
 	if len(out.Replies) != 1 || string(out.Replies[0].Value.(taken).Data) != "new" {
 		t.Fatalf("delivered %+v, want the data read behind the claim", out.Replies)
 	}
-	tr.check("claim_delivers_the_data_read_behind_it")
+	tr.Check("claim_delivers_the_data_read_behind_it")
 }
 
 // commands are out's commands of type C, in order.
@@ -342,5 +319,5 @@ func TestTranscriptAckHeldWhileDisconnected(t *testing.T) {
 	if len(commands[endClaim](out)) != 0 || len(out.Replies) != 1 || !errors.Is(out.Replies[0].Err, ErrClaimLost) {
 		t.Fatalf("the held ack after the session was lost: %+v", out)
 	}
-	tr.check("ack_held_while_disconnected")
+	tr.Check("ack_held_while_disconnected")
 }

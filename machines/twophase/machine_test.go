@@ -3,7 +3,6 @@ package twophase
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -17,9 +16,8 @@ const sess = 0x100
 // transcript drives a Machine with scripted inputs and records, for each
 // input, the events, replies and commands it produced and the state after.
 type transcript struct {
-	t *testing.T
+	*golden.Transcript
 	m *Machine
-	b strings.Builder
 }
 
 func newTranscript(t *testing.T) *transcript {
@@ -27,51 +25,25 @@ func newTranscript(t *testing.T) *transcript {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &transcript{t: t, m: m}
-	tr.record("(start)", m.Start())
+	tr := &transcript{m: m, Transcript: &golden.Transcript{T: t, State: m.State,
+		Event: func(e events.Event) string {
+			return fmt.Sprintf("%s phase=%s state=%s node=%s", e.Type, e.Phase, e.State, e.Node)
+		},
+	}}
+	golden.Record(tr.Transcript, "(start)", m.Start())
 	return tr
 }
 
 func (tr *transcript) step(in Input) runtime.Output[Command] {
 	out := tr.m.Step(in)
-	tr.record(in.String(), out)
+	golden.Record(tr.Transcript, in.String(), out)
 	return out
 }
 
-func (tr *transcript) record(in string, out runtime.Output[Command]) {
-	fmt.Fprintf(&tr.b, "> %s\n", in)
-	for _, e := range out.Events {
-		fmt.Fprintf(&tr.b, "  Event %s phase=%s state=%s node=%s", e.Type, e.Phase, e.State, e.Node)
-		if e.Err != nil {
-			fmt.Fprintf(&tr.b, " err=%v", e.Err)
-		}
-		fmt.Fprintln(&tr.b)
-	}
-	for _, r := range out.Replies {
-		fmt.Fprintf(&tr.b, "  Reply req=%d", r.Req)
-		if r.Err != nil {
-			fmt.Fprintf(&tr.b, " err=%v", r.Err)
-		}
-		fmt.Fprintln(&tr.b)
-	}
-	for _, c := range out.Commands {
-		fmt.Fprintf(&tr.b, "  %s\n", c)
-	}
-	if out.Done {
-		fmt.Fprintf(&tr.b, "  Done\n")
-	}
-	fmt.Fprintf(&tr.b, "  = %s\n", tr.m.State())
-}
-
-func (tr *transcript) check(name string) {
-	tr.t.Helper()
-	golden.Check(tr.t, name, tr.b.String())
-}
-
 func (tr *transcript) wantState(s events.State) {
-	tr.t.Helper()
+	tr.T.Helper()
 	if got := tr.m.State(); got != s {
-		tr.t.Fatalf("state %s, want %s", got, s)
+		tr.T.Fatalf("state %s, want %s", got, s)
 	}
 }
 
@@ -140,7 +112,7 @@ func TestTranscriptVotedYesAndCommitted(t *testing.T) {
 		t.Fatalf("the stop is not answered: %+v", out.Replies)
 	}
 	tr.wantState(events.StateStart)
-	tr.check("voted_yes_and_committed")
+	tr.Check("voted_yes_and_committed")
 }
 
 // Our handler votes no: the vote is written, and we decide abort
@@ -168,7 +140,7 @@ func TestTranscriptNoVoteDecidesAbort(t *testing.T) {
 	}
 	tr.step(entryDeleted{Cmd: commands[deleteEntry](out)[0].Cmd, Tx: "tx1"})
 	tr.wantState(events.StateReady)
-	tr.check("no_vote_decides_abort")
+	tr.Check("no_vote_decides_abort")
 }
 
 // We voted yes; the coordinator's node goes before a decision (its
@@ -191,7 +163,7 @@ func TestTranscriptCoordinatorGone(t *testing.T) {
 	out = tr.step(decided{Cmd: d[0].Cmd, Tx: "tx1", Outcome: d[0].Want})
 	out = tr.step(handled{Cmd: commands[handle](out)[0].Cmd, Tx: "tx1"})
 	tr.step(entryDeleted{Cmd: commands[deleteEntry](out)[0].Cmd, Tx: "tx1"})
-	tr.check("coordinator_gone")
+	tr.Check("coordinator_gone")
 }
 
 // A restarted participant finds its vote written: it does not prepare
@@ -209,7 +181,7 @@ func TestTranscriptRestartFindsVote(t *testing.T) {
 	out = tr.step(decisionRead{Cmd: commands[readDecision](out)[0].Cmd, Tx: "tx1", Exists: true, Outcome: Outcome{Committed: true}})
 	out = tr.step(handled{Cmd: commands[handle](out)[0].Cmd, Tx: "tx1"})
 	tr.step(entryDeleted{Cmd: commands[deleteEntry](out)[0].Cmd, Tx: "tx1"})
-	tr.check("restart_finds_vote")
+	tr.Check("restart_finds_vote")
 }
 
 // The connection is lost while our vote is being created: the error
@@ -241,7 +213,7 @@ func TestTranscriptConnectionLostDuringVote(t *testing.T) {
 	if out := tr.step(woke{Cmd: sl.Cmd}); len(out.Commands) != 0 {
 		t.Fatalf("commands %v after a stale wake", out.Commands)
 	}
-	tr.check("connection_lost_during_vote")
+	tr.Check("connection_lost_during_vote")
 }
 
 // The session ends while we serve, with a Prepare in flight: FAILED until
@@ -271,7 +243,7 @@ func TestTranscriptSessionLostAndClose(t *testing.T) {
 		t.Fatalf("not done, or events %v", out.Events)
 	}
 	tr.wantState(events.StateStop)
-	tr.check("session_lost_and_close")
+	tr.Check("session_lost_and_close")
 }
 
 // A listing of the inbox made before our delete of tx1's entry, answered
@@ -290,7 +262,7 @@ func TestTranscriptStaleListingAfterDelete(t *testing.T) {
 	if l := commands[load](out); len(l) != 1 || l[0].Tx != "tx2" {
 		t.Fatalf("loads %v, want tx2 only", l)
 	}
-	tr.check("stale_listing_after_delete")
+	tr.Check("stale_listing_after_delete")
 }
 
 // Close while the registration is in flight: the deregistration waits for
@@ -316,5 +288,5 @@ func TestTranscriptCloseWhileRegistering(t *testing.T) {
 		t.Fatal("shutdown not done after the deregistration")
 	}
 	tr.wantState(events.StateStop)
-	tr.check("close_while_registering")
+	tr.Check("close_while_registering")
 }
