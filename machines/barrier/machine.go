@@ -75,6 +75,7 @@ type Machine struct {
 	deleted bool            // our member node's delete is sent
 	joining bool            // our member node's create is in flight
 	joinCmd uint64          // its command
+	opened  bool            // entering: this round's ready seen while our create was in flight
 	lost    bool            // the session ended while we were a member
 	name    string          // our member node's name this round
 	rounds  int             // Enter calls so far
@@ -158,14 +159,14 @@ func (m *Machine) Step(in Input) out {
 		case i.Err != nil:
 			m.fail(&o, i.Err)
 		case i.Exists && i.Czxid != m.stale:
-			m.entered(&o) // created after the stale one went
+			m.readyOpen(&o) // created after the stale one went
 		}
 	case readyEvent:
 		if i.Cmd != m.watch || m.phase != entering {
 			break
 		}
 		if i.Type == zk.EventNodeCreated {
-			m.entered(&o)
+			m.readyOpen(&o)
 			break
 		}
 		// The stale ready was deleted, or the watch ended: watch again.
@@ -211,7 +212,7 @@ func (m *Machine) enter(o *out, req uint64) {
 		m.reply(o, req, nil, ErrAlreadyEntered)
 		return
 	}
-	m.phase, m.req, m.stale, m.lost = entering, req, 0, false
+	m.phase, m.req, m.stale, m.lost, m.opened = entering, req, 0, false, false
 	// A name of its own each round: a member that left and entered again
 	// is not taken for one of the last round still leaving.
 	m.rounds++
@@ -272,7 +273,7 @@ func (m *Machine) joined(o *out, i joined) {
 	}
 	_ = m.fsm.Fire(trJoined)
 	switch {
-	case i.ReadyCreated:
+	case i.ReadyCreated || m.opened:
 		m.entered(o)
 	case len(members(i.Children, "")) >= m.cfg.Members:
 		// Everyone is in, as our own listing shows: open the way.
@@ -280,6 +281,17 @@ func (m *Machine) joined(o *out, i joined) {
 		o.Commands = append(o.Commands, openReady{Cmd: m.step, Name: m.name, Stale: m.stale})
 	}
 	// Else we wait for the watch probe left on ready.
+}
+
+// readyOpen: this round's ready is there. We are through once our member
+// node is made too: not before, or we would be inside uncounted (and a
+// Leave begun before the create's reply would find no node of ours).
+func (m *Machine) readyOpen(o *out) {
+	if m.joining {
+		m.opened = true
+		return
+	}
+	m.entered(o)
 }
 
 func (m *Machine) entered(o *out) {
@@ -340,8 +352,12 @@ func (m *Machine) leaveListed(o *out, i leaveListed) {
 	ms = slices.DeleteFunc(ms, func(n string) bool { return !m.round[n] })
 	slices.Sort(ms)
 	ours := slices.Contains(ms, m.name)
-	if !ours {
-		m.deleted = true // deleted by us before, or gone with an old session
+	if !ours && !m.deleted {
+		// Our member node went, and not by our delete: with its session
+		// (closed or expired on the server before we heard of it). The
+		// others count us out and may be through already.
+		m.countedOut(o)
+		return
 	}
 	switch {
 	case len(ms) == 0:
@@ -439,6 +455,17 @@ func (m *Machine) sessionChange(o *out, i sessionChange) {
 			m.reply(o, req, nil, ErrClosed)
 		}
 	}
+}
+
+// countedOut ends the Leave in progress with ErrSessionLost: our member
+// node is gone without our delete, so the others have counted us out.
+func (m *Machine) countedOut(o *out) {
+	req := m.req
+	m.req = 0
+	m.phase, m.member, m.step, m.watch = outside, false, 0, 0
+	_ = m.fsm.Fire(trLost)
+	m.event(o, events.Lost, ErrSessionLost)
+	m.reply(o, req, nil, ErrSessionLost)
 }
 
 // sessionLost: our member node went with the session; we are counted out.

@@ -165,3 +165,69 @@ func TestTranscriptCountFullAndMismatch(t *testing.T) {
 	tr.Append(other.String())
 	tr.Check("count_full_and_mismatch")
 }
+
+// We arrive last, and the server sends the watch event of the ready our
+// multi made before the multi's reply. We are through only once the reply
+// says our node is made too: passing on the event alone let a Leave begin
+// before the reply, which then took our node for a withdrawn call's and
+// deleted it while we were inside (the chaos suite's early Leave). The
+// same holds when another member makes ready while our own create is in
+// flight.
+func TestTranscriptReadyBeforeOurJoinReply(t *testing.T) {
+	tr := newTranscript(t, 3)
+	tr.step(enterCall{Req: 1})
+	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"x-1", "y-1"}})
+	out := tr.step(readyEvent{Cmd: 1, Type: zk.EventNodeCreated})
+	if _, ok := replied(out, 1); ok {
+		t.Fatal("Enter answered before our node was made")
+	}
+	out = tr.step(joined{Cmd: 2, Name: "me-1", ReadyCreated: true})
+	if r, ok := replied(out, 1); !ok || r.Err != nil {
+		t.Fatalf("Enter not answered: %+v", r)
+	}
+	tr.step(leaveCall{Req: 2})
+	out = tr.step(leaveListed{Cmd: 3, Children: []string{"ready", "me-1", "x-1", "y-1"}})
+	for _, c := range out.Commands {
+		if _, ok := c.(deleteMember); ok {
+			t.Fatalf("the lowest member deletes its node first: %v", out.Commands)
+		}
+	}
+
+	other := newTranscript(t, 3)
+	other.step(enterCall{Req: 1})
+	other.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"x-1"}})
+	out = other.step(readyEvent{Cmd: 1, Type: zk.EventNodeCreated})
+	if _, ok := replied(out, 1); ok {
+		t.Fatal("Enter answered before our node was made")
+	}
+	out = other.step(joined{Cmd: 2, Name: "me-1", Children: []string{"me-1", "x-1", "y-1", "ready"}})
+	if r, ok := replied(out, 1); !ok || r.Err != nil || len(out.Commands) != 0 {
+		t.Fatalf("Enter = %+v, commands %v; want through, nothing sent", r, out.Commands)
+	}
+	tr.Append(other.String())
+	tr.Check("ready_before_our_join_reply")
+}
+
+// The server closed our session while we were inside, and Leave's first
+// listing (sent on the session that followed) comes before the session
+// events: our node is gone and we did not delete it. The others count us
+// out, so Leave says ErrSessionLost (not through with them), and the
+// session events that follow add nothing.
+func TestTranscriptNodeGoneBeforeLeave(t *testing.T) {
+	tr := newTranscript(t, 3)
+	tr.step(enterCall{Req: 1})
+	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"x-1", "y-1"}})
+	tr.step(joined{Cmd: 2, Name: "me-1", ReadyCreated: true})
+	tr.step(leaveCall{Req: 2})
+	out := tr.step(leaveListed{Cmd: 3, Children: []string{"ready", "x-1", "y-1"}})
+	if r, ok := replied(out, 2); !ok || !errors.Is(r.Err, ErrSessionLost) || len(out.Commands) != 0 {
+		t.Fatalf("Leave = %+v, commands %v; want ErrSessionLost, nothing sent", r, out.Commands)
+	}
+	out = tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	out2 := tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	if n := len(out.Events) + len(out2.Events); n != 0 {
+		t.Fatalf("%d more events after the Leave said the session was lost", n)
+	}
+	tr.step(enterCall{Req: 3})
+	tr.Check("node_gone_before_leave")
+}
