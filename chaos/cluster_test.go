@@ -454,7 +454,19 @@ func (in *injector) kill(ctx context.Context, kind faultKind, pick int, down tim
 	defer rcancel()
 	if err := in.c.ens.Restart(rctx, victim); err != nil {
 		in.fail("restart server %d: %v", victim, err)
+		return
 	}
+	// The next kill waits until every member has synced with the leader,
+	// and a second more for the synced transactions to reach the members'
+	// logs: ZooKeeper 3.8 loses committed transactions when a member is
+	// killed during its sync or just after (ZOOKEEPER-4646, -4643, -4785).
+	// Killing members that fast found no bug of ours, only resurrected
+	// nodes (see testkit.Ensemble.WaitSynced).
+	if err := in.c.ens.WaitSynced(rctx); err != nil {
+		in.fail("sync after restarting server %d: %v", victim, err)
+		return
+	}
+	wait(ctx, time.Second)
 }
 
 // report logs the counts and fails the test for a kind never injected.

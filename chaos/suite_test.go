@@ -227,6 +227,13 @@ func runSuite(t *testing.T, cfg config) *report {
 		cl.close()
 	}
 	s.checkNoNodesLeft(ctx, obs)
+	if s.c != nil {
+		// The checks below hold only if the servers kept what they
+		// committed: a digest mismatch says their copies diverged.
+		if n, err := s.c.ens.DigestMismatches(ctx); err != nil || n > 0 {
+			s.rep.violate("server: ZooKeeper's digest mismatches %d (%v): the servers' data diverged; what the workers saw may not be what was committed", n, err)
+		}
+	}
 
 	// The checks.
 	var holds, terms []hold

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -215,6 +217,77 @@ func (e *Ensemble) WaitServing(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// WaitSynced waits until the ensemble serves (see WaitServing) and every
+// follower has applied all that the leader had applied when the wait
+// began: a member restarted after Kill has finished its sync with the
+// leader. ZooKeeper 3.8 can lose transactions it has committed when a
+// member is killed while it syncs, or just after (ZOOKEEPER-4646,
+// ZOOKEEPER-4643, ZOOKEEPER-4785); a test that kills members one after
+// another and checks what clients saw waits for this between kills.
+func (e *Ensemble) WaitSynced(ctx context.Context) error {
+	if err := e.WaitServing(ctx); err != nil {
+		return err
+	}
+	leader, err := e.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	target, err := serverZxid(ctx, e.nodes[leader].addr)
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		behind := ""
+		for i, n := range e.nodes {
+			if !n.wanted() || i == leader {
+				continue
+			}
+			if z, err := serverZxid(ctx, n.addr); err != nil || z < target {
+				behind = n.name
+				break
+			}
+		}
+		if behind == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testkit: %s has not caught up with zxid %#x: %w", behind, target, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// DigestMismatches is the sum over the running servers of ZooKeeper's
+// digest_mismatches_count (mntr): how many times a server found its data
+// tree's digest differ from the one the leader computed for the same
+// transaction. Above 0, the servers' copies of the data diverged: what
+// clients saw may not be what was committed.
+func (e *Ensemble) DigestMismatches(ctx context.Context) (int64, error) {
+	var sum int64
+	for _, n := range e.nodes {
+		if !n.wanted() {
+			continue
+		}
+		reply, err := FourLetterWord(ctx, n.addr, "mntr")
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", n.name, err)
+		}
+		for _, line := range strings.Split(reply, "\n") {
+			if v, ok := strings.CutPrefix(line, "zk_digest_mismatches_count\t"); ok {
+				c, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("%s: mntr: %q: %w", n.name, line, err)
+				}
+				sum += c
+			}
+		}
+	}
+	return sum, nil
 }
 
 // LogTail returns the last n lines of server i's log.

@@ -258,6 +258,22 @@ func serverMode(ctx context.Context, addr string) (string, error) {
 	return "", fmt.Errorf("testkit: %s is not serving: %q", addr, strings.TrimSpace(reply))
 }
 
+// serverZxid is the last zxid the server at addr has applied, from srvr.
+func serverZxid(ctx context.Context, addr string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	reply, err := FourLetterWord(ctx, addr, "srvr")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(reply, "\n") {
+		if v, ok := strings.CutPrefix(line, "Zxid: "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 0, 64)
+		}
+	}
+	return 0, fmt.Errorf("testkit: %s is not serving: %q", addr, strings.TrimSpace(reply))
+}
+
 // FourLetterWord sends one of ZooKeeper's four-letter words ("srvr", "stat",
 // "mntr", "cons", "dump", "ruok", ...) to addr and returns the whole reply.
 // Every word is allowed on servers started by this package. Without a
