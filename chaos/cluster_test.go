@@ -187,6 +187,10 @@ type injector struct {
 
 	errMu sync.Mutex
 	errs  []string
+	// divergences: the kills after which ZooKeeper's digest mismatch
+	// count had grown (the servers' copies of the data differ).
+	divergences []string
+	mismatches  int64
 }
 
 func newInjector(t *testing.T, c *cluster, seed uint64, targets []*client) *injector {
@@ -467,6 +471,12 @@ func (in *injector) kill(ctx context.Context, kind faultKind, pick int, down tim
 		return
 	}
 	wait(ctx, time.Second)
+	if n, err := in.c.ens.DigestMismatches(rctx); err == nil && n > in.mismatches {
+		in.errMu.Lock()
+		in.divergences = append(in.divergences, fmt.Sprintf("%s of server %d (mismatches %d → %d)", kind, victim, in.mismatches, n))
+		in.errMu.Unlock()
+		in.mismatches = n
+	}
 }
 
 // report logs the counts and fails the test for a kind never injected.
@@ -480,6 +490,10 @@ func (in *injector) report(t *testing.T, requireAll bool) {
 	in.errMu.Lock()
 	for _, e := range in.errs {
 		t.Errorf("fault injection: %s", e)
+	}
+	if len(in.divergences) > 0 {
+		t.Logf("ZooKeeper's servers diverged (digest mismatches, a server bug; see testkit.Ensemble.WaitSynced) after: %s",
+			strings.Join(in.divergences, "; "))
 	}
 	in.errMu.Unlock()
 	if !requireAll {

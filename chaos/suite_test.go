@@ -228,11 +228,12 @@ func runSuite(t *testing.T, cfg config) *report {
 	}
 	s.checkNoNodesLeft(ctx, obs)
 	if s.c != nil {
-		// The checks below hold only if the servers kept what they
-		// committed: a digest mismatch says their copies diverged.
-		if n, err := s.c.ens.DigestMismatches(ctx); err != nil || n > 0 {
-			s.rep.violate("server: ZooKeeper's digest mismatches %d (%v): the servers' data diverged; what the workers saw may not be what was committed", n, err)
-		}
+		// The checks below assume the servers kept what they committed:
+		// a digest mismatch says their copies diverged, which is
+		// ZooKeeper's fault, not the recipes'. It is reported beside any
+		// violation, not as one.
+		n, err := s.c.ens.DigestMismatches(ctx)
+		s.t.Logf("ZooKeeper digest mismatches at the end: %d (%v)", n, err)
 	}
 
 	// The checks.
