@@ -69,18 +69,32 @@
 //     queued but not sent when its connection drops still goes out on the
 //     next session: that window is narrower now, not closed.
 //
-// 5-minute runs at the code as committed (2026-11-25): CHAOS_SEED=11
-// passed every queue, lock and linearizability check (it failed on
-// two-phase transactions left, fixed after it). CHAOS_SEED=22, run again
-// after the held acks, passed every queue, FIFO, lock, semaphore,
-// two-phase and linearizability check, and failed on the double barrier:
-// three members through Leave while a fourth, whose Enter had just
-// returned, had not begun its Leave. Not fixed: the likely cause is a
-// member whose session the server closed while it was inside (counted
-// out, so the others may leave) whose later Leave still returns nil
-// instead of ErrSessionLost; a first attempt (failing a Leave whose first
-// listing lacks our node) broke rounds with no faults at all and was
-// reverted. CHAOS_SEED=33, before the held acks, delivered one FIFO item
-// again after its ack (the cause the held acks address; not re-run).
-// The suite at its default 15 s passes.
+//   - double barrier: a member passed Enter on the watch event of the
+//     ready node its own multi had made (the server sends a watch's event
+//     before the reply to the request that fired it); a Leave begun before
+//     that reply then took the member node for a withdrawn call's and
+//     deleted it while the member was inside, and the others were through
+//     Leave before it had begun. Enter now waits for its own node, and a
+//     Leave that finds its node gone without its delete says
+//     ErrSessionLost (transcripts ready_before_our_join_reply,
+//     node_gone_before_leave).
+//
+// ZooKeeper 3.8 itself loses or diverges committed data when members are
+// killed in quick succession (ZOOKEEPER-4646, -4643, -4785): in a run that
+// killed a member every few seconds, deleted nodes came back (queue items
+// delivered again after their ack, an old rwlock node owned by a live
+// session wedging the lock), with the servers' digest mismatch counters
+// up. A member is now killed only once the last one restarted has synced
+// (testkit.Ensemble.WaitSynced) and a second has passed. The servers
+// still report digest mismatches after some follower restarts; the suite
+// logs after which kills they grew, and the count at the end, beside its
+// checks.
+//
+// 5-minute runs at the code as committed (2026-11-25, -chaos.duration=5m,
+// every fault kind injected 25–27 times): CHAOS_SEED=11, 22 and 33 passed
+// every check, each with 0 violations, 51,000–55,000 lock holds, 6,700–
+// 7,400 leadership terms and 30,000–36,000 queue items checked. In each the
+// servers' digest mismatch counters grew after two to five follower
+// restarts (they count from each server's start, so the figure at the end
+// can be lower than the sum).
 package chaos

@@ -263,7 +263,8 @@ func (e *Ensemble) WaitSynced(ctx context.Context) error {
 }
 
 // DigestMismatches is the sum over the running servers of ZooKeeper's
-// digest_mismatches_count (mntr): how many times a server found its data
+// digest_mismatches_count (mntr; each counts from its server's start):
+// how many times a server found its data
 // tree's digest differ from the one the leader computed for the same
 // transaction. Above 0, the servers' copies of the data diverged: what
 // clients saw may not be what was committed.
