@@ -60,6 +60,25 @@ func TestEnsembleSurvivesLosingAMember(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("restarted server %d in %v", victim, time.Since(t0))
+		// Once synced, the restarted server has what the quorum wrote
+		// while it was down.
+		if err := e.WaitSynced(ctx); err != nil {
+			t.Fatal(err)
+		}
+		z, err := serverZxid(ctx, e.Addrs()[victim])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, st, err := c.Get(ctx, eph)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if z < st.Mzxid {
+			t.Fatalf("server %d synced at zxid %#x, before our write at %#x", victim, z, st.Mzxid)
+		}
+	}
+	if n, err := e.DigestMismatches(ctx); err != nil || n != 0 {
+		t.Fatalf("digest mismatches %d, %v: want 0", n, err)
 	}
 	if mode, err := serverMode(ctx, e.Addrs()[leader]); err != nil || mode == "standalone" {
 		t.Fatalf("the restarted server %d: mode %q, %v", leader, mode, err)
