@@ -109,6 +109,46 @@ func TestTranscriptHeadTakenByAnother(t *testing.T) {
 	tr.Check("head_taken_by_another")
 }
 
+// A consumer whose lanes have nothing left does not wait on the lane it
+// avoids: after a lost race in lane 1, with only lane 1 left and the
+// children changed, it lists again, and takes over the lane.
+func TestLaneTakenOverWhenNothingElseWaits(t *testing.T) {
+	m, err := NewMachine(Config{Path: "/app/q", SessionID: sess, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	m.Step(takeCall{Req: 1, Kind: kindTake})
+	m.Step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000009", "qn-0000000017"}, Watched: true})
+	m.Step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
+	m.Step(childrenChanged{Cmd: 1})
+	out := m.Step(removed{Cmd: 4, Name: "qn-0000000001", Err: zk.ErrNoNode})
+	var list *listItems
+	for _, c := range out.Commands {
+		if l, ok := c.(listItems); ok {
+			list = &l
+		}
+	}
+	if list == nil {
+		t.Fatalf("after the lost race, commands %v; want a listing", out.Commands)
+	}
+	m.Step(listed{Cmd: list.Cmd, Children: []string{"qn-0000000009", "qn-0000000017"}, Watched: true})
+	out = m.Step(dataRead{Cmd: 3, Name: "qn-0000000009", Data: []byte("b")}) // read ahead at the first listing
+	var remove removeItem
+	for _, c := range out.Commands {
+		if r, ok := c.(removeItem); ok {
+			remove = r
+		}
+	}
+	if remove.Name != "qn-0000000009" {
+		t.Fatalf("after the listing and the read, commands %v; want qn-0000000009 removed", out.Commands)
+	}
+	out = m.Step(removed{Cmd: remove.Cmd, Name: remove.Name})
+	if r, ok := replied(out, 1); !ok || r.Value.(taken).Name != "qn-0000000009" {
+		t.Fatalf("take: %+v, want qn-0000000009", r)
+	}
+}
+
 // Our claim's session ends before the ack: the ack is refused with
 // ErrClaimLost, and the item comes again (here to us, after a listing).
 func TestTranscriptClaimLost(t *testing.T) {
