@@ -264,6 +264,22 @@ func (m *Machine) Step(in Input) out {
 	}
 	m.pump(&o)
 	m.finishShutdown(&o)
+	// A take's delete is the command its caller waits for: it goes last.
+	// The shell starts one goroutine per command, in order, and the one
+	// started last runs first (see runtime.Shell.apply), so the delete
+	// leaves ahead of the read of the next item made with it, instead of
+	// waiting behind it on the connection and on the server.
+	slices.SortStableFunc(o.Commands, func(a, b Command) int {
+		_, ra := a.(removeItem)
+		_, rb := b.(removeItem)
+		switch {
+		case ra == rb:
+			return 0
+		case ra:
+			return 1
+		}
+		return -1
+	})
 	return o
 }
 
