@@ -264,18 +264,19 @@ func (m *Machine) Step(in Input) out {
 	}
 	m.pump(&o)
 	m.finishShutdown(&o)
-	// A take's delete is the command its caller waits for: it goes last.
-	// The shell starts one goroutine per command, in order, and the one
-	// started last runs first (see runtime.Shell.apply), so the delete
-	// leaves ahead of the read of the next item made with it, instead of
-	// waiting behind it on the connection and on the server.
+	// A take's delete or claim is the write its caller waits for: it goes
+	// last. The shell starts one goroutine per command, in order, and the
+	// one started last runs first (see runtime.Shell.apply), so the write
+	// leaves ahead of the reads made with it: a take's delete is not
+	// queued behind the read of the next item, and a claim's read goes
+	// out behind the claim, as it should (see advance). (Goroutines on
+	// two processors may still swap them: the order is likely, not sure.)
 	slices.SortStableFunc(o.Commands, func(a, b Command) int {
-		_, ra := a.(removeItem)
-		_, rb := b.(removeItem)
+		wa, wb := takeWrite(a), takeWrite(b)
 		switch {
-		case ra == rb:
+		case wa == wb:
 			return 0
-		case ra:
+		case wa:
 			return 1
 		}
 		return -1
@@ -342,6 +343,15 @@ func (m *Machine) pump(o *out) {
 	case needList:
 		m.list(o, false)
 	}
+}
+
+// takeWrite: c is the delete or claim of an item for a take.
+func takeWrite(c Command) bool {
+	switch c.(type) {
+	case removeItem, claimItem:
+		return true
+	}
+	return false
 }
 
 // advance takes the next step for an entry bound to a take or claim.
