@@ -53,6 +53,14 @@ for rep in sorted(reps):
     r = reps[rep]
     print("  rep %d take/s: " % rep + "  ".join("%s %s" % (k, (r[k] or {}).get("take_per_s")) for k in sorted(r)))
     print("  rep %d take p50 us: " % rep + "  ".join("%s %s" % (k, p50(r[k], "take_us")) for k in sorted(r)))
+    busy = []
+    for k in ("zk-fifo", "zk-4consumers"):
+        try:
+            busy.append("%s %s%%" % (k, open(os.path.join(out, "%s-rep%d.cpu" % (k, rep))).read().strip()))
+        except OSError:
+            pass
+    if busy:
+        print("  rep %d machine CPU busy (every process): " % rep + "  ".join(busy))
 print("same-run ratios, median over repetitions [each]:")
 for name, f in rows.items():
     vals = []
@@ -89,13 +97,18 @@ trap '"$PEERS/zk.sh" stop "$work/zk" >/dev/null 2>&1 || true' EXIT
 "$PEERS/zk.sh" start-standalone "$PORT" "$work/zk" >&2
 A=127.0.0.1:$PORT
 packets() { "$PEERS/zk.sh" 4lw "$PORT" mntr | awk '/zk_packets_received/{print $2}'; }
+cpu() { awk '/^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i; print t, $5+$6}' /proc/stat; }
 # run NAME CMD...: the program's last line into OUTDIR/NAME.json, with the
-# server's packets_received before and after in OUTDIR/NAME.packets.
+# server's packets_received before and after in OUTDIR/NAME.packets and
+# the machine's CPU busy share over the run (/proc/stat, every process,
+# the other sessions' too) in OUTDIR/NAME.cpu.
 run() {
   local name=$1; shift
-  local before; before=$(packets)
+  local before c0 c1; before=$(packets); c0=$(cpu)
   "$@" 2>>"$out/stderr.log" | tail -1 >"$out/$name.json" || true
+  c1=$(cpu)
   echo "$before $(packets)" >"$out/$name.packets"
+  echo "$c0 $c1" | awk '{t=$3-$1; printf "%.0f\n", t ? 100*(t-($4-$2))/t : 0}' >"$out/$name.cpu"
   echo "$name: $(cut -c1-200 "$out/$name.json")" >&2
 }
 py=/usr/bin/python3

@@ -16,13 +16,31 @@ type Config struct {
 	Path      string // the queue's path
 	ClaimData []byte // what our claims hold (the handle's id)
 	SessionID int64  // the connection's session when the machine starts
-	Seed      uint64 // the pick under contention; a fixed seed replays a transcript
+	Seed      uint64 // the lane given back when all are avoided; a fixed seed replays a transcript
 }
 
-// window is how many items at the head a consumer that lost a race picks
-// among, so that consumers racing for the head spread over the first few
-// instead of all deleting the same one.
-const window = 4
+// Consumers racing for the head spread over lanes: an item's lane is its
+// sequence modulo lanes. A consumer that loses a race for an item (its
+// delete or claim finds it gone or claimed) avoids that item's lane for
+// its next laneMemory items: it takes the oldest item of the lanes it does
+// not avoid. Each lane ends with the consumers that keep winning in it,
+// so consumers stop deleting the items others already took (their caches
+// learn of those only from a failed write or a listing). A lane no one
+// holds comes back when the belief expires. A consumer that would pass
+// over laneScan items of one avoided lane in its cache lists the queue
+// again (the items it passed over may be long gone), and when the fresh
+// listing still shows them, takes over the lane with the most of them.
+// So no lane starves, and a consumer takes each lane's items in order,
+// but may take an item before older ones of a lane another consumer
+// holds (listing again to learn which are gone costs more than the
+// failed deletes it saves: measured, a listing per 16 items passed over
+// made 4 consumers slower than one). Without a lost race nothing is avoided: a
+// lone consumer takes the head, in order.
+const (
+	lanes      = 8
+	laneMemory = 64
+	laneScan   = 256
+)
 
 // The machine's states: START before its first listing, DETERMINE while
 // a listing is in flight, READY with the queue's items cached and watched,
@@ -71,7 +89,8 @@ type Machine struct {
 	listed     bool              // a listing completed: the cache means something
 	watchArmed bool              // our child watch is set
 	stale      bool              // the children changed since the last listing
-	contended  bool              // our last attempt on an item lost a race
+	avoid      [lanes]uint64     // lane → m.wins up to which it is avoided (see lanes)
+	wins       uint64            // items we took or claimed
 
 	takers []*taker         // calls waiting for an item, in arrival order
 	claims map[string]int64 // our claims: item → the session they were made on
@@ -245,6 +264,23 @@ func (m *Machine) Step(in Input) out {
 	}
 	m.pump(&o)
 	m.finishShutdown(&o)
+	// A take's delete or claim is the write its caller waits for: it goes
+	// last. The shell starts one goroutine per command, in order, and the
+	// one started last runs first (see runtime.Shell.apply), so the write
+	// leaves ahead of the reads made with it: a take's delete is not
+	// queued behind the read of the next item, and a claim's read goes
+	// out behind the claim, as it should (see advance). (Goroutines on
+	// two processors may still swap them: the order is likely, not sure.)
+	slices.SortStableFunc(o.Commands, func(a, b Command) int {
+		wa, wb := takeWrite(a), takeWrite(b)
+		switch {
+		case wa == wb:
+			return 0
+		case wa:
+			return 1
+		}
+		return -1
+	})
 	return o
 }
 
@@ -309,6 +345,15 @@ func (m *Machine) pump(o *out) {
 	}
 }
 
+// takeWrite: c is the delete or claim of an item for a take.
+func takeWrite(c Command) bool {
+	switch c.(type) {
+	case removeItem, claimItem:
+		return true
+	}
+	return false
+}
+
 // advance takes the next step for an entry bound to a take or claim.
 func (m *Machine) advance(o *out, e *entry) {
 	if e.busy || m.uncert[e.name] {
@@ -333,11 +378,14 @@ func (m *Machine) advance(o *out, e *entry) {
 	}
 }
 
-// candidate is the item t gets next (nil: none cached): the head, or
-// after a lost race a pick among the first few. With t nil, the next
-// unbound item (for reading ahead).
+// candidate is the item t gets next (nil: none cached, or none of the
+// lanes it does not avoid until a listing says which are left): the head,
+// or after a lost race the oldest item of a lane not avoided (see lanes).
+// With t nil, the item the next take would get (for reading ahead).
 func (m *Machine) candidate(t *taker) *entry {
-	var free []*entry
+	lanePick := (t == nil || t.kind != kindPeek) && m.avoiding()
+	var first *entry
+	var count [lanes]int // free items passed over, per avoided lane
 	for i := m.head; i < len(m.order); i++ {
 		e := m.order[i]
 		if e.dead && i == m.head {
@@ -346,21 +394,68 @@ func (m *Machine) candidate(t *taker) *entry {
 		if e.dead || e.taker != nil || e.mine || e.others || m.uncert[e.name] {
 			continue
 		}
-		free = append(free, e)
-		if t == nil || t.kind == kindPeek || !m.contended || len(free) == window {
+		switch {
+		case first == nil:
+			first = e
+		case e.prio != first.prio:
+			return first // never pass over an item of a lower priority
+		}
+		if !lanePick || !m.avoided(e) {
+			return e
+		}
+		if count[e.seq%lanes]++; count[e.seq%lanes] == laneScan {
 			break
 		}
 	}
-	if len(free) == 0 {
+	switch {
+	case first == nil:
 		return nil
+	case m.stale || m.listing:
+		return nil // list again: the items passed over may be long gone
 	}
-	if len(free) == 1 {
-		return free[0]
+	// A listing made since the last change still shows laneScan items of
+	// an avoided lane before any of the lanes we hold: take over the lane
+	// with the most.
+	best := first.seq % lanes
+	for l := range count {
+		if count[l] > count[best] {
+			best = uint32(l)
+		}
+	}
+	m.avoid[best] = 0
+	return m.candidate(t)
+}
+
+// avoiding: a lane is avoided.
+func (m *Machine) avoiding() bool {
+	for _, w := range m.avoid {
+		if w > m.wins {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Machine) avoided(e *entry) bool { return m.avoid[e.seq%lanes] > m.wins }
+
+// lostRace notes that another consumer took or claimed e first: its lane
+// is avoided for a while. When every lane is, one (picked by the seed) is
+// given back.
+func (m *Machine) lostRace(e *entry) {
+	m.avoid[e.seq%lanes] = m.wins + laneMemory
+	for _, w := range m.avoid {
+		if w <= m.wins {
+			return
+		}
 	}
 	m.rng ^= m.rng << 13
 	m.rng ^= m.rng >> 7
 	m.rng ^= m.rng << 17
-	return free[m.rng%uint64(len(free))]
+	if l := m.rng % lanes; l != uint64(e.seq%lanes) {
+		m.avoid[l] = 0
+	} else {
+		m.avoid[(l+1)%lanes] = 0
+	}
 }
 
 func (m *Machine) bound(t *taker) bool { return t.entry != nil }
@@ -503,8 +598,8 @@ func (m *Machine) dataRead(o *out, i dataRead) {
 		}
 		if e.taker != nil {
 			m.unbind(e)
-			m.contended = true
 		}
+		m.lostRace(e)
 		m.markGone(e)
 		return
 	default:
@@ -527,11 +622,11 @@ func (m *Machine) removed(o *out, i removed) {
 	e.busy = false
 	switch {
 	case i.Err == nil:
-		m.contended = false
+		m.wins++
 		m.deliverTaken(o, e, nil)
 	case errors.Is(i.Err, zk.ErrNoNode):
 		m.unbind(e)
-		m.contended = true
+		m.lostRace(e)
 		m.markGone(e)
 	case errors.Is(i.Err, zk.ErrNotEmpty): // claimed by an acknowledged consumer
 		m.unbind(e)
@@ -575,7 +670,7 @@ func (m *Machine) claimed(o *out, i claimed) {
 		// Which one is asked once the session is back.
 		m.uncertain(o, e)
 	case i.Err == nil:
-		m.contended = false
+		m.wins++
 		e.mine = true
 		m.claims[e.name] = m.session
 		if e.hasData {
@@ -583,11 +678,11 @@ func (m *Machine) claimed(o *out, i claimed) {
 		}
 	case errors.Is(i.Err, zk.ErrNodeExists):
 		m.unbind(e)
-		m.contended = true
+		m.lostRace(e)
 		m.othersClaim(o, e)
 	case errors.Is(i.Err, zk.ErrNoNode):
 		m.unbind(e)
-		m.contended = true
+		m.lostRace(e)
 		m.markGone(e)
 	default:
 		m.uncertain(o, e)

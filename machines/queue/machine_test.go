@@ -85,19 +85,68 @@ func TestTranscriptTakeReadsAhead(t *testing.T) {
 }
 
 // The head was taken by another consumer: our delete finds no node, and
-// the take moves on to the next item (picking among the first few, now
-// that a race was lost).
+// the take moves on to the next item. The lost race's lane (sequence
+// modulo 8) is avoided from then on: the next take passes over
+// qn-0000000009 (lane 1, like qn-0000000001) for qn-0000000010.
 func TestTranscriptHeadTakenByAnother(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(takeCall{Req: 1, Kind: kindPoll})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002", "qn-0000000003"}, Watched: true})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002", "qn-0000000009", "qn-0000000010"}, Watched: true})
 	tr.step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
 	tr.step(removed{Cmd: 4, Name: "qn-0000000001", Err: zk.ErrNoNode})
 	tr.step(childrenChanged{Cmd: 1})
 	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
-	tr.step(dataRead{Cmd: 5, Name: "qn-0000000003", Data: []byte("c")})
-	tr.step(removed{Cmd: 6, Name: "qn-0000000003"})
+	out := tr.step(removed{Cmd: 6, Name: "qn-0000000002"})
+	if r, ok := replied(out, 1); !ok || string(r.Value.(taken).Data) != "b" {
+		t.Fatalf("take 1: %+v, want b", r)
+	}
+	tr.step(takeCall{Req: 2, Kind: kindPoll})
+	tr.step(dataRead{Cmd: 5, Name: "qn-0000000010", Data: []byte("d")})
+	out = tr.step(removed{Cmd: 7, Name: "qn-0000000010"})
+	if r, ok := replied(out, 2); !ok || string(r.Value.(taken).Data) != "d" {
+		t.Fatalf("take 2: %+v, want d", r)
+	}
 	tr.Check("head_taken_by_another")
+}
+
+// A consumer whose lanes have nothing left does not wait on the lane it
+// avoids: after a lost race in lane 1, with only lane 1 left and the
+// children changed, it lists again, and takes over the lane.
+func TestLaneTakenOverWhenNothingElseWaits(t *testing.T) {
+	m, err := NewMachine(Config{Path: "/app/q", SessionID: sess, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	m.Step(takeCall{Req: 1, Kind: kindTake})
+	m.Step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000009", "qn-0000000017"}, Watched: true})
+	m.Step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
+	m.Step(childrenChanged{Cmd: 1})
+	out := m.Step(removed{Cmd: 4, Name: "qn-0000000001", Err: zk.ErrNoNode})
+	var list *listItems
+	for _, c := range out.Commands {
+		if l, ok := c.(listItems); ok {
+			list = &l
+		}
+	}
+	if list == nil {
+		t.Fatalf("after the lost race, commands %v; want a listing", out.Commands)
+	}
+	m.Step(listed{Cmd: list.Cmd, Children: []string{"qn-0000000009", "qn-0000000017"}, Watched: true})
+	out = m.Step(dataRead{Cmd: 3, Name: "qn-0000000009", Data: []byte("b")}) // read ahead at the first listing
+	var remove removeItem
+	for _, c := range out.Commands {
+		if r, ok := c.(removeItem); ok {
+			remove = r
+		}
+	}
+	if remove.Name != "qn-0000000009" {
+		t.Fatalf("after the listing and the read, commands %v; want qn-0000000009 removed", out.Commands)
+	}
+	out = m.Step(removed{Cmd: remove.Cmd, Name: remove.Name})
+	if r, ok := replied(out, 1); !ok || r.Value.(taken).Name != "qn-0000000009" {
+		t.Fatalf("take: %+v, want qn-0000000009", r)
+	}
 }
 
 // Our claim's session ends before the ack: the ack is refused with
