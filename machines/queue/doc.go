@@ -1,0 +1,61 @@
+// Package queue is a distributed queue on ZooKeeper: FIFO, with
+// priorities, batches and acknowledged consumption.
+//
+// # Layout
+//
+// Items are persistent sequential children of the queue's path, with the
+// item's bytes as data: qn-<seq10> (ZooKeeper's recipe queue and Curator's
+// SimpleDistributedQueue use the same names, so they and this package
+// produce into and take from one queue together), and
+// qn-<prio10>-<seq10> for an item offered with a priority. The first Offer
+// creates the queue's path as a persistent node: it is not reaped when
+// empty, so item names are never reused. An acknowledged consumer claims
+// an item with an ephemeral child of the item node, named "claim", whose
+// data is the handle's id (WithID).
+//
+// # The consumer
+//
+// A handle's consumer is an actor that keeps the queue's items in a sorted
+// cache fed by one child watch: a take deletes (or claims) the item it
+// chose and reads the next one while that request is in flight, so a take
+// costs about one delete and there is no listing per item.
+//
+// # Order
+//
+// Lower priorities come first, and items of one priority in the order
+// they were offered. A lone consumer takes each item at the head.
+// Consumers taking from one queue at once race for the head; one that
+// loses a race (its delete or claim finds the item gone or claimed) avoids
+// that item's lane (its sequence number modulo 8) for its next 64 items
+// and takes the oldest item of the other lanes, so competing consumers
+// spread over lanes instead of all deleting the same item. Each consumer
+// takes a lane's items in order, but it may take an item before older
+// ones of a lane it avoids. Those are taken by a consumer that holds that
+// lane, by this one once its 64 items are up, or when it has nothing left
+// in its own lanes or has passed over 256 of them: it lists the queue
+// again and, if they are still there, takes over their lane. No lane
+// starves. An item is never passed over for one of a larger priority
+// number.
+//
+// # Delivery
+//
+// Take and Poll remove the item before returning it: if the process dies
+// before handling it, it is gone. They return every item at most once,
+// except when the reply to their delete was lost and the item was gone
+// when looked at again: the item is returned (never lost), with
+// ErrUncertain on its TAKEN event, and may have been returned to another
+// consumer too.
+//
+// TakeItem and Consume deliver at least once: the item stays in the queue,
+// claimed, until Ack deletes item and claim in one multi, or Nack gives it
+// back at its place. When the consumer's session ends, its claims go with
+// it and the items are delivered again (REDELIVERED). An Ack or Nack asked
+// while the connection is down waits for the same session to come back
+// (then it is sent) or to end (then ErrClaimLost: the item comes again).
+//
+// # Length
+//
+// A listing of a long queue exceeds the Java client's packet limit
+// (jute.maxbuffer, about 60,000 qn- names at 1 MiB): Curator's consumers
+// stop there. This package's consumer reads a listing of any length.
+package queue
