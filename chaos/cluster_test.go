@@ -220,10 +220,13 @@ func wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// run injects faults until the deadline, then waits for the faults in
-// progress to end (stalls lifted, members restarted, held replies let go).
-func (in *injector) run(ctx context.Context, until time.Time) {
-	for time.Now().Before(until) && ctx.Err() == nil {
+// run injects faults until the deadline, and past it (for up to grace
+// more) until every kind was injected at least once: a short run can draw
+// a fault that finds nothing to act on (no delete in flight to lose) every
+// time it comes up. Then it waits for the faults in progress to end
+// (stalls lifted, members restarted, held replies let go).
+func (in *injector) run(ctx context.Context, until time.Time, grace time.Duration) {
+	for ctx.Err() == nil && (time.Now().Before(until) || (!in.allInjected() && time.Now().Before(until.Add(grace)))) {
 		kind := in.pick()
 		in.tried[kind]++
 		in.launch(ctx, kind)
@@ -232,6 +235,16 @@ func (in *injector) run(ctx context.Context, until time.Time) {
 		}
 	}
 	in.wg.Wait()
+}
+
+// allInjected reports whether every kind was injected at least once.
+func (in *injector) allInjected() bool {
+	for k := range numFaultKinds {
+		if in.counts[k].Load() == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // pick returns the kind injected least so far (ties: the least tried, then

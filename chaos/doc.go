@@ -13,8 +13,9 @@
 // session timeout, lost replies to creates and deletes, delayed replies, an
 // ensemble member killed and restarted (its leader and a follower), and a
 // session closed on the server. The test prints how many of each it
-// injected and how many operations each worker did, and fails if a kind was
-// never injected.
+// injected and how many operations each worker did. It keeps injecting past
+// the duration (for up to 30 s) until every kind was injected once, and
+// fails if one still was not.
 //
 // From the lifecycle events the handles publish and a ledger the workers
 // keep it checks that no two conflicting holds overlap, that semaphore

@@ -194,9 +194,14 @@ func runSuite(t *testing.T, cfg config) *report {
 	// The faults.
 	in := newInjector(t, s.c, cfg.seed, targets)
 	start := time.Now()
-	in.run(ctx, start.Add(cfg.duration))
+	var grace time.Duration
+	if cfg.requireAllFaults {
+		grace = 30 * time.Second
+	}
+	in.run(ctx, start.Add(cfg.duration), grace)
 	quiet := time.Now()
-	t.Logf("faults for %v, the last one over %v later", cfg.duration, quiet.Sub(start.Add(cfg.duration)).Round(time.Millisecond))
+	t.Logf("faults for %v, the last one over %v later (past the duration only until every kind was injected)",
+		cfg.duration, quiet.Sub(start.Add(cfg.duration)).Round(time.Millisecond))
 	in.report(t, cfg.requireAllFaults)
 
 	// Liveness: every worker makes progress again within the session
