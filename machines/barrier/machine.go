@@ -457,14 +457,20 @@ func (m *Machine) sessionChange(o *out, i sessionChange) {
 	}
 }
 
-// countedOut ends the Leave in progress with ErrSessionLost: our member
-// node is gone without our delete, so the others have counted us out.
+// countedOut: our member node is gone without our delete (with its
+// session, whether we heard of its end yet or not), so the others count us
+// out. The call in progress fails with ErrSessionLost; with none, the next
+// Leave does (lost).
 func (m *Machine) countedOut(o *out) {
+	wasMember := m.member && !m.deleted
 	req := m.req
 	m.req = 0
-	m.phase, m.member, m.step, m.watch = outside, false, 0, 0
-	_ = m.fsm.Fire(trLost)
-	m.event(o, events.Lost, ErrSessionLost)
+	m.phase, m.member, m.deleted, m.joining, m.step, m.watch = outside, false, false, false, 0, 0
+	if wasMember {
+		m.lost = req == 0
+		_ = m.fsm.Fire(trLost)
+		m.event(o, events.Lost, ErrSessionLost)
+	}
 	m.reply(o, req, nil, ErrSessionLost)
 }
 
@@ -474,16 +480,7 @@ func (m *Machine) sessionLost(o *out) {
 		return
 	}
 	m.session = 0
-	wasMember := m.member && !m.deleted
-	req := m.req
-	m.req = 0
-	m.phase, m.member, m.deleted, m.joining, m.step, m.watch = outside, false, false, false, 0, 0
-	if wasMember {
-		m.lost = req == 0 // a Leave later hears of it
-		_ = m.fsm.Fire(trLost)
-		m.event(o, events.Lost, ErrSessionLost)
-	}
-	m.reply(o, req, nil, ErrSessionLost)
+	m.countedOut(o)
 }
 
 func (m *Machine) shutdown(o *out, req uint64) {
