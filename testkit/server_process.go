@@ -240,10 +240,26 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// serverMode asks addr `srvr` and returns its Mode line's value
-// ("standalone", "leader", "follower", "observer"). It gives up after a
-// second: a starting server may accept the word and never answer it.
+// serverMode is the Mode srvr reports for the server at addr
+// ("standalone", "leader", "follower", "observer").
 func serverMode(ctx context.Context, addr string) (string, error) {
+	return srvrField(ctx, addr, "Mode")
+}
+
+// serverZxid is the last zxid the server at addr has applied, from srvr.
+func serverZxid(ctx context.Context, addr string) (int64, error) {
+	z, err := srvrField(ctx, addr, "Zxid")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(z, 0, 64)
+}
+
+// srvrField is the value of one "Name: value" line of srvr's reply from
+// the server at addr; an error while the server does not serve. It gives
+// up after a second: a starting server may accept the word and never
+// answer it.
+func srvrField(ctx context.Context, addr, name string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	reply, err := FourLetterWord(ctx, addr, "srvr")
@@ -251,27 +267,11 @@ func serverMode(ctx context.Context, addr string) (string, error) {
 		return "", err
 	}
 	for _, line := range strings.Split(reply, "\n") {
-		if mode, ok := strings.CutPrefix(line, "Mode: "); ok {
-			return strings.TrimSpace(mode), nil
+		if v, ok := strings.CutPrefix(line, name+": "); ok {
+			return strings.TrimSpace(v), nil
 		}
 	}
 	return "", fmt.Errorf("testkit: %s is not serving: %q", addr, strings.TrimSpace(reply))
-}
-
-// serverZxid is the last zxid the server at addr has applied, from srvr.
-func serverZxid(ctx context.Context, addr string) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	reply, err := FourLetterWord(ctx, addr, "srvr")
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(reply, "\n") {
-		if v, ok := strings.CutPrefix(line, "Zxid: "); ok {
-			return strconv.ParseInt(strings.TrimSpace(v), 0, 64)
-		}
-	}
-	return 0, fmt.Errorf("testkit: %s is not serving: %q", addr, strings.TrimSpace(reply))
 }
 
 // FourLetterWord sends one of ZooKeeper's four-letter words ("srvr", "stat",
