@@ -25,7 +25,7 @@ import (
 // least one create and a take one delete, in this run, on this server.
 func queueBench(ctx context.Context, args []string) (obj, error) {
 	c := newCommon("queue")
-	kind := c.fs.String("kind", "fifo", "fifo (Take) | ack (TakeItem, then Ack) | priority (OfferPriority, then Take)")
+	kind := c.fs.String("kind", "fifo", "fifo (Take) | ack (TakeItem, then Ack) | consume (Consume, which acks) | priority (OfferPriority, then Take)")
 	producers := c.fs.Int("producers", 1, "producers: one session, one queue handle and one goroutine each")
 	consumers := c.fs.Int("consumers", 1, "consumers: one session, one queue handle and one goroutine each")
 	items := c.fs.Int("items", 2000, "items offered and taken")
@@ -38,8 +38,8 @@ func queueBench(ctx context.Context, args []string) (obj, error) {
 	}
 	defer c.done()
 	switch {
-	case *kind != "fifo" && *kind != "ack" && *kind != "priority":
-		return nil, fmt.Errorf("-kind %q: want fifo, ack or priority", *kind)
+	case *kind != "fifo" && *kind != "ack" && *kind != "consume" && *kind != "priority":
+		return nil, fmt.Errorf("-kind %q: want fifo, ack, consume or priority", *kind)
 	case *producers < 1 || *consumers < 1:
 		return nil, errors.New("-producers and -consumers must be at least 1")
 	case *items < 1:
@@ -214,6 +214,9 @@ func (r *queueRun) take(ctx context.Context, n int) error {
 	left.Store(int64(n))
 	errs := make([]error, len(r.consumers))
 	taken := make([][]int, len(r.consumers))
+	if r.kind == "consume" {
+		return r.consume(ctx, n)
+	}
 	var wg sync.WaitGroup
 	for i, q := range r.consumers {
 		wg.Go(func() {
@@ -251,6 +254,45 @@ func (r *queueRun) take(ctx context.Context, n int) error {
 	}
 	wg.Wait()
 	r.taken = taken
+	return errors.Join(errs...)
+}
+
+// consume has each consumer run Consume (one item at a time) until n items
+// are handled between them. An item's take_us is the time from the
+// consumer's previous handle call's return (or the start) to this one's
+// call: its claim, and the ack of the item before it, which Consume sends
+// together.
+func (r *queueRun) consume(ctx context.Context, n int) error {
+	ctx, stop := context.WithTimeout(ctx, 5*time.Minute)
+	defer stop()
+	var left atomic.Int64
+	left.Store(int64(n))
+	errs := make([]error, len(r.consumers))
+	taken := make([][]int, len(r.consumers))
+	var wg sync.WaitGroup
+	for i, q := range r.consumers {
+		wg.Go(func() {
+			var takeLat []time.Duration
+			last := time.Now()
+			errs[i] = q.Consume(ctx, func(_ context.Context, data []byte) error {
+				takeLat = append(takeLat, time.Since(last))
+				taken[i] = append(taken[i], itemNumber(data))
+				if left.Add(-1) == 0 {
+					stop()
+				}
+				last = time.Now()
+				return nil
+			})
+			r.mu.Lock()
+			r.takeLat = append(r.takeLat, takeLat...)
+			r.mu.Unlock()
+		})
+	}
+	wg.Wait()
+	r.taken = taken
+	if left.Load() > 0 {
+		errs = append(errs, fmt.Errorf("%d items not consumed in 5 minutes", left.Load()))
+	}
 	return errors.Join(errs...)
 }
 

@@ -20,8 +20,14 @@ func WithConcurrency(n int) ConsumeOption { return func(o *consumeOptions) { o.c
 // the configured concurrency at once, until ctx ends: an item whose handle
 // returns nil is acked, one whose handle returns an error is nacked
 // (delivered again). An item whose claim was lost meanwhile (the session
-// ended), or whose ack failed, is delivered again too. handle gets ctx; the ack or nack of an
-// item whose handle returned is sent even when ctx has ended since.
+// ended), or whose ack failed, is delivered again too. handle gets ctx; the
+// ack or nack of an item whose handle returned is sent even when ctx has
+// ended since.
+//
+// Each of the concurrency workers claims its next item in the same multi
+// as the ack (or nack) of its last one, when the handle's cache has one:
+// an item costs about one write round trip, where TakeItem then Ack cost
+// two.
 //
 // Consume returns nil when ctx ends, and the first error that stops it
 // otherwise (ErrClosed once the Queue is closed).
@@ -51,32 +57,42 @@ func (q *Queue) Consume(ctx context.Context, handle func(ctx context.Context, da
 	}
 	for range o.concurrency {
 		wg.Go(func() {
-			for ctx.Err() == nil {
-				it, err := q.TakeItem(ctx)
-				if err != nil {
-					if ctx.Err() == nil {
-						stop(err)
-					}
-					return
-				}
+			it, err := q.TakeItem(ctx)
+			for err == nil {
 				herr := handle(ctx, it.Data())
-				sctx, done := context.WithTimeout(context.WithoutCancel(ctx), q.o.closeTimeout)
-				if herr == nil {
-					err = it.Ack(sctx)
-				} else {
-					err = it.Nack(sctx)
-				}
-				done()
-				if errors.Is(err, ErrClosed) {
-					stop(err)
+				next, eerr := q.endHandled(ctx, it, herr)
+				if errors.Is(eerr, ErrClosed) {
+					stop(eerr)
 					return
 				}
-				// Any other error leaves the item to come again: its claim
-				// is lost (ErrClaimLost), or will be given back when the
-				// session ends or the Queue is closed.
+				// Any other error of the ack or nack leaves the item to come
+				// again: its claim is lost (ErrClaimLost), or will be given
+				// back when the session ends or the Queue is closed.
+				switch {
+				case next != nil:
+					it = next
+				case ctx.Err() != nil:
+					err = ctx.Err()
+				default:
+					it, err = q.TakeItem(ctx)
+				}
+			}
+			if ctx.Err() == nil {
+				stop(err)
 			}
 		})
 	}
 	wg.Wait()
 	return first
+}
+
+// endHandled acks an item whose handle returned nil and nacks one whose
+// handle returned herr, even when ctx has ended since (within the close
+// timeout). While ctx lasts, the same multi claims the next item, if the
+// handle's cache has one, and endHandled returns it.
+func (q *Queue) endHandled(ctx context.Context, it *Item, herr error) (*Item, error) {
+	next := ctx.Err() == nil
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.o.closeTimeout)
+	defer cancel()
+	return it.end(ctx, herr != nil, next)
 }

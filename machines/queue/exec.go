@@ -82,6 +82,10 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			}
 		})
 	case endClaim:
+		if c.Next != "" {
+			sh.Go(func(ctx context.Context) (Input, bool) { return q.endClaimAndClaimNext(ctx, sh, c, op) })
+			break
+		}
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := acked{Cmd: c.Cmd, Name: c.Name}
 			name := "multi"
@@ -279,4 +283,38 @@ func ensurePath(ctx context.Context, conn zk.Conn, path string, mode zk.CreateMo
 		return nil
 	}
 	return err
+}
+
+// endClaimAndClaimNext makes endClaim c's one multi: our claim on c.Name
+// deleted (and the item with it, unless Nack), and our claim on c.Next
+// created. It posts acked and returns claimed. When an op fails, nothing
+// is applied: the part whose op failed gets that op's error and the other
+// part errNotApplied; when the request fails, both get its error.
+func (q *Queue) endClaimAndClaimNext(ctx context.Context, sh *runtime.Shell[Input, Command], c endClaim, op runtime.Op) (Input, bool) {
+	item := func(name string) string { return zk.Join(q.path, name) }
+	a, r := acked{Cmd: c.Cmd, Name: c.Name}, claimed{Cmd: c.Cmd, Name: c.Next}
+	ops := []zk.Op{&zk.DeleteOp{Path: zk.Join(item(c.Name), ClaimName), Version: zk.AnyVersion}}
+	if !c.Nack {
+		ops = append(ops, &zk.DeleteOp{Path: item(c.Name), Version: zk.AnyVersion})
+	}
+	ops = append(ops, &zk.CreateOp{Path: zk.Join(item(c.Next), ClaimName), Data: c.Data, Mode: zk.ModeEphemeral})
+	// node_exists, no_node on the next item's claim: claimed or taken by
+	// another consumer, an expected race.
+	op(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode), "multi", func(ctx context.Context) error {
+		runtime.SetNode(ctx, item(c.Name))
+		res, err := q.conn.Multi(ctx, ops...)
+		a.Err, r.Err = err, err
+		for i, res := range res {
+			if res.Err == nil || errors.Is(res.Err, zk.ErrRuntimeInconsistency) {
+				continue
+			}
+			if a.Err, r.Err = errNotApplied, res.Err; i < len(ops)-1 {
+				a.Err, r.Err = res.Err, errNotApplied
+			}
+			break
+		}
+		return err
+	})
+	sh.Post(a, true)
+	return r, true
 }

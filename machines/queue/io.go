@@ -47,11 +47,16 @@ type lenCall struct{ Req uint64 }
 
 // ackCall ends a claim on item Name made on session Session: Ack deletes
 // the item and the claim, Nack only the claim.
+//
+// With Next (Consume's), the same call also claims the item a TakeItem
+// would get next, in the same multi, when the cache has one: it answers,
+// once both are through, with the ack's error and a joined value.
 type ackCall struct {
 	Req     uint64
 	Name    string
 	Session int64
 	Nack    bool
+	Next    bool
 }
 
 // cancelReq withdraws call Req: its caller stopped waiting.
@@ -196,6 +201,9 @@ func (i ackCall) String() string {
 	if i.Nack {
 		verb = "Nack"
 	}
+	if i.Next {
+		verb += "+Next"
+	}
 	return fmt.Sprintf("%s req=%d item=%s session=%#x", verb, i.Req, i.Name, i.Session)
 }
 func (i cancelReq) String() string { return fmt.Sprintf("Cancel req=%d", i.Req) }
@@ -292,11 +300,16 @@ type watchClaim struct {
 }
 
 // endClaim deletes our claim and, unless Nack, the item with it, in one
-// multi.
+// multi. With Next, the multi also creates our claim under item Next (with
+// Data): both are answered, acked first, then claimed; an op that failed
+// in the multi answers its own part, and the other part is answered with
+// errNotApplied.
 type endClaim struct {
 	Cmd  uint64
 	Name string
 	Nack bool
+	Next string
+	Data []byte
 }
 
 // checkItem reads whether an item and its claim exist, after a request
@@ -344,6 +357,9 @@ func (c removeItem) String() string { return fmt.Sprintf("RemoveItem cmd=%d item
 func (c claimItem) String() string  { return fmt.Sprintf("ClaimItem cmd=%d item=%s", c.Cmd, c.Name) }
 func (c watchClaim) String() string { return fmt.Sprintf("WatchClaim cmd=%d item=%s", c.Cmd, c.Name) }
 func (c endClaim) String() string {
+	if c.Next != "" {
+		return fmt.Sprintf("EndClaim cmd=%d item=%s nack=%t next=%s", c.Cmd, c.Name, c.Nack, c.Next)
+	}
 	return fmt.Sprintf("EndClaim cmd=%d item=%s nack=%t", c.Cmd, c.Name, c.Nack)
 }
 func (c checkItem) String() string { return fmt.Sprintf("CheckItem cmd=%d item=%s", c.Cmd, c.Name) }

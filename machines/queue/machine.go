@@ -102,6 +102,7 @@ type Machine struct {
 	// (and the item with it). They go once the same session is back, and
 	// are refused (ErrClaimLost) when it is lost.
 	heldAcks []ackCall
+	joints   map[uint64]*joint // calls whose ack went in one multi with the next claim
 	uncert   map[string]bool   // items whose last write of ours has an unknown outcome
 	offers   map[uint64]uint64 // createItems in flight → the call
 	counts   map[uint64]uint64 // countItems in flight → the call
@@ -137,6 +138,23 @@ type ackOp struct {
 	nack bool
 }
 
+// joint is an ack (or nack) call with Next whose ack went out in one multi
+// with the claim of the next item: the call is answered once both parts
+// are. The ack part answers to the call's request id, the claim part (a
+// taker) to that id with claimPart set.
+type joint struct {
+	ackDone, claimDone bool
+	ackErr             error
+	next               taken // the next item, claimed (Name "": none)
+}
+
+// claimPart marks the request id of a joint's claim part.
+const claimPart = 1 << 63
+
+// errNotApplied answers the part of an endClaim with Next whose multi
+// failed on the other part's op: nothing of it was applied.
+var errNotApplied = errors.New("not applied: the multi failed on another op")
+
 // taker is a waiting call.
 type taker struct {
 	req       uint64
@@ -167,7 +185,7 @@ func NewMachine(cfg Config) (*Machine, error) {
 	return &Machine{
 		cfg: cfg, fsm: f, session: cfg.SessionID, connected: cfg.SessionID != 0, rng: cfg.Seed | 1,
 		entries: make(map[string]*entry), gone: make(map[string]uint64),
-		claims: make(map[string]int64), acks: make(map[string]ackOp), uncert: make(map[string]bool),
+		claims: make(map[string]int64), acks: make(map[string]ackOp), uncert: make(map[string]bool), joints: make(map[uint64]*joint),
 		offers: make(map[uint64]uint64), counts: make(map[uint64]uint64), restore: make(map[string][]byte),
 	}, nil
 }
@@ -300,6 +318,14 @@ func (m *Machine) pump(o *out) {
 			m.dropTaker(t)
 			continue
 		}
+		if t.req&claimPart != 0 {
+			// A joint's claim that did not go through (the item was gone
+			// or claimed, or the multi failed on the ack): the call
+			// answers without a next item, and its caller takes one.
+			m.dropTaker(t)
+			m.reply(o, t.req, nil, nil)
+			continue
+		}
 		e := m.candidate(t)
 		switch {
 		case e == nil && (!m.listed || m.stale || m.listing):
@@ -347,9 +373,11 @@ func (m *Machine) pump(o *out) {
 
 // takeWrite: c is the delete or claim of an item for a take.
 func takeWrite(c Command) bool {
-	switch c.(type) {
+	switch c := c.(type) {
 	case removeItem, claimItem:
 		return true
+	case endClaim:
+		return c.Next != ""
 	}
 	return false
 }
@@ -684,6 +712,8 @@ func (m *Machine) claimed(o *out, i claimed) {
 		m.unbind(e)
 		m.lostRace(e)
 		m.markGone(e)
+	case errors.Is(i.Err, errNotApplied): // the ack failed the multi
+		m.unbind(e)
 	default:
 		m.uncertain(o, e)
 	}
@@ -800,9 +830,33 @@ func (m *Machine) ack(o *out, i ackCall) {
 		m.reply(o, i.Req, nil, fmt.Errorf("%w: %s: an ack or nack is in flight", ErrAcked, m.node(i.Name)))
 	case !m.connected:
 		m.heldAcks = append(m.heldAcks, i)
+	case i.Next && m.joinNext(o, i):
 	default:
 		m.endClaim(o, i.Name, i.Nack, i.Req)
 	}
+}
+
+// joinNext sends ack call i's endClaim in one multi with the claim of the
+// item a TakeItem would get now, and the read of that item behind it. It
+// sends nothing when there is no such item in the cache, or when it has a
+// priority (choosing one needs a listing after a sync first).
+func (m *Machine) joinNext(o *out, i ackCall) bool {
+	t := &taker{req: i.Req | claimPart, kind: kindClaim}
+	e := m.candidate(t)
+	if e == nil || e.prio > 0 || e.busy || m.uncert[e.name] {
+		return false
+	}
+	m.joints[i.Req] = &joint{}
+	m.takers = append(m.takers, t)
+	m.bind(e, t)
+	m.acks[i.Name] = ackOp{req: i.Req, nack: i.Nack}
+	m.owed += 2 // answered as acked and claimed
+	e.busy = true
+	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: i.Name, Nack: i.Nack, Next: e.name, Data: m.cfg.ClaimData})
+	e.data, e.hasData, e.reading = nil, false, true
+	e.claimRead = m.cmd()
+	o.Commands = append(o.Commands, readItem{Cmd: e.claimRead, Name: e.name})
+	return true
 }
 
 // releaseAcks sends the held acks (the session is back) or refuses them
@@ -831,6 +885,8 @@ func (m *Machine) acked(o *out, i acked) {
 	e := m.entries[i.Name]
 	req, nack := a.req, a.nack
 	switch {
+	case errors.Is(i.Err, errNotApplied): // the next claim failed the multi: the ack alone
+		m.endClaim(o, i.Name, nack, req)
 	case i.Err == nil:
 		delete(m.acks, i.Name)
 		m.claimEnded(o, i.Name, e, req, nack)
@@ -889,8 +945,9 @@ func (m *Machine) offered(o *out, i offered) {
 }
 
 func (m *Machine) cancel(o *out, req uint64) {
+	delete(m.joints, req) // its ack goes on; no one waits for the answer
 	for _, t := range m.takers {
-		if t.req != req {
+		if t.req&^claimPart != req {
 			continue
 		}
 		if e := t.entry; e != nil {
@@ -1053,6 +1110,24 @@ func (m *Machine) cmd() uint64 {
 func (m *Machine) reply(o *out, req uint64, v any, err error) {
 	if req == 0 {
 		return // the machine's own
+	}
+	if j := m.joints[req&^claimPart]; j != nil {
+		if req&claimPart != 0 {
+			j.claimDone = true
+			if t, ok := v.(taken); ok && err == nil {
+				j.next = t
+			}
+		} else {
+			j.ackDone, j.ackErr = true, err
+		}
+		if !j.ackDone || !j.claimDone {
+			return
+		}
+		req &^= claimPart
+		delete(m.joints, req)
+		v, err = j.next, j.ackErr
+	} else if req&claimPart != 0 {
+		return // a joint's claim part whose caller stopped waiting
 	}
 	o.Replies = append(o.Replies, runtime.Reply{Req: req, Value: v, Err: err})
 }

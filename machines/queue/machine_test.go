@@ -370,3 +370,54 @@ func TestTranscriptAckHeldWhileDisconnected(t *testing.T) {
 	}
 	tr.Check("ack_held_while_disconnected")
 }
+
+// Consume's ack claims the next item in the same multi (one write round
+// trip for both): the call answers once the ack is through and the next
+// item is claimed and its data read behind the claim.
+func TestTranscriptAckClaimsNextInOneMulti(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
+	out := tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: true})
+	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "qn-0000000002" {
+		t.Fatalf("the ack's commands %v, want one EndClaim with the next claim", out.Commands)
+	}
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	out = tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+	if r, ok := replied(out, 2); !ok || r.Err != nil || string(r.Value.(taken).Data) != "b" {
+		t.Fatalf("the joint call = %+v, want acked and item b", out.Replies)
+	}
+	// Nothing next in the cache: the ack alone, answered with no item.
+	out = tr.step(ackCall{Req: 3, Name: "qn-0000000002", Session: sess, Next: true})
+	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "" {
+		t.Fatalf("the ack's commands %v, want one EndClaim alone", out.Commands)
+	}
+	tr.step(acked{Cmd: 6, Name: "qn-0000000002"})
+	tr.Check("ack_claims_next_in_one_multi")
+}
+
+// The next item was claimed by another consumer first: the multi fails on
+// its claim, so nothing of it is applied; the ack is sent again alone, the
+// other's claim is watched, and the call answers with no next item once
+// the ack is through.
+func TestTranscriptJointClaimLostToAnother(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: true})
+	if out := tr.step(acked{Cmd: 4, Name: "qn-0000000001", Err: errNotApplied}); len(out.Replies) != 0 {
+		t.Fatalf("answered before the ack went through: %v", out.Replies)
+	}
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Err: zk.ErrNodeExists})
+	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+	out := tr.step(acked{Cmd: 6, Name: "qn-0000000001"})
+	if r, ok := replied(out, 2); !ok || r.Err != nil || r.Value.(taken).Name != "" {
+		t.Fatalf("the joint call = %+v, want acked and no item", out.Replies)
+	}
+	tr.Check("joint_claim_lost_to_another")
+}

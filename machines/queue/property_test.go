@@ -354,3 +354,75 @@ func TestPropertyPlain(t *testing.T) {
 		t.Logf("%d items taken; %d uncertain removals, %d items taken twice; %d sessions expired", propItems, len(uncertain), twice, f.n)
 	})
 }
+
+// Consume under session expiry, with 1 in 100 handle calls refusing its
+// item: every item is accepted (its handle returned nil), none is lost,
+// and the queue drains. An item is accepted twice only when the session
+// of the consumer that first accepted it expired before its ack went
+// through: at most one item per worker and expiry.
+func TestPropertyConsume(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		defer cancel()
+		const path = "/queue/property/consume"
+		const workers = 2
+		var conns []zk.Conn
+		var qs []*queue.Queue
+		for i := range propConsumers {
+			c := tg.Connect(t)
+			conns = append(conns, c)
+			qs = append(qs, newQueue(t, c, path, queue.WithID(fmt.Sprint("consumer-", i))))
+		}
+		f := newFaulter(t, tg, conns)
+		var (
+			mu       sync.Mutex
+			accepted = make(map[string]int)
+			refused  int
+		)
+		cctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { f.run(cctx) })
+		for i, q := range qs {
+			rng := rand.New(rand.NewPCG(uint64(i), 4))
+			wg.Go(func() {
+				err := q.Consume(cctx, func(_ context.Context, data []byte) error {
+					mu.Lock()
+					defer mu.Unlock()
+					if rng.IntN(100) == 0 {
+						refused++
+						return errors.New("refused")
+					}
+					accepted[string(data)]++
+					f.delivered()
+					return nil
+				}, queue.WithConcurrency(workers))
+				if err != nil {
+					t.Errorf("consumer %d: Consume: %v", i, err)
+				}
+			})
+		}
+		produce(t, ctx, tg, path)
+		drained(t, ctx, tg.Connect(t), path)
+		stop()
+		wg.Wait()
+		twice := 0
+		for p := range propProducers {
+			for n := range propItems / propProducers {
+				item := fmt.Sprintf("p%d-%05d", p, n)
+				switch k := accepted[item]; {
+				case k == 0:
+					t.Errorf("%s: never accepted", item)
+				case k > 1:
+					twice += k - 1
+				}
+			}
+		}
+		if twice > workers*f.n {
+			t.Errorf("%d items accepted again, more than one per worker and expiry (%d expiries)", twice, f.n)
+		}
+		if f.n != propFaults {
+			t.Errorf("%d faults injected, want %d", f.n, propFaults)
+		}
+		t.Logf("%d items accepted; %d handle calls refused; %d accepted again; %d sessions expired", propItems, refused, twice, f.n)
+	})
+}

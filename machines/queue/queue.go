@@ -409,17 +409,27 @@ func (it *Item) Node() string { return zk.Join(it.q.path, it.name) }
 // ErrUncertain: the reply was lost and the session ended with it; the
 // item will not be delivered again (see ErrUncertain).
 // ErrAcked: Ack or Nack was called before.
-func (it *Item) Ack(ctx context.Context) error { return it.end(ctx, false) }
+func (it *Item) Ack(ctx context.Context) error {
+	_, err := it.end(ctx, false, false)
+	return err
+}
 
 // Nack gives the item back: our claim is deleted and the item is
 // delivered again at its place. Errors as Ack.
-func (it *Item) Nack(ctx context.Context) error { return it.end(ctx, true) }
+func (it *Item) Nack(ctx context.Context) error {
+	_, err := it.end(ctx, true, false)
+	return err
+}
 
-func (it *Item) end(ctx context.Context, nack bool) error {
+// end acks or nacks the item. With next (Consume's), the same multi
+// claims the item TakeItem would get now, if the handle's cache has one,
+// and end returns it (nil: none; take one with TakeItem), even when the
+// ack failed.
+func (it *Item) end(ctx context.Context, nack, next bool) (*Item, error) {
 	it.mu.Lock()
 	defer it.mu.Unlock()
 	if it.done {
-		return fmt.Errorf("%w: %s", ErrAcked, it.Node())
+		return nil, fmt.Errorf("%w: %s", ErrAcked, it.Node())
 	}
 	name := "ack"
 	if nack {
@@ -428,8 +438,8 @@ func (it *Item) end(ctx context.Context, nack bool) error {
 	ctx, span := it.q.tel.Start(ctx, name, trace.SpanKindInternal, append(it.q.attrs, attribute.String("messaging.operation.type", "settle"),
 		runtime.AttrNode.String(it.Node()))...)
 	defer span.End()
-	_, err := it.q.shell.Do(ctx, func(req uint64) Input {
-		return ackCall{Req: req, Name: it.name, Session: it.session, Nack: nack}
+	a, err := it.q.shell.Do(ctx, func(req uint64) Input {
+		return ackCall{Req: req, Name: it.name, Session: it.session, Nack: nack, Next: next}
 	})
 	if err == nil || errors.Is(err, ErrClaimLost) {
 		it.done = true
@@ -437,8 +447,17 @@ func (it *Item) end(ctx context.Context, nack bool) error {
 	if err != nil {
 		it.q.fail(span, err)
 	}
-	return err
+	t, ok := a.Value.(taken)
+	if !ok || t.Name == "" {
+		return nil, err
+	}
+	it.q.count(ctx, it.q.taken, "receive", 1, nil)
+	span.SetAttributes(attrNextNode.String(zk.Join(it.q.path, t.Name)))
+	return &Item{q: it.q, name: t.Name, data: t.Data, session: t.Session}, err
 }
+
+// attrNextNode is the item an ack's multi claimed for Consume's next call.
+var attrNextNode = attribute.Key("zkrecipes.queue.next_node")
 
 // errorType names err for a span's error.type.
 func errorType(err error) string {
