@@ -2,8 +2,8 @@
 # bench_queue.sh [OUTDIR]: the queue against the peers on one standalone
 # ZooKeeper (forceSync=yes), interleaved.
 #
-# Each repetition runs, on one server: zkbench queue (fifo, ack, priority,
-# batches of 100, and 4 consumers), Curator's QueueBench (simple:
+# Each repetition runs, on one server: zkbench queue (fifo, ack, consume,
+# priority, batches of 100, and 4 consumers), Curator's QueueBench (simple:
 # SimpleDistributedQueue; distributed: DistributedQueue) and kazoo's
 # queuebench.py (Queue, LockingQueue). Each program offers every item, then
 # takes them all; zkbench also times raw creates and deletes on the same
@@ -38,6 +38,8 @@ def p50(d, k):
 rows = {
     "fifo take p50 / raw delete p50": lambda r: r["zk-fifo"]["take_p50_per_delete_p50"],
     "ack take+ack p50 / raw delete p50": lambda r: (p50(r["zk-ack"], "take_us") + p50(r["zk-ack"], "ack_us")) / p50(r["zk-ack"], "raw_delete_us"),
+    "Consume per item p50 / raw delete p50": lambda r: r["zk-consume"]["take_p50_per_delete_p50"],
+    "Consume take/s / TakeItem+Ack take/s": lambda r: r["zk-consume"]["take_per_s"] / r["zk-ack"]["take_per_s"],
     "offer p50 / raw create p50": lambda r: r["zk-fifo"]["offer_p50_per_create_p50"],
     "priority take p50 / raw delete p50": lambda r: r["zk-priority"]["take_p50_per_delete_p50"],
     "OfferBatch(100) items/s / Offer items/s": lambda r: r["zk-batch100"]["offer_per_s"] / r["zk-fifo"]["offer_per_s"],
@@ -46,6 +48,7 @@ rows = {
     "take/s vs Curator DistributedQueue": lambda r: r["zk-fifo"]["take_per_s"] / r["curator-distributed"]["take_per_s"],
     "take/s vs kazoo Queue": lambda r: r["zk-fifo"]["take_per_s"] / r["kazoo-queue"]["take_per_s"],
     "ack take/s vs kazoo LockingQueue": lambda r: r["zk-ack"]["take_per_s"] / r["kazoo-locking"]["take_per_s"],
+    "Consume take/s vs kazoo LockingQueue": lambda r: r["zk-consume"]["take_per_s"] / r["kazoo-locking"]["take_per_s"],
     "offer/s vs Curator SimpleDistributedQueue": lambda r: r["zk-fifo"]["offer_per_s"] / r["curator-simple"]["offer_per_s"],
 }
 print("per repetition (same server, interleaved):")
@@ -119,6 +122,7 @@ for rep in $(seq 1 "$REPS"); do
   run curator-simple-rep$rep "$PEERS/curator/run.sh" QueueBench "$A" queue=simple items="$n"
   run kazoo-queue-rep$rep $py "$PEERS/kazoo/queuebench.py" "$A" queue=queue items="$n"
   run zk-ack-rep$rep "$zb" queue -zk "$A" -kind ack -items "$n"
+  run zk-consume-rep$rep "$zb" queue -zk "$A" -kind consume -items "$n"
   run curator-distributed-rep$rep "$PEERS/curator/run.sh" QueueBench "$A" queue=distributed items="$n"
   run kazoo-locking-rep$rep $py "$PEERS/kazoo/queuebench.py" "$A" queue=locking items="$n"
   run zk-priority-rep$rep "$zb" queue -zk "$A" -kind priority -items "$n"

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/events"
@@ -293,5 +294,76 @@ func TestAckAppliedThenSessionLost(t *testing.T) {
 		if kids := children(t, c, path); len(kids) != 0 {
 			t.Fatalf("left %v", kids)
 		}
+	})
+}
+
+// The multi that acks Consume's item and claims the next one is applied,
+// but its reply is lost: both are found done on the same session, the
+// next item is handed to the handler, and nothing is delivered twice or
+// left behind.
+func TestConsumeJointReplyLost(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/faults/joint"
+		q := newQueue(t, c, path)
+		offer(t, ctx, q, "a", "b", "c")
+		f := tg.LoseNextReply(t, c, testkit.OpMulti, path)
+		cctx, stop := context.WithCancel(ctx)
+		var got []string
+		err := q.Consume(cctx, func(_ context.Context, data []byte) error {
+			if got = append(got, string(data)); len(got) == 3 {
+				stop()
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Consume = %v", err)
+		}
+		<-f.Fired()
+		if !slices.Equal(got, []string{"a", "b", "c"}) {
+			t.Fatalf("handled %v, want a, b, c once each", got)
+		}
+		if kids := children(t, c, path); len(kids) != 0 {
+			t.Fatalf("left %v", kids)
+		}
+	})
+}
+
+// The joint multi is applied, and the session ends before its reply
+// comes: the ack is uncertain, the next item's claim went with the
+// session, and the next item is handled after all (claimed again on the
+// new session); nothing is lost or left behind.
+func TestConsumeJointAppliedThenSessionLost(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/faults/jointexpire"
+		q := newQueue(t, c, path)
+		offer(t, ctx, q, "a", "b")
+		f := tg.HoldNextReply(t, c, testkit.OpMulti, path+"/")
+		go func() {
+			select {
+			case <-f.Fired():
+				tg.Expire(t, c)
+				f.Release()
+			case <-ctx.Done():
+			}
+		}()
+		cctx, stop := context.WithCancel(ctx)
+		seen := map[string]int{}
+		err := q.Consume(cctx, func(_ context.Context, data []byte) error {
+			if seen[string(data)]++; seen["a"] > 0 && seen["b"] > 0 {
+				stop()
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Consume = %v", err)
+		}
+		if seen["a"] != 1 || seen["b"] != 1 {
+			t.Fatalf("handled %v, want a and b once each", seen)
+		}
+		drained(t, ctx, c, path)
 	})
 }
