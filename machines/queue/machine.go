@@ -839,8 +839,12 @@ func (m *Machine) ack(o *out, i ackCall) {
 // joinNext sends ack call i's endClaim in one multi with the claim of the
 // item a TakeItem would get now, and the read of that item behind it. It
 // sends nothing when there is no such item in the cache, or when it has a
-// priority (choosing one needs a listing after a sync first).
+// priority (choosing one needs a listing after a sync first), or once the
+// machine is shutting down.
 func (m *Machine) joinNext(o *out, i ackCall) bool {
+	if m.closing != 0 {
+		return false
+	}
 	t := &taker{req: i.Req | claimPart, kind: kindClaim}
 	e := m.candidate(t)
 	if e == nil || e.prio > 0 || e.busy || m.uncert[e.name] {

@@ -421,3 +421,24 @@ func TestTranscriptJointClaimLostToAnother(t *testing.T) {
 	}
 	tr.Check("joint_claim_lost_to_another")
 }
+
+// An ack with Next asked while the handle shuts down claims nothing: the
+// ack goes alone (a claim made now would outlive the shutdown, which
+// gives the claims back). Here the connection is down when both come: the
+// ack is held until it is back, then sent alone.
+func TestTranscriptNoJointClaimWhileClosing(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(shutdown{Req: 2})
+	tr.step(ackCall{Req: 3, Name: "qn-0000000001", Session: sess, Next: true})
+	out := tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "" || ends[0].Nack {
+		t.Fatalf("commands %v, want the ack alone", out.Commands)
+	}
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
+	tr.Check("no_joint_claim_while_closing")
+}
