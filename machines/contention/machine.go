@@ -638,11 +638,12 @@ func (m *Machine) watching(in watching) {
 }
 
 // fireDanglingMark makes the mark w watched fire, when the node it marks
-// was gone before the watch was set (see fireMark): under an exclusive
-// predicate only, where no one else watches that mark now.
+// went without it (see fireMark). Only its successor watches a mark (see
+// Predicate.marked), and it fires the mark only once it has seen the node
+// gone: any other watch on the mark was left by a term that has ended.
 func (m *Machine) fireDanglingMark(w watchNode) {
 	switch {
-	case m.cfg.Predicate.kind != exclusive || w.Promotion || w.Plain:
+	case w.Promotion || w.Plain:
 	case w.Hold:
 		m.send(&request{cmd: fireMark{Cmd: m.nextCmd(), Path: HoldMark(w.Path)}})
 	case m.term != nil:
@@ -682,7 +683,7 @@ func (m *Machine) watchFired(in watchFired) {
 		if !held {
 			// No mark came before the deletion (events keep the server's
 			// order): the mark's watch waits for a creation that never comes.
-			m.fireDanglingMark(watchNode{Path: pred, Hold: m.cfg.HoldMarks})
+			m.fireDanglingMark(watchNode{Path: pred, Hold: m.cfg.HoldMarks, Plain: !m.cfg.Predicate.marked(t.node, pred)})
 		}
 	}
 	// Anything else is the end of the watch: LOST follows.
@@ -893,10 +894,9 @@ func (m *Machine) advance(t *term) {
 		m.send(&request{cmd: checkNodes{Cmd: id, Paths: slices.Clone(t.below)}, term: t})
 		return
 	}
-	// A reader with one writer below needs no mark: when that writer goes,
-	// no writer is left below, however it went.
-	plain := m.cfg.Predicate.isReader(t.node) && len(t.below) == 1
-	m.send(&request{cmd: watchNode{Cmd: id, Path: t.below[len(t.below)-1], Hold: m.cfg.HoldMarks, Plain: plain}, term: t})
+	pred := t.below[len(t.below)-1]
+	plain := !m.cfg.Predicate.marked(t.node, pred)
+	m.send(&request{cmd: watchNode{Cmd: id, Path: pred, Hold: m.cfg.HoldMarks, Plain: plain}, term: t})
 }
 
 // reread lists the directory again, for a waiter that must see nodes made
@@ -1008,7 +1008,9 @@ func (m *Machine) stop(t *term, releasers []uint64, cause error) {
 	m.fire(trStop)
 	m.emit(events.StopStart, nil)
 	m.endTerm(t, cause)
-	m.deleteTermNode(t, !m.cfg.HoldMarks && !t.plain, releasers, t.n)
+	// A reader's release mark is watched by no one (see Predicate.marked).
+	release := !m.cfg.HoldMarks && !t.plain && !m.cfg.Predicate.isReader(t.node)
+	m.deleteTermNode(t, release, releasers, t.n)
 }
 
 // abandon ends a term that does not hold: its node (if any) is deleted; a

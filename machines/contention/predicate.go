@@ -117,6 +117,26 @@ func (p Predicate) afterGone(ours, gone string, held bool) (hold, relist bool) {
 	return false, false
 }
 
+// marked reports whether a waiter ours that waits for watched also
+// watches watched's release mark (which tells it watched left as a
+// holder). Under an exclusive predicate it does. Under read/write only a
+// writer behind a writer does: the only waiter that watches that mark (a
+// writer waits for the node just below it), so that when the writer goes
+// without its mark, the waiter can fire the mark's watch and leave none
+// behind (see Machine.fireDanglingMark). A reader watches only the
+// deletion of the writer it waits for, and then checks the writers it saw
+// below it; a writer behind a reader learns nothing from the reader's
+// mark (readers below may still hold). Marks are not used by leases.
+func (p Predicate) marked(ours, watched string) bool {
+	switch p.kind {
+	case exclusive:
+		return true
+	case readWrite:
+		return !p.isReader(ours) && !p.isReader(watched)
+	}
+	return false
+}
+
 // mustRelist reports whether a waiter that finds gone, a node it saw
 // below its own, gone with no mark (watched or checked) must list the
 // directory again before it trusts what it saw: under read/write, a writer

@@ -46,8 +46,10 @@ func TestTranscriptReaderBehindReaders(t *testing.T) {
 
 // Two writers and four readers interleaved (the shape that deadlocked
 // kazoo): our reader waits on the last writer below it, never on the
-// writer above it, and when that writer leaves as a holder (its release
-// mark), no writer is left below: it holds with no read.
+// writer above it. It watches that writer's deletion, not its mark (a
+// mark other readers watch too could not be fired safely when the writer
+// goes without it), so when the writer goes it checks the writer it saw
+// below that one (one round), and holds once both are gone.
 func TestTranscriptReaderWaitsOnLastWriterBelow(t *testing.T) {
 	tr := newRWTranscript(t)
 	tr.step(Acquire{Req: 1, Marker: rd})
@@ -59,10 +61,17 @@ func TestTranscriptReaderWaitsOnLastWriterBelow(t *testing.T) {
 	if len(out.Commands) != 1 || out.Commands[0].(watchNode).Path != "/app/rw/_c_w2-__WRIT__0000000002" {
 		t.Fatalf("want a watch on the last writer below (w2), got %+v", out.Commands)
 	}
+	if w := out.Commands[0].(watchNode); !w.Plain {
+		t.Fatalf("want the writer's deletion watched, not its mark: %+v", w)
+	}
 	tr.step(watching{Cmd: 3, Exists: true})
-	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: ReleaseMark("/app/rw/_c_w2-__WRIT__0000000002")}})
+	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w2-__WRIT__0000000002"}})
+	if c, ok := only[checkNodes](out); !ok || len(out.Replies) != 0 || !slices.Equal(c.Paths, []string{"/app/rw/_c_w0-__WRIT__0000000000"}) {
+		t.Fatalf("want one check of w0, got %+v", out)
+	}
+	out = tr.step(nodesChecked{Cmd: 4, Exists: []bool{false}})
 	if !grantedAtOnce(out, 1) {
-		t.Fatalf("want a grant with no read, got %+v", out)
+		t.Fatalf("want a grant once w0 is found gone, got %+v", out)
 	}
 	tr.check("rw_reader_waits_on_last_writer_below")
 }
@@ -109,6 +118,17 @@ func TestTranscriptWriterBehindWriterRereads(t *testing.T) {
 	if len(out.Replies) != 0 || len(out.Commands) != 1 || out.Commands[0].(watchNode).Path != "/app/rw/_c_w1-__READ__0000000001" {
 		t.Fatalf("want a watch on the downgraded reader, got %+v", out)
 	}
+	tr.step(watching{Cmd: 5, Exists: true})
+	out = tr.step(watchFired{Cmd: 5, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w1-__READ__0000000001"}})
+	if !grantedAtOnce(out, 1) {
+		t.Fatalf("want a grant once the reader is gone, got %+v", out)
+	}
+	// w1 went without its mark: our watch on it waits in vain. The release
+	// fires it (we are w1's successor, its mark's only watcher).
+	out = tr.step(Release{Req: 2})
+	if d, ok := only[deleteNode](out); !ok || !slices.Equal(d.Fire, []string{ReleaseMark("/app/rw/_c_w1-__WRIT__0000000001")}) {
+		t.Fatalf("want the release to fire w1's mark, got %+v", out.Commands)
+	}
 	tr.check("rw_writer_behind_writer_rereads")
 }
 
@@ -151,8 +171,10 @@ func TestTranscriptWriterListsWhenAWriterIsAmongTheRest(t *testing.T) {
 	tr.step(Acquire{Req: 1})
 	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__WRIT__0000000003"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_w1-__WRIT__0000000001", "_c_r2-__READ__0000000002", "_c_uuid1-__WRIT__0000000003"}, Own: own(0x50), OwnExists: true})
-	tr.step(watching{Cmd: 3, Exists: true})
-	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: ReleaseMark("/app/rw/_c_r2-__READ__0000000002")}})
+	if out := tr.step(watching{Cmd: 3, Exists: true}); len(out.Commands) != 0 {
+		t.Fatalf("want nothing until the reader goes, got %+v", out.Commands)
+	}
+	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_r2-__READ__0000000002"}})
 	if l, ok := only[listDir](out); !ok || !l.Relist || len(out.Replies) != 0 {
 		t.Fatalf("a writer among the rest: want the directory listed again and no grant, got %+v", out)
 	}

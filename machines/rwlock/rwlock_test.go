@@ -166,9 +166,10 @@ func TestDowngrade(t *testing.T) {
 		if seq := gw.Node()[len(gw.Node())-10:]; !strings.HasSuffix(gr.Node(), "-__READ__"+seq) {
 			t.Fatalf("downgraded reader %s is not at the writer's sequence %s", gr.Node(), seq)
 		}
-		// b, behind a's writer, lists again and watches the reader: hold
+		// b, behind a's writer, lists again and watches the reader (its
+		// deletion: a reader's mark would tell a writer nothing): hold
 		// that watch's reply to know b decided to wait.
-		watched := tg.HoldNextReply(t, cb, testkit.OpExists, gr.Node())
+		watched := tg.HoldNextReply(t, cb, testkit.OpChildren, gr.Node())
 		rel(t, ctx, a.WriteLock())
 		if gw.Err() == nil || gr.Err() != nil {
 			t.Fatalf("after the write release: write %v, read %v", gw.Err(), gr.Err())
@@ -291,4 +292,69 @@ func TestBadInputAndClose(t *testing.T) {
 		}
 		eventually(t, c, "/rw/bad", "no node after Close", count(0))
 	})
+}
+
+// A waiter whose writer below gives up (its node deleted with no release
+// mark) leaves no watch behind: a reader watches only the deletion of the
+// writer it waits for, and a writer behind a writer, the one watcher of
+// that writer's mark, fires the mark at the end of its term. (A reader
+// behind two writers, and a writer behind a writer, once left an exists
+// watch on the mark of the writer that gave up, and a goroutine with it,
+// until its session ended.)
+func TestNoWatchLeftWhenAWriterGivesUp(t *testing.T) {
+	for _, readerFirst := range []bool{true, false} {
+		name := "writer behind the writer that gives up"
+		if readerFirst {
+			name = "reader behind the writer that gives up"
+		}
+		t.Run(name, func(t *testing.T) {
+			testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) { writerGivesUp(t, tg, readerFirst) })
+		})
+	}
+}
+
+// writerGivesUp: a holds the write lock, b's writer waits behind it, and a
+// reader and a second writer queue behind b's (the reader first, or the
+// writer); b gives up; everything is acquired and released in turn.
+func writerGivesUp(t *testing.T, tg testkit.Target, readerFirst bool) {
+	ctx := ctxT(t)
+	const path = "/rw/giveup"
+	ca, cb, cr, cw := tg.Connect(t), tg.Connect(t), tg.Connect(t), tg.Connect(t)
+	a, b, r, w := newRW(t, ca, path), newRW(t, cb, path), newRW(t, cr, path), newRW(t, cw, path)
+	acq(t, ctx, a.WriteLock())
+	bctx, giveUp := context.WithCancel(ctx)
+	bch := acquireAsync(bctx, b.WriteLock())
+	eventually(t, ca, path, "b's writer queued", count(2))
+	// Each waits (READY_START) before b gives up.
+	rsub, wsub := r.ReadLock().Subscribe(), w.WriteLock().Subscribe()
+	defer rsub.Close()
+	defer wsub.Close()
+	first, second := r.ReadLock(), w.WriteLock()
+	if !readerFirst {
+		first, second = second, first
+	}
+	ch1 := acquireAsync(ctx, first)
+	eventually(t, ca, path, "the third contender queued", count(3))
+	ch2 := acquireAsync(ctx, second)
+	testkit.WaitEvent(t, rsub, events.ReadyStart)
+	testkit.WaitEvent(t, wsub, events.ReadyStart)
+	giveUp()
+	if got := <-bch; !errors.Is(got.err, context.Canceled) {
+		t.Fatalf("b's writer after giving up: %+v", got)
+	}
+	eventually(t, ca, path, "b's writer gone", count(3))
+	rel(t, ctx, a.WriteLock())
+	for _, c := range []struct {
+		l  *rwlock.Lock
+		ch <-chan acquired
+	}{{first, ch1}, {second, ch2}} {
+		got := <-c.ch
+		must(t, got.g, got.err)
+		rel(t, ctx, c.l)
+	}
+	for name, c := range map[string]zk.Conn{"a": ca, "b": cb, "reader": cr, "writer": cw} {
+		if ws := testkit.WatchedPaths(t, tg, c); len(ws) != 0 {
+			t.Errorf("%s's session still watches %v", name, ws)
+		}
+	}
 }
