@@ -873,10 +873,11 @@ func (m *Machine) advance(t *term) {
 	}
 	id := m.nextCmd()
 	t.watch, t.watchesAll = id, false
-	if p := m.cfg.Predicate; p.writerBehindReaders(t.node, t.below) {
-		// Readers alone below a writer all hold, and go in any order:
-		// watch each (one round of requests, as the recheck a watch on
-		// the last alone would need), and hold when the last goes.
+	if p := m.cfg.Predicate; p.writerBehindReaders(t.node, t.below) || p.readerBehindWriters(t.node, t.below) {
+		// Readers alone below a writer all hold, and go in any order;
+		// a reader waits for every writer below it. Watch each (one
+		// round of requests, as the recheck a watch on the last alone
+		// would need), and hold when the last goes.
 		t.watchesAll = true
 		m.send(&request{cmd: checkNodes{Cmd: id, Paths: slices.Clone(t.below)}, term: t})
 		return

@@ -123,10 +123,10 @@ func (p Predicate) afterGone(ours, gone string, held bool) (hold, relist bool) {
 // writer behind a writer does: the only waiter that watches that mark (a
 // writer waits for the node just below it), so that when the writer goes
 // without its mark, the waiter can fire the mark's watch and leave none
-// behind (see Machine.fireDanglingMark). A reader watches only the
-// deletion of the writer it waits for, and then checks the writers it saw
-// below it; a writer behind a reader learns nothing from the reader's
-// mark (readers below may still hold). Marks are not used by leases.
+// behind (see Machine.fireDanglingMark). A reader watches the deletion
+// of each writer below it (see readerBehindWriters); a writer behind a
+// reader learns nothing from the reader's mark (readers below may still
+// hold). Marks are not used by leases.
 func (p Predicate) marked(ours, watched string) bool {
 	switch p.kind {
 	case exclusive:
@@ -150,6 +150,16 @@ func (p Predicate) mustRelist(ours, gone string) bool {
 // them, which all hold.
 func (p Predicate) writerBehindReaders(ours string, blockers []string) bool {
 	return p.kind == readWrite && !p.isReader(ours) && len(blockers) > 1 && !slices.ContainsFunc(blockers, func(n string) bool { return !p.isReader(n) })
+}
+
+// readerBehindWriters reports whether ours is a reader with two or more
+// writers below it (blockers are only writers for a reader). It watches
+// each: their deletions tell it when none is left, with no read after the
+// last. (The last one's release mark could tell it that too, but other
+// readers watch that mark, so it could not be fired safely were that
+// writer to go without it: see marked.)
+func (p Predicate) readerBehindWriters(ours string, blockers []string) bool {
+	return p.kind == readWrite && p.isReader(ours) && len(blockers) > 1
 }
 
 // isReader reports whether node (a name or path) is a reader's: its name

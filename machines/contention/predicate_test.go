@@ -45,12 +45,12 @@ func TestTranscriptReaderBehindReaders(t *testing.T) {
 }
 
 // Two writers and four readers interleaved (the shape that deadlocked
-// kazoo): our reader waits on the last writer below it, never on the
-// writer above it. It watches that writer's deletion, not its mark (a
-// mark other readers watch too could not be fired safely when the writer
-// goes without it), so when the writer goes it checks the writer it saw
-// below that one (one round), and holds once both are gone.
-func TestTranscriptReaderWaitsOnLastWriterBelow(t *testing.T) {
+// kazoo): our reader waits for the writers below it, never for the writer
+// above it. It watches the deletion of each (one round), not the last
+// one's mark (other readers watch that mark, so it could not be fired
+// safely were the writer to go without it), and holds when the last goes,
+// with no read.
+func TestTranscriptReaderWatchesEachWriterBelow(t *testing.T) {
 	tr := newRWTranscript(t)
 	tr.step(Acquire{Req: 1, Marker: rd})
 	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__READ__0000000004"})
@@ -58,22 +58,19 @@ func TestTranscriptReaderWaitsOnLastWriterBelow(t *testing.T) {
 		"_c_w0-__WRIT__0000000000", "_c_r1-__READ__0000000001", "_c_w2-__WRIT__0000000002",
 		"_c_r3-__READ__0000000003", "_c_uuid1-__READ__0000000004", "_c_w5-__WRIT__0000000005", "_c_r6-__READ__0000000006",
 	}, Own: own(0x50), OwnExists: true})
-	if len(out.Commands) != 1 || out.Commands[0].(watchNode).Path != "/app/rw/_c_w2-__WRIT__0000000002" {
-		t.Fatalf("want a watch on the last writer below (w2), got %+v", out.Commands)
+	if c, ok := only[checkNodes](out); !ok || !slices.Equal(c.Paths, []string{"/app/rw/_c_w0-__WRIT__0000000000", "/app/rw/_c_w2-__WRIT__0000000002"}) {
+		t.Fatalf("want the writers below (w0, w2) watched, got %+v", out.Commands)
 	}
-	if w := out.Commands[0].(watchNode); !w.Plain {
-		t.Fatalf("want the writer's deletion watched, not its mark: %+v", w)
+	tr.step(nodesChecked{Cmd: 3, Exists: []bool{true, true}})
+	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w0-__WRIT__0000000000"}})
+	if len(out.Replies)+len(out.Commands) != 0 {
+		t.Fatalf("w2 still below: want nothing yet, got %+v", out)
 	}
-	tr.step(watching{Cmd: 3, Exists: true})
 	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w2-__WRIT__0000000002"}})
-	if c, ok := only[checkNodes](out); !ok || len(out.Replies) != 0 || !slices.Equal(c.Paths, []string{"/app/rw/_c_w0-__WRIT__0000000000"}) {
-		t.Fatalf("want one check of w0, got %+v", out)
-	}
-	out = tr.step(nodesChecked{Cmd: 4, Exists: []bool{false}})
 	if !grantedAtOnce(out, 1) {
-		t.Fatalf("want a grant once w0 is found gone, got %+v", out)
+		t.Fatalf("want a grant with no read once both are gone, got %+v", out)
 	}
-	tr.check("rw_reader_waits_on_last_writer_below")
+	tr.check("rw_reader_watches_each_writer_below")
 }
 
 // A writer behind readers alone: they all hold and go in any order, so it

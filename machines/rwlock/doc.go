@@ -12,6 +12,19 @@
 // right before its own. Readers behind a queued writer wait for it, so
 // writers do not starve.
 //
+// # Hand-over
+//
+// A reader watches the node of every writer ahead of it (one round of
+// requests) and holds when the last goes, with no read. A writer waiting
+// on readers alone watches each of them the same way. A writer waiting
+// on a writer also watches its release mark, which a
+// holder makes and deletes in the multi that deletes its node: seeing it,
+// it holds with no read. A writer that goes without the mark (it gave up,
+// its session ended, or it downgraded) leaves that watch waiting for a
+// creation that never comes; its successor, the mark's only watcher,
+// fires it in the multi that ends its own term, so no watch (and no
+// client goroutine) waits for the session's end.
+//
 // # Downgrade and upgrade
 //
 // A participant holding the write lock may take the read lock at once,
