@@ -105,7 +105,7 @@ func TestPropertyRandomSteps(t *testing.T) {
 		const participants, conns = 6, 3
 		steps, wait := 10000, 20*time.Millisecond
 		if tg.Name() != "sim" {
-			steps, wait = 1500, 50*time.Millisecond
+			wait = 50 * time.Millisecond
 		}
 		ctx := ctxT(t)
 		var cs []zk.Conn

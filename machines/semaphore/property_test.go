@@ -117,16 +117,12 @@ func (h *propHandle) stop() {
 // session expiries injected. Never more than maxLeases leases are held
 // without a prior Lost(); a grant's token is larger than every token
 // granted before its acquire began; every lease of an expired session is
-// Lost; once every handle is closed no node is left. 10,000 steps on the
-// simulator, 2,000 on the real server (its expiries take a round of
-// session handling each).
+// Lost; once every handle is closed no node is left. 10,000 steps on each
+// target.
 func TestProperty(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		const handles, maxLeases, path = 6, 3, "/sem/property"
-		steps := 10000
-		if tg.Name() != "sim" {
-			steps = 2000
-		}
+		const steps = 10000
 		seed := time.Now().UnixNano()
 		rng := rand.New(rand.NewPCG(uint64(seed), 0))
 		t.Cleanup(func() {
