@@ -17,8 +17,10 @@
 //
 // A handle's consumer is an actor that keeps the queue's items in a sorted
 // cache fed by one child watch: a take deletes (or claims) the item it
-// chose and reads the next one while that request is in flight, so a take
-// costs about one delete and there is no listing per item.
+// chose, and the data of the next items is read ahead, four at a time (a
+// read sent beside a delete delays it on the server: batched, three
+// deletes in four go alone). So a take costs about one delete, and there
+// is no listing per item.
 //
 // # Order
 //

@@ -93,16 +93,16 @@ func TestTranscriptHeadTakenByAnother(t *testing.T) {
 	tr.step(takeCall{Req: 1, Kind: kindPoll})
 	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002", "qn-0000000009", "qn-0000000010"}, Watched: true})
 	tr.step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
-	tr.step(removed{Cmd: 4, Name: "qn-0000000001", Err: zk.ErrNoNode})
+	tr.step(removed{Cmd: 6, Name: "qn-0000000001", Err: zk.ErrNoNode})
 	tr.step(childrenChanged{Cmd: 1})
 	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
-	out := tr.step(removed{Cmd: 6, Name: "qn-0000000002"})
+	out := tr.step(removed{Cmd: 7, Name: "qn-0000000002"})
 	if r, ok := replied(out, 1); !ok || string(r.Value.(taken).Data) != "b" {
 		t.Fatalf("take 1: %+v, want b", r)
 	}
 	tr.step(takeCall{Req: 2, Kind: kindPoll})
 	tr.step(dataRead{Cmd: 5, Name: "qn-0000000010", Data: []byte("d")})
-	out = tr.step(removed{Cmd: 7, Name: "qn-0000000010"})
+	out = tr.step(removed{Cmd: 8, Name: "qn-0000000010"})
 	if r, ok := replied(out, 2); !ok || string(r.Value.(taken).Data) != "d" {
 		t.Fatalf("take 2: %+v, want d", r)
 	}
@@ -194,9 +194,9 @@ func TestTranscriptPriorityArrivesDuringTake(t *testing.T) {
 	tr.step(takeCall{Req: 1, Kind: kindTake})
 	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000005-0000000001", "qn-0000000005-0000000002"}, Watched: true})
 	// Offered meanwhile, priority 1; the watch has not fired yet.
-	tr.step(listed{Cmd: 3, Children: []string{"qn-0000000005-0000000001", "qn-0000000005-0000000002", "qn-0000000001-0000000003"}})
-	tr.step(dataRead{Cmd: 4, Name: "qn-0000000001-0000000003", Data: []byte("urgent")})
-	out := tr.step(removed{Cmd: 5, Name: "qn-0000000001-0000000003"})
+	tr.step(listed{Cmd: 4, Children: []string{"qn-0000000005-0000000001", "qn-0000000005-0000000002", "qn-0000000001-0000000003"}})
+	tr.step(dataRead{Cmd: 5, Name: "qn-0000000001-0000000003", Data: []byte("urgent")})
+	out := tr.step(removed{Cmd: 6, Name: "qn-0000000001-0000000003"})
 	if r, ok := replied(out, 1); !ok || string(r.Value.(taken).Data) != "urgent" {
 		t.Fatalf("the take got %v, want the urgent item", out.Replies)
 	}
