@@ -43,10 +43,19 @@ func (r *consumeRecord) handle(_ context.Context, data []byte) error {
 	return nil
 }
 
+// offerNumbered offers n items item-<first>, item-<first+1>, ... (three
+// digits).
+func offerNumbered(t *testing.T, ctx context.Context, q *queue.Queue, first, n int) {
+	t.Helper()
+	for i := first; i < first+n; i++ {
+		offer(t, ctx, q, fmt.Sprintf("item-%03d", i))
+	}
+}
+
 // Consume hands every item to handle, acks what handle accepted, nacks
 // what it refused (the item comes again), returns nil when its ctx ends,
-// and leaves no claim behind: the claim of the next item it sends beside
-// each ack is given back or used.
+// and leaves no claim behind: the next item it claims in the multi of
+// each ack is handled, or given back.
 func TestConsume(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := ctxT(t)
@@ -54,9 +63,7 @@ func TestConsume(t *testing.T) {
 		const path = "/queue/consume"
 		const items = 200
 		prod := newQueue(t, c, path)
-		for i := range items {
-			offer(t, ctx, prod, fmt.Sprintf("item-%03d", i))
-		}
+		offerNumbered(t, ctx, prod, 0, items)
 		q := newQueue(t, tg.Connect(t), path)
 		cctx, stop := context.WithCancel(ctx)
 		rec := newConsumeRecord(items, stop)
@@ -129,9 +136,7 @@ func TestConsumeThroughSessionExpiry(t *testing.T) {
 		const path = "/queue/consume-expiry"
 		const items = 300
 		prod := newQueue(t, c, path)
-		for i := range items {
-			offer(t, ctx, prod, fmt.Sprintf("item-%03d", i+1))
-		}
+		offerNumbered(t, ctx, prod, 1, items)
 		cc := tg.Connect(t)
 		q := newQueue(t, cc, path)
 		cctx, stop := context.WithCancel(ctx)

@@ -88,6 +88,19 @@ func drained(t *testing.T, ctx context.Context, c zk.Conn, path string) {
 	}
 }
 
+// consumers opens propConsumers queue handles on path, each on its own
+// session, with the ids consumer-<i>.
+func consumers(t *testing.T, tg testkit.Target, path string) ([]zk.Conn, []*queue.Queue) {
+	var conns []zk.Conn
+	var qs []*queue.Queue
+	for i := range propConsumers {
+		c := tg.Connect(t)
+		conns = append(conns, c)
+		qs = append(qs, newQueue(t, c, path, queue.WithID(fmt.Sprint("consumer-", i))))
+	}
+	return conns, qs
+}
+
 // faulter expires a random consumer's session each time the deliveries
 // pass the next of propFaults marks, spread over the run.
 type faulter struct {
@@ -154,13 +167,7 @@ func TestPropertyAcknowledged(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 		defer cancel()
 		const path = "/queue/property/ack"
-		var conns []zk.Conn
-		var qs []*queue.Queue
-		for i := range propConsumers {
-			c := tg.Connect(t)
-			conns = append(conns, c)
-			qs = append(qs, newQueue(t, c, path, queue.WithID(fmt.Sprint("consumer-", i))))
-		}
+		conns, qs := consumers(t, tg, path)
 		f := newFaulter(t, tg, conns)
 		var (
 			mu         sync.Mutex
@@ -366,13 +373,7 @@ func TestPropertyConsume(t *testing.T) {
 		defer cancel()
 		const path = "/queue/property/consume"
 		const workers = 2
-		var conns []zk.Conn
-		var qs []*queue.Queue
-		for i := range propConsumers {
-			c := tg.Connect(t)
-			conns = append(conns, c)
-			qs = append(qs, newQueue(t, c, path, queue.WithID(fmt.Sprint("consumer-", i))))
-		}
+		conns, qs := consumers(t, tg, path)
 		f := newFaulter(t, tg, conns)
 		var (
 			mu       sync.Mutex
