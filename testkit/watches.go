@@ -10,12 +10,13 @@ import (
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
 
-// WatchedPaths returns the paths on which c's session has a watch armed,
-// sorted: the real server's own list (four-letter word wchc), or the
-// simulator's. A watch no event will ever fire (on a node that is gone
-// for good, say) stays there, and in the client, until the session ends;
-// a test that a recipe leaves none behind reads this once the recipe is
-// done with the path.
+// WatchedPaths returns the paths on which c's session has a data or
+// exists watch armed, sorted: the real server's own list (four-letter word
+// wchc, which leaves child watches out), or the simulator's. An exists
+// watch on a node that is gone for good waits for a creation that never
+// comes: it stays there, and in the client, until the session ends. A test
+// that a recipe leaves none behind reads this once the recipe is done with
+// the path.
 func WatchedPaths(t testing.TB, tg Target, c zk.Conn) []string {
 	t.Helper()
 	switch tg := tg.(type) {

@@ -168,6 +168,17 @@ func TestDoubleBarrierRoundsBackToBack(t *testing.T) {
 		if kids := children(t, g.conns[0], path); len(kids) != 0 {
 			t.Fatalf("nodes left after %d rounds: %v", rounds, kids)
 		}
+		// No watch is left on a member's node: members leave at once, so
+		// a Leave often watches a node already gone. (An exists on it once
+		// waited for a creation that never comes, until the session
+		// ended.) A wait for the next round's ready may stay.
+		for i, c := range g.conns {
+			for _, p := range testkit.WatchedPaths(t, tg, c) {
+				if p != path+"/ready" {
+					t.Errorf("member %d still watches %s", i, p)
+				}
+			}
+		}
 	})
 }
 

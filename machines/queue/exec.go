@@ -65,9 +65,16 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := claimWatched{Cmd: c.Cmd, Name: c.Name}
 			var w <-chan zk.WatchEvent
-			op(ctx, "exists", func(ctx context.Context) error {
+			// A get, not an exists: a claim found gone leaves no watch. An
+			// exists would leave one waiting for the claim's creation, which
+			// never comes once the item is acked, until the session ends.
+			op(runtime.Expect(ctx, zk.ErrNoNode), "get", func(ctx context.Context) error {
 				runtime.SetNode(ctx, zk.Join(item(c.Name), ClaimName))
-				_, r.Exists, w, r.Err = conn.ExistsW(ctx, zk.Join(item(c.Name), ClaimName))
+				_, _, w, r.Err = conn.GetW(ctx, zk.Join(item(c.Name), ClaimName))
+				r.Exists = r.Err == nil
+				if errors.Is(r.Err, zk.ErrNoNode) {
+					r.Err = nil
+				}
 				return r.Err
 			})
 			if r.Err != nil || !r.Exists {

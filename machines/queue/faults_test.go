@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/events"
@@ -365,5 +366,55 @@ func TestConsumeJointAppliedThenSessionLost(t *testing.T) {
 			t.Fatalf("handled %v, want a and b once each", seen)
 		}
 		drained(t, ctx, c, path)
+	})
+}
+
+// A consumer that finds an item claimed by another watches that claim,
+// and the claim may be gone (item acked) by the time the watch is set: it
+// must leave no watch behind. (An exists on the claim once waited for its
+// creation, which never comes once the item is gone, until the session
+// ended: a watch, and a client goroutine, per such race.)
+func TestNoWatchLeftOnAClaimGoneFirst(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		ca, cb := tg.Connect(t), tg.Connect(t)
+		const path = "/queue/faults/claimgone"
+		a, b := newQueue(t, ca, path), newQueue(t, cb, path)
+		offer(t, ctx, a, "x")
+		itA, err := a.TakeItem(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// b's claim of x fails (a holds it); its reply waits until a has
+		// acked x, so b watches a claim that is gone.
+		f := tg.HoldNextReply(t, cb, testkit.OpCreate, path+"/")
+		got := make(chan string, 1)
+		go func() {
+			it, err := b.TakeItem(ctx)
+			if err != nil {
+				t.Error(err)
+				got <- ""
+				return
+			}
+			got <- string(it.Data())
+		}()
+		select {
+		case <-f.Fired():
+		case <-ctx.Done():
+			t.Fatal("b never tried to claim x")
+		}
+		if err := itA.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f.Release()
+		offer(t, ctx, a, "y")
+		if g := <-got; g != "y" {
+			t.Fatalf("b took %q, want y", g)
+		}
+		for _, p := range testkit.WatchedPaths(t, tg, cb) {
+			if strings.HasSuffix(p, "/"+queue.ClaimName) {
+				t.Errorf("b still watches %s", p)
+			}
+		}
 	})
 }

@@ -341,7 +341,15 @@ func (c *Coordinator) collect(ctx context.Context, txID string, participants []s
 					wg.Go(func() { _, decOK, decW, decErr = c.rq.ExistsW(ctx, c.p.decision(txID)) })
 				}
 				if needCoord {
-					wg.Go(func() { _, coordOK, coordW, coordErr = c.rq.ExistsW(ctx, c.p.coordinator(txID)) })
+					// A get, not an exists: our node found gone leaves no
+					// watch waiting for a creation that never comes.
+					wg.Go(func() {
+						_, _, coordW, coordErr = c.rq.GetW(ctx, c.p.coordinator(txID))
+						coordOK = coordErr == nil
+						if errors.Is(coordErr, zk.ErrNoNode) {
+							coordErr = nil
+						}
+					})
 				}
 				needVotes := votesW == nil
 				if needVotes {

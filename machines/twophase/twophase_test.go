@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/twophase"
 	"github.com/zkrecipes/zkrecipes/testkit"
@@ -296,5 +297,57 @@ func TestTransactionKeptUntilEveryParticipantHadItsCall(t *testing.T) {
 			t.Errorf("b, back, saw %+v for tx1", o)
 		}
 		waitGone(t, ca, root+"/tx/tx1")
+	})
+}
+
+// Finished transactions leave no watch behind: one committed, one aborted
+// on a no vote, one aborted on the vote timeout (its late voter's watch of
+// the coordinator's node is set once that node is gone). Once each is
+// deleted (retention), no session watches anything under it. (A
+// participant's exists on a coordinator node found gone once waited for a
+// creation that never comes, until its session ended.)
+func TestNoWatchLeftAfterTransactions(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		ids := []string{"a", "b", "c"}
+		conns := map[string]zk.Conn{}
+		recs := map[string]*rec{}
+		for _, id := range ids {
+			recs[id] = newRec()
+			conns[id] = connect(t, tg)
+			serve(t, conns[id], id, recs[id])
+		}
+		recs["c"].vote = voteNo("no")
+		cc := connect(t, tg)
+		conns["coordinator"] = cc
+		c := newCoordinator(t, cc, twophase.WithRetention(100*time.Millisecond), twophase.WithVoteTimeout(300*time.Millisecond))
+		for _, tx := range []struct {
+			id    string
+			parts []string
+		}{{"tx1", []string{"a", "b"}}, {"tx2", ids}} {
+			if _, err := c.Propose(ctx, tx.id, nil, tx.parts); err != nil {
+				t.Fatal(err)
+			}
+		}
+		release := recs["b"].gate("tx3")
+		out, err := c.Propose(ctx, "tx3", nil, []string{"a", "b"})
+		release()
+		if err != nil || out.Committed {
+			t.Fatalf("tx3: %+v, %v; want an abort on the vote timeout", out, err)
+		}
+		obs := connect(t, tg) // its waits leave watches of their own
+		for _, tx := range []string{"tx1", "tx2", "tx3"} {
+			waitGone(t, obs, root+"/tx/"+tx)
+			for _, r := range []*rec{recs["a"], recs["b"]} {
+				r.outcome(t, ctx, tx)
+			}
+		}
+		for name, cn := range conns {
+			for _, p := range testkit.WatchedPaths(t, tg, cn) {
+				if strings.HasPrefix(p, root+"/tx/") {
+					t.Errorf("%s still watches %s", name, p)
+				}
+			}
+		}
 	})
 }

@@ -329,16 +329,17 @@ func (s *Sim) write(fn func(t *txn) error) error {
 	return nil
 }
 
-// WatchedPaths returns the paths on which c has a watch armed (a data,
-// exists or child watch), sorted: what a real server's wchc lists for c's
-// session. A recipe that is done with a path should leave none there.
+// WatchedPaths returns the paths on which c has a data or exists watch
+// armed, sorted: what a real server's wchc lists for c's session (it
+// leaves child watches out). A recipe that is done with a path should
+// leave none there.
 func (s *Sim) WatchedPaths(c zk.Conn) []string {
 	sc := s.own(c)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var paths []string
 	for k, chs := range sc.watches {
-		if len(chs) > 0 && !slices.Contains(paths, k.path) {
+		if len(chs) > 0 && k.kind != watchChild && !slices.Contains(paths, k.path) {
 			paths = append(paths, k.path)
 		}
 	}
