@@ -150,22 +150,25 @@ func (b *Barrier) Remove(ctx context.Context) error {
 }
 
 // Wait returns nil once the barrier's node does not exist: at once when it
-// is not set, else when it is removed (one exists watch; the watch is set
-// again only when it fires for something else or the connection drops).
+// is not set, else when it is removed (one data watch; the watch is set
+// again only when it fires for something else or the connection drops). A
+// Wait on a barrier not set leaves no watch behind.
 func (b *Barrier) Wait(ctx context.Context) error {
 	return b.span(ctx, "wait", func(ctx context.Context) error {
 		for {
-			_, ok, w, err := b.rq.ExistsW(ctx, b.path)
+			// A get, not an exists: on a missing node it leaves no watch
+			// (an exists would wait for the next Set, one per Wait).
+			_, _, w, err := b.rq.GetW(runtime.Expect(ctx, zk.ErrNoNode), b.path)
 			switch {
 			case errors.Is(err, zk.ErrConnectionLoss):
 				if err := awaitConnected(ctx, b.conn); err != nil {
 					return err
 				}
 				continue
+			case errors.Is(err, zk.ErrNoNode):
+				return nil
 			case err != nil:
 				return err
-			case !ok:
-				return nil
 			}
 			select {
 			case ev, open := <-w:

@@ -20,12 +20,16 @@ func TestBarrierSetWaitRemove(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waiter, err := barrier.New(tg.Connect(t), path)
+		wc := tg.Connect(t)
+		waiter, err := barrier.New(wc, path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := waiter.Wait(ctx); err != nil {
 			t.Fatalf("Wait on a barrier not set: %v", err)
+		}
+		if ws := testkit.WatchedPaths(t, tg, wc); len(ws) != 0 {
+			t.Fatalf("Wait on a barrier not set left watches on %v", ws)
 		}
 		for range 2 {
 			if err := owner.Set(ctx); err != nil {
