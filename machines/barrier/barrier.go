@@ -156,19 +156,19 @@ func (b *Barrier) Remove(ctx context.Context) error {
 func (b *Barrier) Wait(ctx context.Context) error {
 	return b.span(ctx, "wait", func(ctx context.Context) error {
 		for {
-			// A get, not an exists: on a missing node it leaves no watch
-			// (an exists would wait for the next Set, one per Wait).
-			_, _, w, err := b.rq.GetW(runtime.Expect(ctx, zk.ErrNoNode), b.path)
+			// Not an exists: on a barrier not set it would leave a watch
+			// waiting for the next Set, one per Wait.
+			ok, w, err := runtime.WatchDeletion(runtime.Expect(ctx, zk.ErrNoNode), b.rq, b.path)
 			switch {
 			case errors.Is(err, zk.ErrConnectionLoss):
 				if err := awaitConnected(ctx, b.conn); err != nil {
 					return err
 				}
 				continue
-			case errors.Is(err, zk.ErrNoNode):
-				return nil
 			case err != nil:
 				return err
+			case !ok:
+				return nil
 			}
 			select {
 			case ev, open := <-w:

@@ -128,14 +128,8 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := nodeWatched{Cmd: c.Cmd}
 			var w <-chan zk.WatchEvent
-			// A get, not an exists: a member found gone leaves no watch
-			// (an exists would wait for a creation that never comes).
 			r.Err = do(ctx, "get", func(ctx context.Context) (err error) {
-				_, _, w, err = conn.GetW(ctx, zk.Join(path, c.Name))
-				r.Exists = err == nil
-				if errors.Is(err, zk.ErrNoNode) {
-					err = nil
-				}
+				r.Exists, w, err = runtime.WatchDeletion(ctx, conn, zk.Join(path, c.Name))
 				return err
 			})
 			if r.Err != nil || !r.Exists {

@@ -65,16 +65,10 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := claimWatched{Cmd: c.Cmd, Name: c.Name}
 			var w <-chan zk.WatchEvent
-			// A get, not an exists: a claim found gone leaves no watch. An
-			// exists would leave one waiting for the claim's creation, which
-			// never comes once the item is acked, until the session ends.
+			// A claim found gone (the item acked) leaves no watch.
 			op(runtime.Expect(ctx, zk.ErrNoNode), "get", func(ctx context.Context) error {
 				runtime.SetNode(ctx, zk.Join(item(c.Name), ClaimName))
-				_, _, w, r.Err = conn.GetW(ctx, zk.Join(item(c.Name), ClaimName))
-				r.Exists = r.Err == nil
-				if errors.Is(r.Err, zk.ErrNoNode) {
-					r.Err = nil
-				}
+				r.Exists, w, r.Err = runtime.WatchDeletion(ctx, conn, zk.Join(item(c.Name), ClaimName))
 				return r.Err
 			})
 			if r.Err != nil || !r.Exists {

@@ -341,15 +341,7 @@ func (c *Coordinator) collect(ctx context.Context, txID string, participants []s
 					wg.Go(func() { _, decOK, decW, decErr = c.rq.ExistsW(ctx, c.p.decision(txID)) })
 				}
 				if needCoord {
-					// A get, not an exists: our node found gone leaves no
-					// watch waiting for a creation that never comes.
-					wg.Go(func() {
-						_, _, coordW, coordErr = c.rq.GetW(ctx, c.p.coordinator(txID))
-						coordOK = coordErr == nil
-						if errors.Is(coordErr, zk.ErrNoNode) {
-							coordErr = nil
-						}
-					})
+					wg.Go(func() { coordOK, coordW, coordErr = runtime.WatchDeletion(ctx, c.rq, c.p.coordinator(txID)) })
 				}
 				needVotes := votesW == nil
 				if needVotes {

@@ -133,14 +133,8 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := coordWatched{Cmd: c.Cmd, Tx: c.Tx}
 			var w <-chan zk.WatchEvent
-			// A get, not an exists: a coordinator found gone leaves no
-			// watch (an exists would wait for a creation that never comes).
 			r.Err = do(ctx, "get", func(ctx context.Context) (err error) {
-				_, _, w, err = conn.GetW(ctx, ps.coordinator(c.Tx))
-				r.Exists = err == nil
-				if errors.Is(err, zk.ErrNoNode) {
-					err = nil
-				}
+				r.Exists, w, err = runtime.WatchDeletion(ctx, conn, ps.coordinator(c.Tx))
 				return err
 			})
 			if r.Err != nil || !r.Exists {
