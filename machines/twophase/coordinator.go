@@ -323,6 +323,7 @@ func (c *Coordinator) collect(ctx context.Context, txID string, participants []s
 		decW, coordW, votesW <-chan zk.WatchEvent
 		retry                <-chan time.Time
 		b                    backoff
+		ended                bool // a watch ended without a change: the session did
 	)
 	for {
 		var want *Outcome
@@ -337,6 +338,21 @@ func (c *Coordinator) collect(ctx context.Context, txID string, participants []s
 					wg                 sync.WaitGroup
 					needDec, needCoord = decW == nil, coordW == nil
 				)
+				if ended {
+					// Our node first, alone: gone with the session, the
+					// outcome is known, and no watch is set on the new
+					// session before go-zookeeper has re-sent its own (a
+					// reply to one then would race with its read of the
+					// last zxid: see adapters/zk, "A data race").
+					ended = false
+					if coordOK, coordW, coordErr = runtime.WatchDeletion(ctx, c.rq, c.p.coordinator(txID)); coordErr != nil || !coordOK {
+						if coordErr == nil {
+							want = &Outcome{Reason: ReasonCoordinatorGone}
+						}
+						return coordErr
+					}
+					needCoord = false
+				}
 				if needDec {
 					wg.Go(func() { _, decOK, decW, decErr = c.rq.ExistsW(ctx, c.p.decision(txID)) })
 				}
@@ -425,6 +441,7 @@ func (c *Coordinator) collect(ctx context.Context, txID string, participants []s
 		}
 		if ev.Type == zk.EventNotWatching {
 			decW, coordW, votesW = nil, nil, nil
+			ended = true
 		}
 	}
 }
