@@ -23,6 +23,18 @@ const (
 	propFaults    = 6 // consumer sessions expired, spread over the run
 )
 
+// itemNames lists the items produce offers: p<producer>-<n>, each
+// producer's in the order offered.
+func itemNames() []string {
+	var names []string
+	for p := range propProducers {
+		for n := range propItems / propProducers {
+			names = append(names, fmt.Sprintf("p%d-%05d", p, n))
+		}
+	}
+	return names
+}
+
 // produce fills path with propItems items "p<producer>-<n>" from
 // propProducers producers, each on its own session, in batches and single
 // offers.
@@ -214,43 +226,40 @@ func TestPropertyAcknowledged(t *testing.T) {
 		wg.Wait()
 
 		var acked, uncertain, again int
-		for p := range propProducers {
-			for n := range propItems / propProducers {
-				item := fmt.Sprintf("p%d-%05d", p, n)
-				ds := deliveries[item]
-				if len(ds) == 0 {
-					t.Errorf("%s: never delivered", item)
-					continue
-				}
-				// Every delivery but one ends with an ack that went through
-				// (at most one), a nack, or a lost claim; each delivery after
-				// the first is explained by one of the last two.
-				ok, nacks, lost, maybe := 0, 0, 0, 0
-				for k, d := range ds {
-					switch {
-					case d.ack == nil && !d.nacked:
-						ok++
-					case d.ack == nil:
-						nacks++
-					case errors.Is(d.ack, queue.ErrClaimLost):
-						lost++
-					case errors.Is(d.ack, queue.ErrUncertain) && !d.nacked:
-						maybe++
-					default:
-						t.Errorf("%s: delivery %d to consumer %d: %v", item, k, d.consumer, d.ack)
-					}
-				}
-				again += len(ds) - 1
-				// An uncertain ack (ErrUncertain) went through, or the item
-				// was delivered again and acked by another consumer.
+		for _, item := range itemNames() {
+			ds := deliveries[item]
+			if len(ds) == 0 {
+				t.Errorf("%s: never delivered", item)
+				continue
+			}
+			// Every delivery but one ends with an ack that went through
+			// (at most one), a nack, or a lost claim; each delivery after
+			// the first is explained by one of the last two.
+			ok, nacks, lost, maybe := 0, 0, 0, 0
+			for k, d := range ds {
 				switch {
-				case ok == 1 && len(ds)-1 <= nacks+lost+maybe:
-					acked++
-				case ok == 0 && maybe >= 1 && len(ds)-1 <= nacks+lost+maybe-1:
-					uncertain++ // its ack's reply was lost with its session
+				case d.ack == nil && !d.nacked:
+					ok++
+				case d.ack == nil:
+					nacks++
+				case errors.Is(d.ack, queue.ErrClaimLost):
+					lost++
+				case errors.Is(d.ack, queue.ErrUncertain) && !d.nacked:
+					maybe++
 				default:
-					t.Errorf("%s: %d acks, %d uncertain acks, %d nacks, %d lost claims in %d deliveries: %v", item, ok, maybe, nacks, lost, len(ds), ds)
+					t.Errorf("%s: delivery %d to consumer %d: %v", item, k, d.consumer, d.ack)
 				}
+			}
+			again += len(ds) - 1
+			// An uncertain ack (ErrUncertain) went through, or the item
+			// was delivered again and acked by another consumer.
+			switch {
+			case ok == 1 && len(ds)-1 <= nacks+lost+maybe:
+				acked++
+			case ok == 0 && maybe >= 1 && len(ds)-1 <= nacks+lost+maybe-1:
+				uncertain++ // its ack's reply was lost with its session
+			default:
+				t.Errorf("%s: %d acks, %d uncertain acks, %d nacks, %d lost claims in %d deliveries: %v", item, ok, maybe, nacks, lost, len(ds), ds)
 			}
 		}
 		if f.n != propFaults {
@@ -338,18 +347,15 @@ func TestPropertyPlain(t *testing.T) {
 			}
 		}
 		twice := 0
-		for p := range propProducers {
-			for n := range propItems / propProducers {
-				item := fmt.Sprintf("p%d-%05d", p, n)
-				switch k := taken[item]; {
-				case k == 1:
-				case k == 0:
-					t.Errorf("%s: lost", item)
-				case k == 2 && len(uncertain) > 0:
-					twice++
-				default:
-					t.Errorf("%s: taken %d times", item, k)
-				}
+		for _, item := range itemNames() {
+			switch k := taken[item]; {
+			case k == 1:
+			case k == 0:
+				t.Errorf("%s: lost", item)
+			case k == 2 && len(uncertain) > 0:
+				twice++
+			default:
+				t.Errorf("%s: taken %d times", item, k)
 			}
 		}
 		if twice > len(uncertain) {
@@ -407,15 +413,12 @@ func TestPropertyConsume(t *testing.T) {
 		stop()
 		wg.Wait()
 		twice := 0
-		for p := range propProducers {
-			for n := range propItems / propProducers {
-				item := fmt.Sprintf("p%d-%05d", p, n)
-				switch k := accepted[item]; {
-				case k == 0:
-					t.Errorf("%s: never accepted", item)
-				case k > 1:
-					twice += k - 1
-				}
+		for _, item := range itemNames() {
+			switch k := accepted[item]; {
+			case k == 0:
+				t.Errorf("%s: never accepted", item)
+			case k > 1:
+				twice += k - 1
 			}
 		}
 		if twice > workers*f.n {
