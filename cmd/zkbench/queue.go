@@ -218,13 +218,13 @@ func (r *queueRun) offer(ctx context.Context, n int) (float64, error) {
 // take has the consumers take n items between them, each waiting at most
 // 30s for one.
 func (r *queueRun) take(ctx context.Context, n int) error {
+	if r.kind == "consume" {
+		return r.consume(ctx, n)
+	}
 	var left atomic.Int64
 	left.Store(int64(n))
 	errs := make([]error, len(r.consumers))
 	taken := make([][]int, len(r.consumers))
-	if r.kind == "consume" {
-		return r.consume(ctx, n)
-	}
 	var wg sync.WaitGroup
 	for i, q := range r.consumers {
 		wg.Go(func() {

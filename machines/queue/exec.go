@@ -99,8 +99,7 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 				if c.Nack {
 					r.Err = conn.Delete(ctx, claim, zk.AnyVersion)
 				} else {
-					_, r.Err = conn.Multi(ctx, &zk.DeleteOp{Path: claim, Version: zk.AnyVersion},
-						&zk.DeleteOp{Path: item(c.Name), Version: zk.AnyVersion})
+					_, r.Err = conn.Multi(ctx, q.endOps(c.Name, false)...)
 				}
 				return r.Err
 			})
@@ -294,11 +293,7 @@ func ensurePath(ctx context.Context, conn zk.Conn, path string, mode zk.CreateMo
 func (q *Queue) endClaimAndClaimNext(ctx context.Context, sh *runtime.Shell[Input, Command], c endClaim, op runtime.Op) (Input, bool) {
 	item := func(name string) string { return zk.Join(q.path, name) }
 	a, r := acked{Cmd: c.Cmd, Name: c.Name}, claimed{Cmd: c.Cmd, Name: c.Next}
-	ops := []zk.Op{&zk.DeleteOp{Path: zk.Join(item(c.Name), ClaimName), Version: zk.AnyVersion}}
-	if !c.Nack {
-		ops = append(ops, &zk.DeleteOp{Path: item(c.Name), Version: zk.AnyVersion})
-	}
-	ops = append(ops, &zk.CreateOp{Path: zk.Join(item(c.Next), ClaimName), Data: c.Data, Mode: zk.ModeEphemeral})
+	ops := append(q.endOps(c.Name, c.Nack), &zk.CreateOp{Path: zk.Join(item(c.Next), ClaimName), Data: c.Data, Mode: zk.ModeEphemeral})
 	// node_exists, no_node on the next item's claim: claimed or taken by
 	// another consumer, an expected race.
 	op(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode), "multi", func(ctx context.Context) error {
@@ -318,4 +313,15 @@ func (q *Queue) endClaimAndClaimNext(ctx context.Context, sh *runtime.Shell[Inpu
 	})
 	sh.Post(a, true)
 	return r, true
+}
+
+// endOps are the ops that end our claim on item name: the claim deleted,
+// and the item with it unless nack.
+func (q *Queue) endOps(name string, nack bool) []zk.Op {
+	item := zk.Join(q.path, name)
+	ops := []zk.Op{&zk.DeleteOp{Path: zk.Join(item, ClaimName), Version: zk.AnyVersion}}
+	if !nack {
+		ops = append(ops, &zk.DeleteOp{Path: item, Version: zk.AnyVersion})
+	}
+	return ops
 }

@@ -385,15 +385,17 @@ func (m *Machine) readAhead(o *out) {
 		return
 	}
 	for i, n := m.head, 0; i < len(m.order) && n < readBatch; i++ {
-		e := m.order[i]
-		switch {
-		case e.dead || e.taker != nil || e.mine || e.others || m.uncert[e.name]:
-		case m.avoiding() && m.avoided(e): // another consumer's lane
-		default:
+		if e := m.order[i]; m.free(e) && !(m.avoiding() && m.avoided(e)) { // not another consumer's lane
 			m.read(o, e)
 			n++
 		}
 	}
+}
+
+// free: e may be given to a take: in the queue, not being taken, claimed
+// by no one, and with no write of ours of unknown outcome on it.
+func (m *Machine) free(e *entry) bool {
+	return !e.dead && e.taker == nil && !e.mine && !e.others && !m.uncert[e.name]
 }
 
 // takeWrite: c is the delete or claim of an item for a take.
@@ -414,14 +416,8 @@ func (m *Machine) advance(o *out, e *entry) {
 	}
 	switch {
 	case e.taker.kind == kindClaim:
-		e.busy = true
 		m.owed++
-		o.Commands = append(o.Commands, claimItem{Cmd: m.cmd(), Name: e.name, Data: m.cfg.ClaimData})
-		// The claim and the read go out together, the read behind it: its
-		// data is the claimed node's, whatever was read ahead.
-		e.data, e.hasData, e.reading = nil, false, true
-		e.claimRead = m.cmd()
-		o.Commands = append(o.Commands, readItem{Cmd: e.claimRead, Name: e.name})
+		m.claimWith(o, e, claimItem{Cmd: m.cmd(), Name: e.name, Data: m.cfg.ClaimData})
 	case !e.hasData:
 		m.read(o, e)
 	default:
@@ -444,7 +440,7 @@ func (m *Machine) candidate(t *taker) *entry {
 		if e.dead && i == m.head {
 			m.head++
 		}
-		if e.dead || e.taker != nil || e.mine || e.others || m.uncert[e.name] {
+		if !m.free(e) {
 			continue
 		}
 		switch {
@@ -872,7 +868,7 @@ func (m *Machine) joinNext(o *out, i ackCall) bool {
 	}
 	t := &taker{req: i.Req | claimPart, kind: kindClaim}
 	e := m.candidate(t)
-	if e == nil || e.prio > 0 || e.busy || m.uncert[e.name] {
+	if e == nil || e.prio > 0 || e.busy {
 		return false
 	}
 	m.joints[i.Req] = &joint{}
@@ -880,12 +876,19 @@ func (m *Machine) joinNext(o *out, i ackCall) bool {
 	m.bind(e, t)
 	m.acks[i.Name] = ackOp{req: i.Req, nack: i.Nack}
 	m.owed += 2 // answered as acked and claimed
+	m.claimWith(o, e, endClaim{Cmd: m.cmd(), Name: i.Name, Nack: i.Nack, Next: e.name, Data: m.cfg.ClaimData})
+	return true
+}
+
+// claimWith sends write, the request that claims e, and the read of e's
+// data behind it: the claim and the read go out together, the read
+// behind, so its data is the claimed node's, whatever was read ahead.
+func (m *Machine) claimWith(o *out, e *entry, write Command) {
 	e.busy = true
-	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: i.Name, Nack: i.Nack, Next: e.name, Data: m.cfg.ClaimData})
+	o.Commands = append(o.Commands, write)
 	e.data, e.hasData, e.reading = nil, false, true
 	e.claimRead = m.cmd()
 	o.Commands = append(o.Commands, readItem{Cmd: e.claimRead, Name: e.name})
-	return true
 }
 
 // releaseAcks sends the held acks (the session is back) or refuses them
