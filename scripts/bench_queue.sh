@@ -38,6 +38,8 @@ def p50(d, k):
 rows = {
     "fifo take p50 / raw delete p50": lambda r: r["zk-fifo"]["take_p50_per_delete_p50"],
     "ack take+ack p50 / raw delete p50": lambda r: (p50(r["zk-ack"], "take_us") + p50(r["zk-ack"], "ack_us")) / p50(r["zk-ack"], "raw_delete_us"),
+    "ack raw claim+ack p50 / raw delete p50 (floor)": lambda r: r["zk-ack"]["raw_claim_ack_p50_per_delete_p50"],
+    "ack take+ack p50 / raw claim+ack p50": lambda r: r["zk-ack"]["take_ack_p50_per_raw_claim_ack_p50"],
     "Consume per item p50 / raw delete p50": lambda r: r["zk-consume"]["take_p50_per_delete_p50"],
     "Consume take/s / TakeItem+Ack take/s": lambda r: r["zk-consume"]["take_per_s"] / r["zk-ack"]["take_per_s"],
     "offer p50 / raw create p50": lambda r: r["zk-fifo"]["offer_p50_per_create_p50"],

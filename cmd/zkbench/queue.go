@@ -23,7 +23,10 @@ import (
 // raw_delete_us time -raw sequential creates and deletes of persistent
 // sequential nodes on the first producer's session, before the items and
 // again after them: an offer costs at least one create and a take one
-// delete, in this run, on this server.
+// delete, in this run, on this server. With -kind ack, raw_claim_us and
+// raw_ack_us time the two writes TakeItem and Ack are made of, done by
+// hand as often, in turn with those deletes: an ephemeral "claim" child
+// created under a fresh item node, then the multi deleting both.
 func queueBench(ctx context.Context, args []string) (obj, error) {
 	c := newCommon("queue")
 	kind := c.fs.String("kind", "fifo", "fifo (Take) | ack (TakeItem, then Ack) | consume (Consume, which acks) | priority (OfferPriority, then Take)")
@@ -87,7 +90,8 @@ func queueBench(ctx context.Context, args []string) (obj, error) {
 		}
 	}()
 
-	rawCreate, rawDelete, err := rawWrites(ctx, conns[0], c.path+"-raw", *raw)
+	withAck := *kind == "ack"
+	rawW, err := rawWrites(ctx, conns[0], c.path+"-raw", *raw, withAck)
 	if err != nil {
 		return nil, fmt.Errorf("raw writes: %w", err)
 	}
@@ -110,11 +114,12 @@ func queueBench(ctx context.Context, args []string) (obj, error) {
 	takeS := time.Since(start).Seconds()
 	// The server's write latency drifts over a run: time as many raw
 	// writes again after the takes, and compare with both.
-	rawCreate2, rawDelete2, err := rawWrites(ctx, conns[0], c.path+"-raw", *raw)
+	rawW2, err := rawWrites(ctx, conns[0], c.path+"-raw", *raw, withAck)
 	if err != nil {
 		return nil, fmt.Errorf("raw writes after the takes: %w", err)
 	}
-	rawCreate, rawDelete = append(rawCreate, rawCreate2...), append(rawDelete, rawDelete2...)
+	rawW.add(rawW2)
+	rawCreate, rawDelete := rawW.create, rawW.del
 
 	errs := []string{}
 	if takeErr != nil {
@@ -135,8 +140,14 @@ func queueBench(ctx context.Context, args []string) (obj, error) {
 		field{"queue", *kind}, field{"items", *items},
 		field{"offer_per_s", round(float64(*items)/offerS, 1)}, field{"take_per_s", takePerS},
 		field{"offer_us", summary(run.offerLat, micros)}, field{"take_us", summary(run.takeLat, micros)})
-	if *kind == "ack" {
-		out = append(out, field{"ack_us", summary(run.ackLat, micros)})
+	if withAck {
+		floor := median(rawW.claim) + median(rawW.ack)
+		out = append(out, field{"ack_us", summary(run.ackLat, micros)},
+			field{"raw_claim_us", summary(rawW.claim, micros)}, field{"raw_ack_us", summary(rawW.ack, micros)},
+			// The two raw writes' p50s over a raw delete's: the floor of
+			// take+ack / delete on this server.
+			field{"raw_claim_ack_p50_per_delete_p50", round(float64(floor)/float64(median(rawDelete)), 2)},
+			field{"take_ack_p50_per_raw_claim_ack_p50", round(float64(median(run.takeLat)+median(run.ackLat))/float64(floor), 2)})
 	}
 	return append(out,
 		field{"raw_create_us", summary(rawCreate, micros)}, field{"raw_delete_us", summary(rawDelete, micros)},
@@ -356,29 +367,65 @@ func itemNumber(data []byte) int {
 	return g
 }
 
+// rawTimes are the durations of raw writes, one per write.
+type rawTimes struct {
+	create, del []time.Duration
+	claim, ack  []time.Duration // with ack: a claim's create, an ack's multi
+}
+
+func (r *rawTimes) add(o rawTimes) {
+	r.create, r.del = append(r.create, o.create...), append(r.del, o.del...)
+	r.claim, r.ack = append(r.claim, o.claim...), append(r.ack, o.ack...)
+}
+
 // rawWrites times n sequential creates of persistent sequential nodes in
-// dir, then n deletes of them, and deletes dir.
-func rawWrites(ctx context.Context, c zk.Conn, dir string, n int) (create, del []time.Duration, err error) {
+// dir, then n deletes of them, and deletes dir. With ack, each delete is
+// followed by a claim and an ack done by hand on one more such node: the
+// create of its ephemeral claim child, then the multi deleting both.
+func rawWrites(ctx context.Context, c zk.Conn, dir string, n int, ack bool) (r rawTimes, err error) {
 	if err := createParents(ctx, c, dir); err != nil {
-		return nil, nil, err
+		return r, err
 	}
 	data := make([]byte, 32)
 	names := make([]string, n)
 	for i := range n {
 		t0 := time.Now()
 		if names[i], err = c.Create(ctx, dir+"/"+queue.Prefix, data, zk.ModePersistentSequential); err != nil {
-			return nil, nil, err
+			return r, err
 		}
-		create = append(create, time.Since(t0))
+		r.create = append(r.create, time.Since(t0))
 	}
-	for _, name := range names {
+	var acked []string
+	if ack {
+		acked = make([]string, n)
+		for i := range n { // untimed: the items the claims are made on
+			if acked[i], err = c.Create(ctx, dir+"/"+queue.Prefix, data, zk.ModePersistentSequential); err != nil {
+				return r, err
+			}
+		}
+	}
+	for i, name := range names {
 		t0 := time.Now()
 		if err := c.Delete(ctx, name, zk.AnyVersion); err != nil {
-			return nil, nil, err
+			return r, err
 		}
-		del = append(del, time.Since(t0))
+		r.del = append(r.del, time.Since(t0))
+		if !ack {
+			continue
+		}
+		claim := zk.Join(acked[i], queue.ClaimName)
+		t0 = time.Now()
+		if _, err := c.Create(ctx, claim, data, zk.ModeEphemeral); err != nil {
+			return r, err
+		}
+		r.claim = append(r.claim, time.Since(t0))
+		t0 = time.Now()
+		if _, err := c.Multi(ctx, &zk.DeleteOp{Path: claim, Version: zk.AnyVersion}, &zk.DeleteOp{Path: acked[i], Version: zk.AnyVersion}); err != nil {
+			return r, err
+		}
+		r.ack = append(r.ack, time.Since(t0))
 	}
-	return create, del, deleteTree(ctx, c, dir)
+	return r, deleteTree(ctx, c, dir)
 }
 
 // ratio is a's median over b's.
