@@ -49,6 +49,17 @@
 //     claim delivers only the data read behind it (transcripts
 //     queue_node_recreated, claim_delivers_the_data_read_behind_it);
 //
+//   - double barrier: a member counted out of a round (its session expired
+//     inside) entered again while the others were still in, counted them,
+//     and was let in at once; they had listed their round before its node
+//     came and left without waiting for it (seed 303: a member through
+//     Leave while one that had just passed Enter had not started to leave;
+//     the same run's barrier members also made no progress once the faults
+//     stopped, not traced further). A member that arrives while
+//     a round is in progress now waits for the next one
+//     (TestDoubleBarrierCountedOutMemberWaitsForTheNextRound, transcript
+//     round_in_progress);
+//
 //   - two-phase commit: decided transactions were left for good when their
 //     Propose gave up or their coordinator closed, and a participant down
 //     for longer than the retention never had its Commit or Abort call; now

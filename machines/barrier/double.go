@@ -153,8 +153,12 @@ func (d *DoubleBarrier) Subscribe(opts ...events.SubscribeOption) *events.Subscr
 
 // Enter joins the barrier and returns once all members have joined: a
 // synchronized start. More than the count may enter; the count is a
-// threshold. When ctx ends first, our member node is deleted and ctx's
-// error returned: we are not counted. ErrAlreadyEntered while entered;
+// threshold. A member that arrives while a round is in progress (ready is
+// there and members who entered before it are still in: it comes late, or
+// was counted out of that round when its session ended) joins the next
+// round: it makes no node and counts no one until that round is over. When
+// ctx ends first, our member node is deleted and ctx's error returned: we
+// are not counted. ErrAlreadyEntered while entered;
 // ErrMembersMismatch when the path records another count (nothing is
 // created); ErrSessionLost when the session ended while we waited.
 func (d *DoubleBarrier) Enter(ctx context.Context) error {

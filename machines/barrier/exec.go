@@ -61,6 +61,9 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 			})
 			wg.Wait()
 			r.Err = errors.Join(r.Err, errData, errKids)
+			if r.Err == nil && r.ReadyExists {
+				r.Inside, r.Err = d.inside(ctx, do, members(r.Children, ""), r.ReadyCzxid)
+			}
 			if r.Err != nil {
 				return r, true
 			}
@@ -165,6 +168,33 @@ func awaitReady(ctx context.Context, cmd uint64, w <-chan zk.WatchEvent) (Input,
 	case <-ctx.Done():
 		return nil, false
 	}
+}
+
+// inside reads when each of the member nodes ms was made, at once, and
+// returns those made before ready (made at readyCzxid) that are still
+// there: the members of the round in progress.
+func (d *DoubleBarrier) inside(ctx context.Context, do func(context.Context, string, func(context.Context) error) error, ms []string, readyCzxid int64) ([]string, error) {
+	czxids, errs := make([]int64, len(ms)), make([]error, len(ms))
+	var wg sync.WaitGroup
+	for i, n := range ms {
+		wg.Go(func() {
+			errs[i] = do(ctx, "exists", func(ctx context.Context) error {
+				st, ok, err := d.conn.Exists(ctx, zk.Join(d.path, n))
+				if ok {
+					czxids[i] = st.Czxid
+				}
+				return err
+			})
+		})
+	}
+	wg.Wait()
+	var in []string
+	for i, n := range ms {
+		if czxids[i] != 0 && czxids[i] < readyCzxid {
+			in = append(in, n)
+		}
+	}
+	return in, errors.Join(errs...)
 }
 
 // join creates our member node; with withReady, ready with it in one

@@ -36,13 +36,16 @@ type sessionChange struct {
 
 // probed is the reply to probe: the path's data (the member count it
 // records), whether ready exists (a watch is left on it either way) and
-// its creation zxid, and the path's children.
+// its creation zxid, and the path's children. With ready there, Inside
+// are the member nodes made before it and still there: a round in
+// progress.
 type probed struct {
 	Cmd         uint64
 	PathData    []byte
 	ReadyExists bool
 	ReadyCzxid  int64
 	Children    []string
+	Inside      []string
 	Err         error
 }
 
@@ -133,7 +136,11 @@ func (i sessionChange) String() string {
 	return fmt.Sprintf("session %s %#x", i.State, i.SessionID)
 }
 func (i probed) String() string {
-	return fmt.Sprintf("probed cmd=%d data=%q ready=%t czxid=%d children=%v err=%v", i.Cmd, i.PathData, i.ReadyExists, i.ReadyCzxid, i.Children, i.Err)
+	s := fmt.Sprintf("probed cmd=%d data=%q ready=%t czxid=%d children=%v", i.Cmd, i.PathData, i.ReadyExists, i.ReadyCzxid, i.Children)
+	if len(i.Inside) > 0 {
+		s += fmt.Sprintf(" inside=%v", i.Inside)
+	}
+	return s + fmt.Sprintf(" err=%v", i.Err)
 }
 func (i joined) String() string {
 	return fmt.Sprintf("joined cmd=%d %s ready=%t children=%v err=%v", i.Cmd, i.Name, i.ReadyCreated, i.Children, i.Err)

@@ -76,6 +76,7 @@ type Machine struct {
 	joining bool            // our member node's create is in flight
 	joinCmd uint64          // its command
 	opened  bool            // entering: this round's ready seen while our create was in flight
+	waitOn  uint64          // entering: the watch on a member of the round in progress
 	lost    bool            // the session ended while we were a member
 	name    string          // our member node's name this round
 	rounds  int             // Enter calls so far
@@ -169,6 +170,10 @@ func (m *Machine) Step(in Input) out {
 			m.readyOpen(&o)
 			break
 		}
+		if m.waitOn != 0 {
+			m.probe(&o) // the round in progress is over
+			break
+		}
 		// The stale ready was deleted, or the watch ended: watch again.
 		m.watch = m.cmd()
 		o.Commands = append(o.Commands, watchReady{Cmd: m.watch})
@@ -177,6 +182,15 @@ func (m *Machine) Step(in Input) out {
 	case memberDeleted:
 		m.memberDeleted(&o, i)
 	case nodeWatched:
+		if i.Cmd == m.waitOn && m.phase == entering {
+			switch {
+			case i.Err != nil:
+				m.fail(&o, i.Err)
+			case !i.Exists:
+				m.probe(&o)
+			}
+			break
+		}
 		if i.Cmd != m.watch || m.phase != leaving {
 			break
 		}
@@ -187,7 +201,10 @@ func (m *Machine) Step(in Input) out {
 			m.list(&o)
 		}
 	case nodeGone:
-		if i.Cmd == m.watch && m.phase == leaving {
+		switch {
+		case i.Cmd == m.waitOn && m.phase == entering:
+			m.probe(&o)
+		case i.Cmd == m.watch && m.phase == leaving:
 			m.list(&o)
 		}
 	case readyDeleted:
@@ -218,7 +235,11 @@ func (m *Machine) enter(o *out, req uint64) {
 	m.rounds++
 	m.name = m.cfg.Name + "-" + strconv.Itoa(m.rounds)
 	_ = m.fsm.Fire(trEnter)
-	m.step = m.cmd()
+	m.probe(o)
+}
+
+func (m *Machine) probe(o *out) {
+	m.step, m.waitOn = m.cmd(), 0
 	m.watch = m.step // probe leaves the watch on ready
 	o.Commands = append(o.Commands, probe{Cmd: m.step})
 }
@@ -233,6 +254,18 @@ func (m *Machine) probed(o *out, i probed) {
 	}
 	if n, err := strconv.Atoi(string(i.PathData)); err == nil && n != m.cfg.Members {
 		m.fail(o, fmt.Errorf("%w: the path records %d members, we %d", ErrMembersMismatch, n, m.cfg.Members))
+		return
+	}
+	if len(i.Inside) > 0 {
+		// A round is in progress: its ready is there, and members who
+		// entered before it are still in. (A member counted out of it,
+		// its session gone, comes back this way.) We are for the next
+		// round: counted with them, we would be let in, and they would
+		// leave without waiting for us, whose node came after they
+		// listed the round. So no node of ours yet: we wait for one of
+		// them to go (or for ready to), then look again.
+		m.waitOn = m.cmd()
+		o.Commands = append(o.Commands, watchMember{Cmd: m.waitOn, Name: slices.Min(i.Inside)})
 		return
 	}
 	if i.ReadyExists {

@@ -208,6 +208,36 @@ func TestTranscriptReadyBeforeOurJoinReply(t *testing.T) {
 	tr.Check("ready_before_our_join_reply")
 }
 
+// Ready is there and members who entered before it are still in: a round
+// in progress (we were counted out of it, or come late). We make no node
+// and count no one (they may leave without waiting for us): we watch one
+// of them, look again when it goes, and once ready goes (the round is
+// over) we look again and join the next round.
+func TestTranscriptRoundInProgress(t *testing.T) {
+	tr := newTranscript(t, 3)
+	tr.step(enterCall{Req: 1})
+	out := tr.step(probed{Cmd: 1, PathData: []byte("3"), ReadyExists: true, ReadyCzxid: 50,
+		Children: []string{"ready", "b-1", "c-1"}, Inside: []string{"c-1", "b-1"}})
+	if len(out.Commands) != 1 || out.Commands[0].(watchMember).Name != "b-1" {
+		t.Fatalf("commands %v, want a watch on b-1 and no node of ours", out.Commands)
+	}
+	tr.step(nodeWatched{Cmd: 2, Exists: true})
+	tr.step(nodeGone{Cmd: 2}) // b-1 left: look again
+	tr.step(probed{Cmd: 3, PathData: []byte("3"), ReadyExists: true, ReadyCzxid: 50,
+		Children: []string{"ready", "c-1"}, Inside: []string{"c-1"}})
+	tr.step(nodeWatched{Cmd: 4, Exists: true})
+	tr.step(readyEvent{Cmd: 1, Type: zk.EventNodeDeleted}) // the first look's watch: ignored
+	tr.step(readyEvent{Cmd: 3, Type: zk.EventNodeDeleted}) // the round is over
+	tr.step(nodeGone{Cmd: 4})                              // ignored: we looked again
+	tr.step(probed{Cmd: 5, PathData: []byte("3"), Children: []string{"b-2"}})
+	tr.step(joined{Cmd: 6, Name: "me-1", Children: []string{"b-2", "c-2", "me-1"}})
+	out = tr.step(readyOpened{Cmd: 7})
+	if r, ok := replied(out, 1); !ok || r.Err != nil {
+		t.Fatalf("Enter not answered: %+v", r)
+	}
+	tr.Check("round_in_progress")
+}
+
 // The server closed our session while we were inside, and Leave's first
 // listing (sent on the session that followed) comes before the session
 // events: our node is gone and we did not delete it. The others count us
