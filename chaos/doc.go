@@ -50,15 +50,14 @@
 //     queue_node_recreated, claim_delivers_the_data_read_behind_it);
 //
 //   - double barrier: a member counted out of a round (its session expired
-//     inside) entered again while the others were still in, counted them,
-//     and was let in at once; they had listed their round before its node
-//     came and left without waiting for it (seed 303: a member through
-//     Leave while one that had just passed Enter had not started to leave;
-//     the same run's barrier members also made no progress once the faults
-//     stopped, not traced further). A member that arrives while
-//     a round is in progress now waits for the next one
-//     (TestDoubleBarrierCountedOutMemberWaitsForTheNextRound, transcript
-//     round_in_progress);
+//     inside) that entered again while the others were still in counted
+//     them and was let in at once; they could have listed their round
+//     before its node came, and then left without waiting for it. Found
+//     by reading the machine while looking into a failure of seed 303
+//     (below), which it may not explain. A member that arrives while a
+//     round is in progress now waits for the next one
+//     (TestDoubleBarrierCountedOutMemberWaitsForTheNextRound, which fails
+//     on the old code, and transcript round_in_progress);
 //
 //   - two-phase commit: decided transactions were left for good when their
 //     Propose gave up or their coordinator closed, and a participant down
@@ -109,4 +108,15 @@
 // servers' digest mismatch counters grew after two to five follower
 // restarts (they count from each server's start, so the figure at the end
 // can be lower than the sum).
+//
+// Open (2026-11-26): of eight 5-minute runs, two failed. Seed 303, before
+// the double-barrier fix above: "barrier1 through Leave ... while
+// barrier0, entered ..., had not started to leave", about a second after
+// the faults stopped, and the four barrier members made no progress after
+// it. Seed 707, after that fix: the same barrier report, again about a
+// second after the faults stopped, and a leader whose term lasted five
+// seconds (the session timeout is 3 s) while four others were elected one
+// after another (porcupine rejects that history too), with the servers
+// still diverged at the end (886 digest mismatches). A replay of 303 with the
+// barrier machine's steps logged passed; the causes are not established.
 package chaos
