@@ -192,6 +192,11 @@ type term struct {
 	plain     bool     // a Release asked for no release mark (Release.NoMark)
 	followed  bool     // DETERMINE's listing had contenders after ours
 	fire      []string // release marks whose watches of ours wait in vain (deleteNode.Fire)
+	// electLater: nothing below is left, but the connection was down when
+	// that was learnt (a reply or an event read before the cut, handled
+	// after SUSPENDED): we hold once it is back with the same session
+	// (RECONNECTED), and never if the session ends.
+	electLater bool
 }
 
 // request is a command in flight (or stalled) and what it is for.
@@ -476,6 +481,10 @@ func (m *Machine) sessionChanged(in sessionChange) {
 		m.connected = true
 		m.emit(events.Reconnected, nil)
 		m.flushStalled()
+		if t := m.term; t != nil && t.electLater {
+			t.electLater = false
+			m.elect(t)
+		}
 	case zk.StateLost:
 		m.connected = false
 		m.session = 0
@@ -927,6 +936,12 @@ func (m *Machine) relisted(t *term, in dirListed) {
 }
 
 func (m *Machine) elect(t *term) {
+	if !m.connected {
+		// A grant now would hold while we are cut off, perhaps past our
+		// session's end on the server while another holds.
+		t.electLater = true
+		return
+	}
 	if m.State() == events.StateReady {
 		m.emit(events.ReadyComplete, nil)
 	}

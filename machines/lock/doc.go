@@ -23,7 +23,11 @@
 // and Grant.Err then says why: ErrSuspended on SUSPENDED (the default;
 // WithSuspendedIsLost(false) waits for LOST), ErrSessionLost on LOST,
 // ErrNodeDeleted when another client (an operator, a script) deletes our
-// node, ErrReleased on Release, ErrClosed on Close. A deletion is seen with
+// node, ErrReleased on Release, ErrClosed on Close. No grant is given while
+// the connection is down: a waiter that learns it is next from a reply or
+// a watch event read before the connection dropped, but handled after
+// SUSPENDED, holds once the same session is back (RECONNECTED), and not
+// at all if the session ends. A deletion is seen with
 // no extra request: the read of our own node that every Acquire makes
 // leaves a watch on it, and Lost closes at its one notification. Our own
 // Release's delete is never taken for another client's.
