@@ -294,29 +294,28 @@ func TestTranscriptCreateOnNewSessionIsNotOurs(t *testing.T) {
 // session is back. The chaos suite (seed 707) saw a hold granted so last
 // five seconds beside others'.
 func TestTranscriptNoGrantWhileSuspended(t *testing.T) {
+	// cutOffWhenNext: a waiter behind one node, SUSPENDED, then the event
+	// that says it is next.
+	cutOffWhenNext := func(tr *transcript) Output {
+		tr.step(Acquire{Req: 1})
+		tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
+		tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_b-lock-0000000002"}, Own: own(0x50), OwnExists: true})
+		tr.step(watching{Cmd: 3, Exists: true})
+		tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+		return tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
+	}
 	tr := newTranscript(t, true)
-	tr.step(Acquire{Req: 1})
-	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
-	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_b-lock-0000000002"}, Own: own(0x50), OwnExists: true})
-	tr.step(watching{Cmd: 3, Exists: true})
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
-	if len(out.Replies) != 0 {
+	if out := cutOffWhenNext(tr); len(out.Replies) != 0 {
 		t.Fatalf("granted while suspended: %+v", out)
 	}
-	out = tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	out := tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
 	if len(out.Replies) != 1 || !out.Replies[0].Granted {
 		t.Fatalf("want the grant on RECONNECTED, got %+v", out)
 	}
 
 	// The session ends instead: no grant at all.
 	lost := newTranscript(t, true)
-	lost.step(Acquire{Req: 1})
-	lost.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
-	lost.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_b-lock-0000000002"}, Own: own(0x50), OwnExists: true})
-	lost.step(watching{Cmd: 3, Exists: true})
-	lost.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	lost.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
+	cutOffWhenNext(lost)
 	out = lost.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	for _, r := range out.Replies {
 		if r.Granted {
