@@ -109,8 +109,8 @@
 // restarts (they count from each server's start, so the figure at the end
 // can be lower than the sum).
 //
-// Open (2026-11-26): of nine 5-minute runs, three failed, and the causes
-// are not established.
+// Open (2026-11-26): of fourteen 5-minute runs, three failed, and the
+// causes are not established.
 //
 //   - Seed 303, before the double-barrier fix above: "barrier1 through
 //     Leave ... while barrier0, entered ..., had not started to leave",
@@ -133,7 +133,8 @@
 //     while cut off, past its session's end on the server, until LOST
 //     (transcript no_grant_while_suspended, which fails on the old code).
 //     Three more runs of seed 707 with the old code, with a dump of the
-//     give-up, gave up nothing and passed, so that is not confirmed. The
+//     give-up, gave up nothing and passed, so that is not confirmed (nor
+//     by seeds 707 and 808 passing with the fix). The
 //     servers were also still diverged at the end of both failing runs
 //     (886 and 883 digest mismatches).
 package chaos
