@@ -154,6 +154,11 @@ func TestEnsembleProxy(t *testing.T) {
 	if err := px.ExpireSession(ctx, sid); err != nil {
 		t.Fatal(err)
 	}
+	// direct may be on a follower that has not applied the close yet: a
+	// sync brings it up to the leader first.
+	if err := direct.Sync(ctx, "/"); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok, err := direct.Exists(ctx, eph); err != nil || ok {
 		t.Fatalf("after ExpireSession the ephemeral exists=%v (%v)", ok, err)
 	}

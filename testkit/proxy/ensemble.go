@@ -82,7 +82,10 @@ func (e *Ensemble) Unblock() {
 // ExpireSession ends session id on the ensemble, as Proxy.ExpireSession
 // does for one server, with every member blocked meanwhile so that the
 // client cannot take the session back through another one. The session
-// must have been established through one of the members' proxies.
+// must have been established through one of the members' proxies. It
+// returns once the member that closed the session has deleted its
+// ephemeral nodes; a session reading from another member may still see
+// them until that member catches up (Sync first to be sure).
 func (e *Ensemble) ExpireSession(ctx context.Context, id int64) error {
 	return expireSession(ctx, id, e.members)
 }
