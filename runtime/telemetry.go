@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -124,8 +125,30 @@ func (t *Telemetry) recipeAttrs() []attribute.KeyValue {
 // campaign, enter; PRODUCER and CONSUMER for a queue's offer and take),
 // with the recipe's attributes and attrs.
 func (t *Telemetry) Start(ctx context.Context, op string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return t.tracer.Start(ctx, t.recipe+"."+op+" "+t.path, trace.WithSpanKind(kind),
+	ctx, span := t.tracer.Start(ctx, t.recipe+"."+op+" "+t.path, trace.WithSpanKind(kind),
 		trace.WithAttributes(append(t.recipeAttrs(), attrs...)...))
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	o := &operationSpan{Span: span}
+	return trace.ContextWithSpan(ctx, o), o
+}
+
+// operationSpan is a recording operation span (Start) whose end excludes
+// the start of its requests' spans (Request): a request made as the
+// operation ends is a child that started before the end, or a root linked
+// to it (parentOf), never a child that started after its parent ended.
+// Requests run on other goroutines than the operation's caller, who ends
+// the span when it returns.
+type operationSpan struct {
+	trace.Span
+	mu sync.RWMutex // held for writing by End, for reading by a request's start
+}
+
+func (o *operationSpan) End(opts ...trace.SpanEndOption) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.Span.End(opts...)
 }
 
 // Fail marks span as failed with err, if err is not nil: status Error
@@ -216,6 +239,17 @@ func parentOf(ctx context.Context) (context.Context, []trace.SpanStartOption) {
 	return ctx, nil
 }
 
+// startRequest starts a request's span, placed by parentOf; while it
+// starts, the operation span in ctx cannot end (operationSpan).
+func (t *Telemetry) startRequest(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if o, ok := trace.SpanFromContext(ctx).(*operationSpan); ok {
+		o.mu.RLock()
+		defer o.mu.RUnlock()
+	}
+	ctx, place := parentOf(ctx)
+	return t.tracer.Start(ctx, name, append(place, opts...)...)
+}
+
 // Request makes one ZooKeeper request, op ("create", "children", ...),
 // in a CLIENT span "<op> <dir>" under ctx's span (see parentOf), with the
 // database attributes, the session and the server; f's error sets the
@@ -226,12 +260,10 @@ func (t *Telemetry) Request(ctx context.Context, op string, typ func(error) stri
 	if t == nil {
 		return f(ctx)
 	}
-	ctx, opts := parentOf(ctx)
 	attrs := append(t.recipeAttrs(), AttrDBOperation.String(op), AttrSessionID.String(SessionHex(t.conn.SessionID())))
 	attrs = append(attrs, serverAttrs(t.conn)...)
-	opts = append(opts, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	start := time.Now()
-	ctx, span := t.tracer.Start(ctx, op+" "+t.path, opts...)
+	ctx, span := t.startRequest(ctx, op+" "+t.path, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	err := f(ctx)
 	mattrs := []attribute.KeyValue{AttrDBSystem.String(DBSystem), AttrDBOperation.String(op), AttrRecipe.String(t.recipe)}
 	switch {
