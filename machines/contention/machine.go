@@ -148,6 +148,12 @@ type Machine struct {
 	lastCmd  uint64
 	inflight map[uint64]*request // commands sent or stalled, by id
 	stalled  []uint64            // commands waiting for a connection, in order
+	// deletedAt: our nodes deleted, by path, with the last command sent
+	// when the delete's reply came. A listing sent up to then may still
+	// show them: each request runs on its own goroutine, and the delete's
+	// reply can reach us before that of a listing the server answered
+	// first (see stale).
+	deletedAt map[string]uint64
 
 	termN     uint64
 	term      *term
@@ -262,6 +268,7 @@ func NewMachine(cfg Config) (*Machine, error) {
 		session:   cfg.SessionID,
 		connected: cfg.SessionID != 0,
 		inflight:  make(map[uint64]*request),
+		deletedAt: make(map[string]uint64),
 		granted:   make(map[uint64]bool),
 	}, nil
 }
@@ -610,7 +617,7 @@ func (m *Machine) dirRead(in dirRead) {
 		return
 	}
 	t.token = in.Own.Czxid
-	below := slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.deleting)
+	below := slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.stale(in.Cmd))
 	t.below = m.cfg.Predicate.blockers(below, t.node)
 	// Contenders made after ours may have listed before we did, seen us
 	// waiting, and watch for our promotion (Leases).
@@ -795,6 +802,7 @@ func (m *Machine) deleted(in deleted) {
 	case errors.Is(in.Err, zk.ErrClosed):
 		m.finishDelete(r, nil)
 	case in.Err == nil, errors.Is(in.Err, zk.ErrNoNode):
+		m.deletedAt[r.cmd.(deleteNode).Path] = m.lastCmd
 		m.finishDelete(r, nil)
 		m.deleteThen(r)
 	default:
@@ -929,7 +937,7 @@ func (m *Machine) relisted(t *term, in dirListed) {
 		t.node = ""
 		m.fail(t, m.vanished(t))
 	default:
-		below := slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.deleting)
+		below := slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.stale(in.Cmd))
 		t.below = m.cfg.Predicate.blockers(below, t.node)
 		m.advance(t)
 	}
@@ -1109,16 +1117,28 @@ func (m *Machine) deleteNode(path string, release bool, releasers []uint64, stop
 	m.send(&request{cmd: deleteNode{Cmd: m.nextCmd(), Path: path, Release: release}, releasers: releasers, stopTerm: stopTerm})
 }
 
-// deleting reports whether path is a node of ours whose delete is under
-// way (an earlier term's): it is going, and no one waits behind it. Its
-// delete and our create may reach the server in either order.
-func (m *Machine) deleting(path string) bool {
-	for _, r := range m.inflight {
-		if d, ok := r.cmd.(deleteNode); ok && d.Path == path {
-			return true
+// stale returns whether a node in the listing command cmd made is one of
+// ours (an earlier term's) that is going or gone: no one waits behind it.
+// Its delete is under way (it and our create may reach the server in
+// either order), or its reply came after the listing was sent. Entries
+// of deletedAt that no later listing can show are dropped.
+func (m *Machine) stale(cmd uint64) func(path string) bool {
+	for path, at := range m.deletedAt {
+		if at < cmd {
+			delete(m.deletedAt, path)
 		}
 	}
-	return false
+	return func(path string) bool {
+		if _, ok := m.deletedAt[path]; ok {
+			return true
+		}
+		for _, r := range m.inflight {
+			if d, ok := r.cmd.(deleteNode); ok && d.Path == path {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 func (m *Machine) finishDelete(r *request, err error) {

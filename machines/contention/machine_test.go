@@ -396,6 +396,25 @@ func TestTranscriptTryAcquireBehindHolder(t *testing.T) {
 	tr.check("try_behind_holder")
 }
 
+// An earlier term's node, deleted, in a listing whose reply comes after
+// the delete's (each request has its own goroutine, and the server
+// answered the listing first): it is no one's to wait behind. A second
+// TryAcquire once the holder is gone holds.
+func TestTranscriptOwnDeletedNodeInALateListing(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1, Try: true})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000001"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000001", "lock-0000000000"}, Own: own(0x50), OwnExists: true})
+	tr.step(Acquire{Req: 2, Try: true})
+	tr.step(created{Cmd: 4, Path: "/app/lock/_c_uuid2-lock-0000000002"})
+	tr.step(deleted{Cmd: 3})
+	out := tr.step(dirRead{Cmd: 5, Children: []string{"_c_uuid1-lock-0000000001", "_c_uuid2-lock-0000000002"}, Own: own(0x52), OwnExists: true})
+	if len(out.Replies) != 1 || !out.Replies[0].Granted {
+		t.Fatalf("want granted, got %v", out.Replies)
+	}
+	tr.check("own_deleted_node_in_a_late_listing")
+}
+
 func TestTranscriptShutdownWhileHolding(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
