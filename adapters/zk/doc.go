@@ -85,12 +85,13 @@
 // microseconds to a millisecond. If no setWatches comes within 250 ms (the
 // watches counted had just fired, or were requests not yet answered),
 // go-zookeeper had none to re-send and read nothing, and the held requests
-// go out then. What remains: a new session (first connect, or after
-// expiry) and a resumed one without counted watches hold nothing, so a
-// watch request answered on the new connection and then a further reply,
-// both before go-zookeeper's connection loop reaches setWatches, still
-// race; and a connection loop stalled more than 250 ms before it builds
-// setWatches would race when the hold ends.
+// go out then. A new session (first connect, or after expiry), or a
+// resumed one without counted watches, holds nothing until its first watch
+// request: only a watch armed on the new connection could make
+// go-zookeeper read, so the requests after that one wait for setWatches
+// or 10 ms, once per connection. What remains: a connection loop stalled
+// longer than those waits (250 ms, 10 ms) before it builds setWatches
+// would race when the hold ends.
 //
 // Paths and ops are validated before anything is sent (ValidatePath; a
 // container create inside Multi is refused with ErrBadArguments, because

@@ -134,7 +134,7 @@ func (d *dialer) dial(network, address string, timeout time.Duration) (net.Conn,
 	if watching == nil {
 		watching = func() bool { return false }
 	}
-	d.conn = newResyncConn(newHandshakeGuard(conn, d.handshake), watching, resyncGrace, &d.stats)
+	d.conn = newResyncConn(newHandshakeGuard(conn, d.handshake), watching, resyncGrace, resyncGateGrace, &d.stats)
 	return d.conn, nil
 }
 

@@ -40,13 +40,23 @@ import (
 // connection loop stalled that long before it builds setWatches would still
 // race.)
 //
-// A handshake that opens a session (first connect, after expiry) holds
-// nothing: go-zookeeper then has no watches and reads nothing, unless a watch
-// request is answered on the new connection before its connection loop gets
-// to setWatches. Even then the registration orders every earlier reply before
-// the read; only a reply processed after it and before the read races. The
-// same holds for a resumed session when the adapter has no watch counted.
-const resyncGrace = 250 * time.Millisecond
+// A handshake that opens a session (first connect, after expiry), or
+// resumes one while the adapter counts no watch, holds nothing at first:
+// go-zookeeper then has no watches and reads nothing, unless a watch request
+// is answered on the new connection before its connection loop gets to
+// setWatches. Even then the registration orders every earlier reply (and
+// its own) before the read; only a reply processed after it and before the
+// read races. So such a connection passes frames up to and including the
+// first that sets a watch, and then holds the rest as above until
+// setWatches, or for resyncGateGrace: go-zookeeper's connection loop builds
+// setWatches microseconds after the handshake, and only a loop stalled that
+// long would still race. The common case, a loop that found no watch and
+// sends no setWatches, costs the requests that follow a new connection's
+// first watch request up to resyncGateGrace, once per connection.
+const (
+	resyncGrace     = 250 * time.Millisecond
+	resyncGateGrace = 10 * time.Millisecond
+)
 
 // go-zookeeper's wire constants.
 const (
@@ -55,6 +65,29 @@ const (
 	wireOpSetWatches  = 101
 	wireOpSetWatches2 = 105 // not sent by go-zookeeper v1.0.4
 )
+
+// go-zookeeper's requests that can set a watch: {path string, watch bool}.
+const (
+	wireOpExists       = 3
+	wireOpGetData      = 4
+	wireOpGetChildren  = 8
+	wireOpGetChildren2 = 12
+)
+
+// setsWatch reports whether the whole request frame p, of opcode op, sets
+// a watch.
+func setsWatch(p []byte, op int32) bool {
+	switch op {
+	case wireOpExists, wireOpGetData, wireOpGetChildren, wireOpGetChildren2:
+	default:
+		return false
+	}
+	if len(p) < 16 {
+		return false
+	}
+	n := int(int32(binary.BigEndian.Uint32(p[12:])))
+	return n >= 0 && 16+n < len(p) && p[16+n] != 0
+}
 
 // parseRequestFrame reads the header of one whole request frame.
 func parseRequestFrame(p []byte) (xid, op int32, ok bool) {
@@ -76,17 +109,20 @@ func handshakeResumes(p []byte) (resumes, ok bool) {
 
 // resyncStats counts what the resync holds of a Conn did, for tests.
 type resyncStats struct {
-	held      atomic.Int64 // connections that held request frames back
+	held      atomic.Int64 // connections that held request frames back from the handshake on
 	rewatched atomic.Int64 // holds ended by setWatches
 	expired   atomic.Int64 // holds ended by resyncGrace
 	unread    atomic.Int64 // frames that could not be read (ending a hold)
+	gated     atomic.Int64 // connections that held request frames back from their first watch request on
+	gateEnded atomic.Int64 // of those, holds ended by resyncGateGrace
 }
 
 // resyncConn is the connection go-zookeeper writes to; see resyncGrace.
 type resyncConn struct {
 	net.Conn
 	watching func() bool
-	grace    time.Duration
+	grace    time.Duration // of a hold from the handshake on
+	gate     time.Duration // of a hold from the first watch request on
 	stats    *resyncStats
 
 	// passing is set once frames go straight through; it is written under
@@ -95,14 +131,17 @@ type resyncConn struct {
 
 	mu         sync.Mutex
 	handshaken bool
+	gated      bool        // no hold yet: passing frames until the first watch request
+	gating     bool        // the hold began at the first watch request
 	held       []byte      // request frames acknowledged but not yet sent
-	timer      *time.Timer // ends the hold after resyncGrace
+	timer      *time.Timer // ends the hold after grace (or gate)
 }
 
 // newResyncConn wraps conn. watching reports whether a watch may be
-// registered with go-zookeeper; it is asked once, at the handshake.
-func newResyncConn(conn net.Conn, watching func() bool, grace time.Duration, stats *resyncStats) *resyncConn {
-	return &resyncConn{Conn: conn, watching: watching, grace: grace, stats: stats}
+// registered with go-zookeeper; it is asked once, at the handshake. grace
+// and gate are resyncGrace and resyncGateGrace outside tests.
+func newResyncConn(conn net.Conn, watching func() bool, grace, gate time.Duration, stats *resyncStats) *resyncConn {
+	return &resyncConn{Conn: conn, watching: watching, grace: grace, gate: gate, stats: stats}
 }
 
 func (r *resyncConn) Write(p []byte) (int, error) {
@@ -116,15 +155,31 @@ func (r *resyncConn) Write(p []byte) (int, error) {
 	}
 	if !r.handshaken {
 		r.handshaken = true
-		if resumes, ok := handshakeResumes(p); ok && resumes && r.watching() {
+		resumes, ok := handshakeResumes(p)
+		switch {
+		case !ok:
+			r.passing.Store(true)
+		case resumes && r.watching():
 			r.stats.held.Add(1)
 			r.timer = time.AfterFunc(r.grace, r.expire)
-		} else {
-			r.passing.Store(true)
+		default:
+			r.gated = true
 		}
 		return r.Conn.Write(p)
 	}
 	xid, op, ok := parseRequestFrame(p)
+	if r.gated {
+		switch {
+		case !ok, op == wireOpSetWatches, op == wireOpSetWatches2:
+			// go-zookeeper is past its read, or we cannot follow.
+			r.pass()
+		case setsWatch(p, op):
+			r.gated, r.gating = false, true
+			r.stats.gated.Add(1)
+			r.timer = time.AfterFunc(r.gate, r.expire)
+		}
+		return r.Conn.Write(p)
+	}
 	switch {
 	case ok && (xid == wireXidPing || op == wireOpSetAuth):
 		return r.Conn.Write(p)
@@ -135,7 +190,9 @@ func (r *resyncConn) Write(p []byte) (int, error) {
 	// setWatches goes first; a frame that cannot be read keeps its place.
 	var buf []byte
 	if ok {
-		r.stats.rewatched.Add(1)
+		if !r.gating {
+			r.stats.rewatched.Add(1)
+		}
 		buf = append(append(make([]byte, 0, len(p)+len(r.held)), p...), r.held...)
 	} else {
 		r.stats.unread.Add(1)
@@ -155,7 +212,11 @@ func (r *resyncConn) expire() {
 	if r.passing.Load() {
 		return
 	}
-	r.stats.expired.Add(1)
+	if r.gating {
+		r.stats.gateEnded.Add(1)
+	} else {
+		r.stats.expired.Add(1)
+	}
 	held := r.held
 	r.pass()
 	if len(held) > 0 {
@@ -167,8 +228,9 @@ func (r *resyncConn) expire() {
 	}
 }
 
-// pass ends the hold; r.mu is held.
+// pass ends the hold, or the gate; r.mu is held.
 func (r *resyncConn) pass() {
+	r.gated = false
 	r.held = nil
 	if r.timer != nil {
 		r.timer.Stop()

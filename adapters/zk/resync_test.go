@@ -126,9 +126,15 @@ func TestResyncHoldsOnlyWithAWatchArmed(t *testing.T) {
 	}
 	cut("no watch", 0)
 
+	// Resumed with no watch counted: the connection's first watch request
+	// starts a gate (see resyncGateGrace), and what follows still runs.
+	gated := st.gated.Load()
 	_, _, w, err := c.ExistsW(ctx, root+"/x")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := st.gated.Load(); got != gated+1 {
+		t.Fatalf("gates after the first watch request of a connection: %d, want %d", got, gated+1)
 	}
 	if _, err := c.Create(ctx, root+"/x", nil, ModePersistent); err != nil {
 		t.Fatal(err)
@@ -271,7 +277,7 @@ func TestParseFrames(t *testing.T) {
 func TestResyncHoldsRequestsUntilSetWatches(t *testing.T) {
 	w := newWire()
 	var st resyncStats
-	r := newResyncConn(w, func() bool { return true }, time.Hour, &st)
+	r := newResyncConn(w, func() bool { return true }, time.Hour, time.Hour, &st)
 	writeAll(t, r, handshakeFrame(42), fGet, fPing, fAuth, fExists)
 	// Pings and auth pass; requests wait.
 	if got, want := w.sent(), cat(handshakeFrame(42), fPing, fAuth); !bytes.Equal(got, want) {
@@ -291,7 +297,11 @@ func TestResyncHoldsRequestsUntilSetWatches(t *testing.T) {
 	}
 }
 
-func TestResyncHoldsNothingWithoutResumedWatches(t *testing.T) {
+// A connection that opens a session, or resumes one with no watch counted,
+// holds nothing until its first watch request: that one passes, and what
+// follows waits for setWatches (go-zookeeper found the watch the request
+// armed) or for the gate's grace (it found none).
+func TestResyncGatesAfterTheFirstWatchRequest(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		handshake []byte
@@ -299,27 +309,83 @@ func TestResyncHoldsNothingWithoutResumedWatches(t *testing.T) {
 	}{
 		{"new session", handshakeFrame(0), true}, // first connect, or after expiry
 		{"resumed without watches", handshakeFrame(42), false},
-		{"unreadable handshake", handshakeFrame(42)[:20], true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWire()
 			var st resyncStats
-			r := newResyncConn(w, func() bool { return tc.watching }, time.Hour, &st)
-			writeAll(t, r, tc.handshake, fGet, fExists, fWatches, fSync)
-			if got, want := w.sent(), cat(tc.handshake, fGet, fExists, fWatches, fSync); !bytes.Equal(got, want) {
-				t.Fatalf("the wire has\n%x\nwant\n%x", got, want)
+			r := newResyncConn(w, func() bool { return tc.watching }, time.Hour, time.Hour, &st)
+			writeAll(t, r, tc.handshake, fSync, fExists, fGet, fExists, fPing)
+			if got, want := w.sent(), cat(tc.handshake, fSync, fExists, fGet, fPing); !bytes.Equal(got, want) {
+				t.Fatalf("before setWatches the wire has\n%x\nwant\n%x", got, want)
 			}
-			if st.held.Load() != 0 || st.rewatched.Load() != 0 {
-				t.Fatalf("held %d, rewatched %d", st.held.Load(), st.rewatched.Load())
+			writeAll(t, r, fWatches, fSync)
+			if got, want := w.sent(), cat(tc.handshake, fSync, fExists, fGet, fPing, fWatches, fExists, fSync); !bytes.Equal(got, want) {
+				t.Fatalf("after setWatches the wire has\n%x\nwant\n%x", got, want)
+			}
+			if st.held.Load() != 0 || st.rewatched.Load() != 0 || st.gated.Load() != 1 || st.gateEnded.Load() != 0 {
+				t.Fatalf("held %d, rewatched %d, gated %d, gate ended %d", st.held.Load(), st.rewatched.Load(), st.gated.Load(), st.gateEnded.Load())
 			}
 		})
+	}
+	t.Run("gate grace", func(t *testing.T) {
+		w := newWire()
+		var st resyncStats
+		r := newResyncConn(w, func() bool { return false }, time.Hour, 20*time.Millisecond, &st)
+		writeAll(t, r, handshakeFrame(0), fGet, fExists)
+		<-w.wrote // the handshake
+		<-w.wrote // the watch request
+		select {
+		case <-w.wrote:
+		case <-time.After(eventWait):
+			t.Fatal("held requests not released after the gate's grace")
+		}
+		writeAll(t, r, fSync)
+		if got, want := w.sent(), cat(handshakeFrame(0), fGet, fExists, fSync); !bytes.Equal(got, want) {
+			t.Fatalf("the wire has\n%x\nwant\n%x", got, want)
+		}
+		if st.gated.Load() != 1 || st.gateEnded.Load() != 1 || st.expired.Load() != 0 {
+			t.Fatalf("gated %d, gate ended %d, expired %d", st.gated.Load(), st.gateEnded.Load(), st.expired.Load())
+		}
+	})
+	t.Run("unreadable handshake", func(t *testing.T) {
+		w := newWire()
+		var st resyncStats
+		r := newResyncConn(w, func() bool { return true }, time.Hour, time.Hour, &st)
+		writeAll(t, r, handshakeFrame(42)[:20], fGet, fExists, fSync)
+		if got, want := w.sent(), cat(handshakeFrame(42)[:20], fGet, fExists, fSync); !bytes.Equal(got, want) {
+			t.Fatalf("the wire has\n%x\nwant\n%x", got, want)
+		}
+		if st.held.Load() != 0 || st.gated.Load() != 0 {
+			t.Fatalf("held %d, gated %d", st.held.Load(), st.gated.Load())
+		}
+	})
+}
+
+func TestSetsWatch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		want  bool
+	}{
+		{"getData watch", fGet, true},
+		{"exists no watch", fExists, false},
+		{"getChildren watch", reqFrame(6, wireOpGetChildren, 0, 0, 0, 2, '/', 'a', 1), true},
+		{"getChildren2 no watch", reqFrame(6, wireOpGetChildren2, 0, 0, 0, 2, '/', 'a', 0), false},
+		{"sync", fSync, false},
+		{"truncated path", reqFrame(6, wireOpExists, 0, 0, 0, 9, '/'), false},
+		{"negative length", reqFrame(6, wireOpExists, 0xff, 0xff, 0xff, 0xff, 1), false},
+	} {
+		_, op, _ := parseRequestFrame(tc.frame)
+		if got := setsWatch(tc.frame, op); got != tc.want {
+			t.Errorf("%s: setsWatch = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 
 func TestResyncGraceReleasesHeldRequests(t *testing.T) {
 	w := newWire()
 	var st resyncStats
-	r := newResyncConn(w, func() bool { return true }, 20*time.Millisecond, &st)
+	r := newResyncConn(w, func() bool { return true }, 20*time.Millisecond, time.Hour, &st)
 	writeAll(t, r, handshakeFrame(42), fGet, fExists)
 	<-w.wrote // the handshake
 	// No setWatches comes (go-zookeeper had no watch left): after the grace
@@ -344,7 +410,7 @@ func TestResyncGraceReleasesHeldRequests(t *testing.T) {
 func TestResyncUnreadableFrameEndsTheHoldInOrder(t *testing.T) {
 	w := newWire()
 	var st resyncStats
-	r := newResyncConn(w, func() bool { return true }, time.Hour, &st)
+	r := newResyncConn(w, func() bool { return true }, time.Hour, time.Hour, &st)
 	writeAll(t, r, handshakeFrame(42), fGet, fMalformed, fSync)
 	if got, want := w.sent(), cat(handshakeFrame(42), fGet, fMalformed, fSync); !bytes.Equal(got, want) {
 		t.Fatalf("the wire has\n%x\nwant\n%x", got, want)
@@ -357,7 +423,7 @@ func TestResyncUnreadableFrameEndsTheHoldInOrder(t *testing.T) {
 func TestResyncCloseDropsHeldRequests(t *testing.T) {
 	w := newWire()
 	var st resyncStats
-	r := newResyncConn(w, func() bool { return true }, time.Hour, &st)
+	r := newResyncConn(w, func() bool { return true }, time.Hour, time.Hour, &st)
 	writeAll(t, r, handshakeFrame(42), fGet)
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
