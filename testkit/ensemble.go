@@ -164,6 +164,29 @@ func (e *Ensemble) Restart(ctx context.Context, i int) error {
 	return e.WaitServing(ctx)
 }
 
+// RestartEmpty starts server i again with its ports (after Kill) but
+// without its transaction log and snapshots, and returns once it serves
+// and the ensemble has a leader: it syncs from the leader with a full
+// snapshot, as after a disk replaced. A member restarted with its data
+// syncs by a DIFF, which ZooKeeper 3.8.0 can get wrong: the member then
+// misses transactions it reports applied (ZOOKEEPER-4785), its digest
+// stops matching the leader's (zk_digest_mismatches_count grows), and
+// its clients read nodes deleted long before, such as ephemerals of
+// closed sessions.
+func (e *Ensemble) RestartEmpty(ctx context.Context, i int) error {
+	n, err := e.node(i)
+	if err != nil {
+		return err
+	}
+	if n.wanted() {
+		return fmt.Errorf("testkit: server %d is running: Kill it first", i)
+	}
+	if err := os.RemoveAll(filepath.Join(n.dir, "data", "version-2")); err != nil {
+		return err
+	}
+	return e.Restart(ctx, i)
+}
+
 // Leader returns the number of the server that leads now, asking each
 // running server with `srvr`.
 func (e *Ensemble) Leader(ctx context.Context) (int, error) {

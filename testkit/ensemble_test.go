@@ -10,7 +10,8 @@ import (
 )
 
 // TestEnsembleSurvivesLosingAMember kills the leader, then a follower, and
-// restarts both, while one client keeps its session and its ephemeral.
+// restarts both (the follower without its data), while one client keeps
+// its session and its ephemeral.
 func TestEnsembleSurvivesLosingAMember(t *testing.T) {
 	t0 := time.Now()
 	e := StartEnsemble(t)
@@ -56,7 +57,11 @@ func TestEnsembleSurvivesLosingAMember(t *testing.T) {
 			t.Fatalf("the session changed: %x -> %x", sid, c.SessionID())
 		}
 		t0 = time.Now()
-		if err := e.Restart(ctx, victim); err != nil {
+		restart := e.Restart
+		if victim == follower {
+			restart = e.RestartEmpty
+		}
+		if err := restart(ctx, victim); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("restarted server %d in %v", victim, time.Since(t0))
@@ -76,6 +81,19 @@ func TestEnsembleSurvivesLosingAMember(t *testing.T) {
 		if z < st.Mzxid {
 			t.Fatalf("server %d synced at zxid %#x, before our write at %#x", victim, z, st.Mzxid)
 		}
+		// A client of that server alone reads it there.
+		only, err := zk.Connect(ctx, []string{e.Addrs()[victim]}, zk.WithSessionTimeout(8*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _, err := only.Get(ctx, eph)
+		only.Close()
+		if err != nil || string(data) != "still alive" {
+			t.Fatalf("server %d serves %q, %v; want the write made while it was down", victim, data, err)
+		}
+	}
+	if err := e.RestartEmpty(ctx, leader); err == nil {
+		t.Fatal("RestartEmpty of a running server: no error")
 	}
 	if n, err := e.DigestMismatches(ctx); err != nil || n != 0 {
 		t.Fatalf("digest mismatches %d, %v: want 0", n, err)
