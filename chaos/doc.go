@@ -121,11 +121,12 @@
 // CI's 15-second run failed the same way (seed 4957142606886285557, in a
 // run where no Enter or Leave had failed). Every one of those runs
 // had diverged servers (seed 707: 886 and 883 digest mismatches at the
-// end; CI's: 965). A member on a diverged follower reads member nodes the
-// leader deleted long before: counted, they complete a round that lacks a
-// member, whose node then comes after the others listed the round, and
-// they leave without it; a watch on such a node never fires, so its
-// watchers wait for good. Three replays of CI's seed with the old
+// end; CI's: 965). A member on a diverged follower can read member nodes
+// the leader deleted long before (deleted nodes came back in the runs
+// above): counted, they complete a round that lacks a member, whose node
+// then comes after the others listed the round, and they leave without
+// it; a watch on such a node never fires, so its watchers wait for good.
+// That is the likely cause, not one seen node by node. Three replays of CI's seed with the old
 // restarts passed; one of them diverged (1,918 mismatches). With the
 // members restarted empty, seeds 707, 909 and 303 ran 5 minutes each (60,
 // 41 and 41 kills): every check passed, and no server diverged, where
