@@ -130,7 +130,10 @@ func TestProperty(t *testing.T) {
 				t.Logf("seed %d", seed)
 			}
 		})
-		ctx := ctxT(t)
+		// A budget of their own for the 10,000 steps: a real server's run
+		// on a loaded 2-core machine outlasted ctxT's minute.
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		defer cancel()
 		observer := tg.Connect(t)
 		m := &propModel{t: t, max: maxLeases, active: make(map[*semaphore.Lease]int)}
 		var hs []*propHandle
