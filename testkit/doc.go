@@ -68,8 +68,10 @@
 // StartServer starts a standalone Apache ZooKeeper (Debian's
 // libzookeeper-java jars, run with java) on 127.0.0.1 with a free port and a
 // throw-away data directory, and stops it when the test ends; StartEnsemble
-// starts three servers whose members a test can Kill and Restart. A server
-// is usually ready within a second, an ensemble within one or two.
+// starts three servers whose members a test can Kill and Restart (or
+// RestartEmpty, which avoids a sync that ZooKeeper 3.8.0 can get wrong
+// after a kill). A server is usually ready within a second, an ensemble
+// within one or two.
 // LaunchServer and LaunchEnsemble do the same for programs (the demo,
 // benchmarks).
 //
