@@ -150,7 +150,8 @@ func (e *Ensemble) Kill(i int) error {
 }
 
 // Restart starts server i again with its data and ports (after Kill) and
-// returns once it serves and the ensemble has a leader.
+// returns once it serves and the ensemble has a leader. It then syncs by a
+// DIFF, which can leave it diverged (see RestartEmpty).
 func (e *Ensemble) Restart(ctx context.Context, i int) error {
 	n, err := e.node(i)
 	if err != nil {
