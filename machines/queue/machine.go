@@ -818,6 +818,11 @@ func (m *Machine) checked(o *out, i checked) {
 		}
 		return
 	}
+	if e.busy {
+		// A write of ours on e went out after the one this check is about
+		// (an earlier check found that one not made): its reply decides.
+		return
+	}
 	switch t := e.taker; {
 	case t == nil:
 	case t.kind == kindClaim && i.ClaimOwner == m.session && m.session != 0:

@@ -442,3 +442,32 @@ func TestTranscriptNoJointClaimWhileClosing(t *testing.T) {
 	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
 	tr.Check("no_joint_claim_while_closing")
 }
+
+// Two checks of one claim whose reply was lost are in flight (one sent at
+// once, one at RECONNECTED). The first finds the claim not made, and the
+// claim goes again; the second, answered after that new claim was made,
+// must not settle it: the new claim's own reply does. (Settled by the
+// check, the item was delivered, and the new claim's reply then found no
+// caller bound: a nil dereference that crashed the actor in CI.)
+func TestTranscriptStaleCheckDuringANewClaim(t *testing.T) {
+	tr := newTranscript(t)
+	const item = "qn-0000000001"
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	out := tr.step(listed{Cmd: 1, Children: []string{item}, Watched: true})
+	claim, read := commands[claimItem](out)[0], commands[readItem](out)[0]
+	tr.step(dataRead{Cmd: read.Cmd, Name: item, Data: []byte("a")})
+	first := commands[checkItem](tr.step(claimed{Cmd: claim.Cmd, Name: item, Err: zk.ErrConnectionLoss}))[0]
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	second := commands[checkItem](tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess}))[0]
+	out = tr.step(checked{Cmd: first.Cmd, Name: item, ItemExists: true})
+	claim, read = commands[claimItem](out)[0], commands[readItem](out)[0]
+	if out := tr.step(checked{Cmd: second.Cmd, Name: item, ItemExists: true, ClaimOwner: sess}); len(out.Replies) != 0 {
+		t.Fatalf("a stale check settled the claim in flight: %+v", out.Replies)
+	}
+	tr.step(dataRead{Cmd: read.Cmd, Name: item, Data: []byte("a")})
+	out = tr.step(claimed{Cmd: claim.Cmd, Name: item})
+	if r, ok := replied(out, 1); !ok || r.Err != nil || string(r.Value.(taken).Data) != "a" {
+		t.Fatalf("the claim's reply delivered %+v, want the item", out.Replies)
+	}
+	tr.Check("stale_check_during_a_new_claim")
+}
