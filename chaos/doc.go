@@ -130,7 +130,7 @@
 // a later CI-loop run reported it again with no divergence (seed
 // 6158452962645425645, 15 s, 0 digest mismatches, no Enter or Leave
 // failed: "barrier2 through Leave ... while barrier0, entered 9 ms before,
-// had not started to leave"); two replays of that seed passed. Open. Three replays of CI's seed with the old
+// had not started to leave"); four replays of that seed passed. Open. Three replays of CI's seed with the old
 // restarts passed; one of them diverged (1,918 mismatches). With the
 // members restarted empty, seeds 707, 909 and 303 ran 5 minutes each (60,
 // 41 and 41 kills): every check passed, and no server diverged, where
