@@ -126,15 +126,18 @@
 // above): counted, they complete a round that lacks a member, whose node
 // then comes after the others listed the round, and they leave without
 // it; a watch on such a node never fires, so its watchers wait for good.
-// That is a likely cause, not one seen node by node, and not the only one:
-// a later CI-loop run reported it again with no divergence (seed
+// That is a likely cause, not one seen node by node. Three replays of
+// CI's seed with the old restarts passed; one of them diverged (1,918
+// mismatches). With the members restarted empty, seeds 707, 909 and 303
+// ran 5 minutes each (60, 41 and 41 kills): every check passed, and no
+// server diverged, where each of the day's earlier 5-minute runs had
+// diverged one to three times.
+//
+// It is not the only cause: a later CI-loop run, with the members
+// restarted empty, reported it again with no divergence (seed
 // 6158452962645425645, 15 s, 0 digest mismatches, no Enter or Leave
 // failed: "barrier2 through Leave ... while barrier0, entered 9 ms before,
-// had not started to leave"); four replays of that seed passed. Open. Three replays of CI's seed with the old
-// restarts passed; one of them diverged (1,918 mismatches). With the
-// members restarted empty, seeds 707, 909 and 303 ran 5 minutes each (60,
-// 41 and 41 kills): every check passed, and no server diverged, where
-// each of the day's earlier 5-minute runs had diverged one to three times.
+// had not started to leave"). Four replays of that seed passed. Open.
 //
 // Seed 707's other report (twice): a lock hold, and a leadership term, of
 // five seconds while the others took the lock (or led) many times, each in
