@@ -171,8 +171,9 @@ func awaitReady(ctx context.Context, cmd uint64, w <-chan zk.WatchEvent) (Input,
 }
 
 // inside reads when each of the member nodes ms was made, at once, and
-// returns those made before ready (made at readyCzxid) that are still
-// there: the members of the round in progress.
+// returns those made before ready (made at readyCzxid), or with it (the
+// arrival that completed the count), that are still there: the members
+// of the round in progress.
 func (d *DoubleBarrier) inside(ctx context.Context, do func(context.Context, string, func(context.Context) error) error, ms []string, readyCzxid int64) ([]string, error) {
 	czxids, errs := make([]int64, len(ms)), make([]error, len(ms))
 	var wg sync.WaitGroup
@@ -190,7 +191,7 @@ func (d *DoubleBarrier) inside(ctx context.Context, do func(context.Context, str
 	wg.Wait()
 	var in []string
 	for i, n := range ms {
-		if czxids[i] != 0 && czxids[i] < readyCzxid {
+		if czxids[i] != 0 && czxids[i] <= readyCzxid {
 			in = append(in, n)
 		}
 	}
