@@ -154,9 +154,10 @@ func (d *DoubleBarrier) Subscribe(opts ...events.SubscribeOption) *events.Subscr
 // Enter joins the barrier and returns once all members have joined: a
 // synchronized start. More than the count may enter; the count is a
 // threshold. A member that arrives while a round is in progress (ready is
-// there and members who entered before it, or with it, are still in: it comes late, or
-// was counted out of that round when its session ended) joins the next
-// round: it makes no node and counts no one until that round is over. When
+// there and members who entered before it, or with it, are still in: it
+// comes late, or was counted out of that round when its session ended)
+// joins the next round: it makes no node and counts no one until that
+// round is over. When
 // ctx ends first, our member node is deleted and ctx's error returned: we
 // are not counted. ErrAlreadyEntered while entered;
 // ErrMembersMismatch when the path records another count (nothing is

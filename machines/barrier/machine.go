@@ -258,9 +258,9 @@ func (m *Machine) probed(o *out, i probed) {
 	}
 	if len(i.Inside) > 0 {
 		// A round is in progress: its ready is there, and members who
-		// entered before it (or with it) are still in. (A member counted out of it,
-		// its session gone, comes back this way.) We are for the next
-		// round: counted with them, we would be let in, and they would
+		// entered before it (or with it) are still in. (A member counted
+		// out of it, its session gone, comes back this way.) We are for
+		// the next round: counted with them, we would be let in, and they would
 		// leave without waiting for us, whose node came after they
 		// listed the round. So no node of ours yet: we wait for one of
 		// them to go (or for ready to), then look again.
