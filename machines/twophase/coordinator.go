@@ -378,27 +378,13 @@ func (c *Coordinator) collect(ctx context.Context, txID string, participants []s
 				if !needVotes {
 					return nil
 				}
-				// The new votes, read at once.
-				var fresh []string
+				// The votes' names are all it takes: a no vote is made in
+				// one multi with its abort decision, so when everyone has
+				// voted and no decision was there, every vote is yes (and
+				// the commit's create fails on an abort made since).
 				for _, id := range kids {
-					if member[id] && !voted[id] {
-						fresh = append(fresh, id)
-					}
-				}
-				datas, errs := make([][]byte, len(fresh)), make([]error, len(fresh))
-				for i, id := range fresh {
-					wg.Go(func() { datas[i], _, errs[i] = c.rq.Get(ctx, c.p.vote(txID, id)) })
-				}
-				wg.Wait()
-				if err := errors.Join(errs...); err != nil {
-					votesW = nil
-					return err
-				}
-				for i, id := range fresh {
-					voted[id] = true
-					if yes, reason := decodeVote(datas[i]); !yes {
-						want = &Outcome{Reason: id + ": " + reason}
-						return nil
+					if member[id] {
+						voted[id] = true
 					}
 				}
 				if len(voted) == len(participants) {
@@ -459,8 +445,10 @@ func (c *Coordinator) decide(ctx context.Context, txID string, want Outcome) (Ou
 	return out, err
 }
 
-// finish ends a decided transaction: the coordinator node goes, the
-// outcome is published, and its deletion is scheduled.
+// finish ends a decided transaction: the outcome is published, its
+// deletion is scheduled, and the coordinator node goes, after Propose
+// returns: the decision is made, so the node tells no one anything more,
+// and its delete, a write, would cost Propose a commit.
 func (c *Coordinator) finish(ctx context.Context, txID string, participants []string, out Outcome, span trace.Span) {
 	span.SetAttributes(AttrCommitted.Bool(out.Committed))
 	kv := []attribute.KeyValue{runtime.AttrRecipe.String("twophase"), runtime.AttrOutcome.String("committed")}
@@ -468,14 +456,21 @@ func (c *Coordinator) finish(ctx context.Context, txID string, participants []st
 		kv = []attribute.KeyValue{runtime.AttrRecipe.String("twophase"), runtime.AttrOutcome.String("aborted"), AttrReason.String(reasonClass(out.Reason))}
 	}
 	c.txs.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(kv...))
-	// On failure, our session's end deletes it.
-	_ = c.rq.Delete(ctx, c.p.coordinator(txID), zk.AnyVersion)
 	ev := events.Event{Type: events.Committed, State: stateDecided}
 	if !out.Committed {
 		ev = events.Event{Type: events.Aborted, State: stateDecided, Err: fmt.Errorf("%w: %s", ErrAborted, out.Reason)}
 	}
 	publish(c.bus, c.conn, c.p.root, c.o.id, c.p.tx(txID), span.SpanContext(), ev)
 	c.box.Put(expiry{tx: txID, at: time.Now().Add(c.o.retention), participants: participants})
+	c.proposing.Add(1) // Propose holds one: Close waits for this too
+	go func() {
+		defer c.proposing.Done()
+		dctx, cancel := context.WithTimeout(c.life, 5*time.Second)
+		defer cancel()
+		// On failure, our session's end deletes it, or the transaction's
+		// deletion does.
+		_ = c.rq.Delete(dctx, c.p.coordinator(txID), zk.AnyVersion)
+	}()
 }
 
 // reasonClass is an abort's reason for a metric: one of the Reason

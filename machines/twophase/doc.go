@@ -19,11 +19,14 @@
 // participant, not one per transaction and every participant).
 //
 // The decision node is created exactly once: the coordinator creates
-// "commit" only when every participant voted yes; anyone creates "abort" on
-// a no vote, the coordinator on the vote timeout, and a participant when the
-// coordinator's ephemeral node is gone before a decision (its session
-// ended). A create that fails with NodeExists reads the decision instead, so
-// no two participants ever see different outcomes.
+// "commit" only when every participant voted yes; "abort" is created by a
+// participant voting no (in one multi with its vote, so that a no vote is
+// never there without an abort decision, and the coordinator counts the
+// votes by name, without reading them), by the coordinator on the vote
+// timeout, and by a participant when the coordinator's ephemeral node is
+// gone before a decision (its session ended). A create that fails with
+// NodeExists reads the decision instead, so no two participants ever see
+// different outcomes.
 //
 // Guarantees and limits:
 //

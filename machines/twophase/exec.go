@@ -163,10 +163,29 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := voteWritten{Cmd: c.Cmd, Tx: c.Tx, Yes: c.Yes, Reason: c.Reason}
 			path := ps.vote(c.Tx, p.id)
-			err := do(ctx, "create", func(ctx context.Context) error {
-				_, err := conn.Create(ctx, path, encodeVote(c.Yes, c.Reason), zk.ModePersistent)
-				return err
-			})
+			var err error
+			if !c.Yes {
+				// The vote and the abort it decides, in one multi.
+				err = do(ctx, "multi", func(ctx context.Context) error {
+					_, err := conn.Multi(ctx,
+						&zk.CreateOp{Path: path, Data: encodeVote(false, c.Reason), Mode: zk.ModePersistent},
+						&zk.CreateOp{Path: ps.decision(c.Tx), Data: encodeDecision(c.Abort), Mode: zk.ModePersistent})
+					return err
+				})
+				if err == nil {
+					r.Decided, r.Outcome = true, c.Abort
+				}
+			}
+			if c.Yes || errors.Is(err, zk.ErrNodeExists) {
+				// A yes; or a no whose multi found our vote made (after a
+				// lost reply, with its decision) or the decision made
+				// first: either way an abort decision is there, and our
+				// vote, if not made yet, is made alone.
+				err = do(ctx, "create", func(ctx context.Context) error {
+					_, err := conn.Create(ctx, path, encodeVote(c.Yes, c.Reason), zk.ModePersistent)
+					return err
+				})
+			}
 			switch {
 			case errors.Is(err, zk.ErrNodeExists): // ours, after a lost reply
 				var data []byte

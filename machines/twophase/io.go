@@ -127,15 +127,18 @@ type prepared struct {
 
 // voteWritten is the reply to vote: our vote node exists with Yes and
 // Reason (Found: it existed already, ours after a lost reply), or the
-// transaction is Gone.
+// transaction is Gone. Decided: our no vote and its abort decision were
+// made together, and Outcome is that decision.
 type voteWritten struct {
-	Cmd    uint64
-	Tx     string
-	Yes    bool
-	Reason string
-	Found  bool
-	Gone   bool
-	Err    error
+	Cmd     uint64
+	Tx      string
+	Yes     bool
+	Reason  string
+	Found   bool
+	Gone    bool
+	Decided bool
+	Outcome Outcome
+	Err     error
 }
 
 // decided is the reply to decide: the decision, or the transaction is
@@ -225,7 +228,11 @@ func (i prepared) String() string {
 	return fmt.Sprintf("prepared cmd=%d %s yes=%t reason=%q cancelled=%t", i.Cmd, i.Tx, i.Yes, i.Reason, i.Cancelled)
 }
 func (i voteWritten) String() string {
-	return fmt.Sprintf("vote written cmd=%d %s yes=%t reason=%q found=%t gone=%t err=%v", i.Cmd, i.Tx, i.Yes, i.Reason, i.Found, i.Gone, i.Err)
+	s := fmt.Sprintf("vote written cmd=%d %s yes=%t reason=%q found=%t gone=%t err=%v", i.Cmd, i.Tx, i.Yes, i.Reason, i.Found, i.Gone, i.Err)
+	if i.Decided {
+		s += " decided=" + outcomeString(i.Outcome)
+	}
+	return s
 }
 func (i decided) String() string {
 	return fmt.Sprintf("decided cmd=%d %s outcome=%s gone=%t err=%v", i.Cmd, i.Tx, outcomeString(i.Outcome), i.Gone, i.Err)
@@ -289,12 +296,15 @@ type prepare struct {
 	Payload []byte
 }
 
-// vote creates our vote node.
+// vote creates our vote node; a no vote (Yes false) creates the decision
+// Abort in the same multi, so that a no vote is never there without an
+// abort decision (the coordinator counts votes without reading them).
 type vote struct {
 	Cmd    uint64
 	Tx     string
 	Yes    bool
 	Reason string
+	Abort  Outcome
 }
 
 // makeDecision creates Tx's decision with Want, or reads the one made first.
@@ -349,7 +359,11 @@ func (c prepare) String() string {
 	return fmt.Sprintf("prepare cmd=%d %s payload=%q", c.Cmd, c.Tx, c.Payload)
 }
 func (c vote) String() string {
-	return fmt.Sprintf("vote cmd=%d %s yes=%t reason=%q", c.Cmd, c.Tx, c.Yes, c.Reason)
+	s := fmt.Sprintf("vote cmd=%d %s yes=%t reason=%q", c.Cmd, c.Tx, c.Yes, c.Reason)
+	if !c.Yes {
+		s += " with decision " + outcomeString(c.Abort)
+	}
+	return s
 }
 func (c makeDecision) String() string {
 	return fmt.Sprintf("decide cmd=%d %s want=%s", c.Cmd, c.Tx, outcomeString(c.Want))

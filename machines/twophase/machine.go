@@ -442,12 +442,17 @@ func (m *Machine) advance(o *out, t *ptx) {
 		m.pump(o)
 	case stVote:
 		t.cmd = m.cmd()
-		o.Commands = append(o.Commands, vote{Cmd: t.cmd, Tx: t.id, Yes: t.yes, Reason: t.reason})
+		v := vote{Cmd: t.cmd, Tx: t.id, Yes: t.yes, Reason: t.reason}
+		if !t.yes {
+			v.Abort = Outcome{Reason: m.abortReason(t.reason)}
+		}
+		o.Commands = append(o.Commands, v)
 	case stVoted:
 		switch {
 		case !t.yes:
-			// Our no decides: abort, for our reason.
-			t.st, t.want = stDecide, Outcome{Reason: m.cfg.ID + ": " + t.reason}
+			// Our no decides: abort, for our reason (made here when the
+			// vote was found made, or the decision was there first).
+			t.st, t.want = stDecide, Outcome{Reason: m.abortReason(t.reason)}
 			m.advance(o, t)
 		case t.decCmd == 0:
 			t.decCmd, t.decArmed = m.cmd(), false
@@ -573,9 +578,15 @@ func (m *Machine) voteWritten(o *out, i voteWritten) {
 		}
 		m.event(o, t, ev)
 		t.st = stVoted
+		if i.Decided {
+			t.st, t.outcome = stDecided, i.Outcome
+		}
 	}
 	m.advance(o, t)
 }
+
+// abortReason is the reason of the abort our no vote decides.
+func (m *Machine) abortReason(reason string) string { return m.cfg.ID + ": " + reason }
 
 func (m *Machine) handled(o *out, i handled) {
 	if i.Cmd == m.busy {

@@ -115,8 +115,8 @@ func TestTranscriptVotedYesAndCommitted(t *testing.T) {
 	tr.Check("voted_yes_and_committed")
 }
 
-// Our handler votes no: the vote is written, and we decide abort
-// ourselves, for our reason, without waiting for the coordinator.
+// Our handler votes no: the vote and the abort it decides, for our
+// reason, are made in one multi, without waiting for the coordinator.
 func TestTranscriptNoVoteDecidesAbort(t *testing.T) {
 	tr := newTranscript(t)
 	ld := tr.serving()
@@ -124,16 +124,17 @@ func TestTranscriptNoVoteDecidesAbort(t *testing.T) {
 	prep := commands[prepare](out)[0]
 	out = tr.step(prepared{Cmd: prep.Cmd, Tx: "tx1", Reason: "out of stock"})
 	v := commands[vote](out)[0]
-	if v.Yes || v.Reason != "out of stock" {
+	if v.Yes || v.Reason != "out of stock" || v.Abort != (Outcome{Reason: "me: out of stock"}) {
 		t.Fatalf("vote %v", v)
 	}
-	out = tr.step(voteWritten{Cmd: v.Cmd, Tx: "tx1", Reason: "out of stock"})
-	d := commands[makeDecision](out)
-	if len(d) != 1 || d[0].Want != (Outcome{Reason: "me: out of stock"}) {
-		t.Fatalf("decide %v", d)
+	out = tr.step(voteWritten{Cmd: v.Cmd, Tx: "tx1", Reason: "out of stock", Decided: true, Outcome: v.Abort})
+	if d := commands[makeDecision](out); len(d) != 0 {
+		t.Fatalf("decided again: %v", d)
 	}
-	out = tr.step(decided{Cmd: d[0].Cmd, Tx: "tx1", Outcome: d[0].Want})
 	h := commands[handle](out)[0]
+	if h.Outcome != v.Abort {
+		t.Fatalf("handle %v", h)
+	}
 	out = tr.step(handled{Cmd: h.Cmd, Tx: "tx1"})
 	if ts := eventTypes(out); len(ts) != 1 || ts[0] != events.Aborted || !errors.Is(out.Events[0].Err, ErrAborted) {
 		t.Fatalf("events %v, want ABORTED", out.Events)
@@ -141,6 +142,33 @@ func TestTranscriptNoVoteDecidesAbort(t *testing.T) {
 	tr.step(entryDeleted{Cmd: commands[deleteEntry](out)[0].Cmd, Tx: "tx1"})
 	tr.wantState(events.StateReady)
 	tr.Check("no_vote_decides_abort")
+}
+
+// Our no vote's multi found a decision made first (or our vote made, its
+// reply lost), and the vote was made alone: we decide abort, or read the
+// decision there, as a separate step.
+func TestTranscriptNoVoteAfterADecision(t *testing.T) {
+	tr := newTranscript(t)
+	ld := tr.serving()
+	out := tr.step(loaded{Cmd: ld, Tx: "tx1", DecWatched: true})
+	prep := commands[prepare](out)[0]
+	out = tr.step(prepared{Cmd: prep.Cmd, Tx: "tx1", Reason: "out of stock"})
+	v := commands[vote](out)[0]
+	out = tr.step(voteWritten{Cmd: v.Cmd, Tx: "tx1", Reason: "out of stock"})
+	d := commands[makeDecision](out)
+	if len(d) != 1 || d[0].Want != (Outcome{Reason: "me: out of stock"}) {
+		t.Fatalf("decide %v", d)
+	}
+	first := Outcome{Reason: ReasonVoteTimeout}
+	out = tr.step(decided{Cmd: d[0].Cmd, Tx: "tx1", Outcome: first})
+	h := commands[handle](out)[0]
+	if h.Outcome != first {
+		t.Fatalf("handle %v, want the decision made first", h)
+	}
+	out = tr.step(handled{Cmd: h.Cmd, Tx: "tx1"})
+	tr.step(entryDeleted{Cmd: commands[deleteEntry](out)[0].Cmd, Tx: "tx1"})
+	tr.wantState(events.StateReady)
+	tr.Check("no_vote_after_a_decision")
 }
 
 // We voted yes; the coordinator's node goes before a decision (its
