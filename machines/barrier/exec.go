@@ -112,6 +112,11 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 	case listMembers:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := leaveListed{Cmd: c.Cmd}
+			if c.Sync {
+				if r.Err = do(ctx, "sync", func(ctx context.Context) error { return conn.Sync(ctx, path) }); r.Err != nil {
+					return r, true
+				}
+			}
 			r.Err = do(ctx, "children", func(ctx context.Context) (err error) {
 				r.Children, _, err = conn.Children(ctx, path)
 				if errors.Is(err, zk.ErrNoNode) {

@@ -197,8 +197,12 @@ type openReady struct {
 // watchReady sets a watch on ready, and reads whether it exists.
 type watchReady struct{ Cmd uint64 }
 
-// listMembers lists the path's children, to leave.
-type listMembers struct{ Cmd uint64 }
+// listMembers lists the path's children, to leave; with Sync, after a
+// sync of the path (the server we read from catches up with the leader).
+type listMembers struct {
+	Cmd  uint64
+	Sync bool
+}
 
 // deleteMember deletes our member node Name.
 type deleteMember struct {
@@ -232,7 +236,12 @@ func (c openReady) String() string {
 	return fmt.Sprintf("open ready cmd=%d stale=%d", c.Cmd, c.Stale)
 }
 func (c watchReady) String() string   { return fmt.Sprintf("watch ready cmd=%d", c.Cmd) }
-func (c listMembers) String() string  { return fmt.Sprintf("list members cmd=%d", c.Cmd) }
+func (c listMembers) String() string {
+	if c.Sync {
+		return fmt.Sprintf("sync, list members cmd=%d", c.Cmd)
+	}
+	return fmt.Sprintf("list members cmd=%d", c.Cmd)
+}
 func (c deleteMember) String() string { return fmt.Sprintf("delete member cmd=%d %s", c.Cmd, c.Name) }
 func (c watchMember) String() string  { return fmt.Sprintf("watch member cmd=%d %s", c.Cmd, c.Name) }
 func (c deleteReady) String() string  { return fmt.Sprintf("delete ready cmd=%d", c.Cmd) }

@@ -82,6 +82,7 @@ type Machine struct {
 	rounds  int             // Enter calls so far
 	round   map[string]bool // leaving: the members listed when we began
 	relist  bool            // leaving: list again once our delete is done
+	synced  bool            // leaving: the first listing was made again after a sync
 
 	session  int64
 	nextCmd  uint64
@@ -350,7 +351,7 @@ func (m *Machine) leave(o *out, req uint64) {
 		m.reply(o, req, nil, ErrNotEntered)
 		return
 	}
-	m.phase, m.req, m.deleted, m.round, m.relist = leaving, req, false, nil, false
+	m.phase, m.req, m.deleted, m.round, m.relist, m.synced = leaving, req, false, nil, false, false
 	_ = m.fsm.Fire(trLeave)
 	m.list(o)
 }
@@ -358,6 +359,13 @@ func (m *Machine) leave(o *out, req uint64) {
 func (m *Machine) list(o *out) {
 	m.step, m.watch = m.cmd(), 0
 	o.Commands = append(o.Commands, listMembers{Cmd: m.step})
+}
+
+// syncList lists again after a sync (see leaveListed).
+func (m *Machine) syncList(o *out) {
+	m.synced = true
+	m.step, m.watch = m.cmd(), 0
+	o.Commands = append(o.Commands, listMembers{Cmd: m.step, Sync: true})
 }
 
 // leaveListed applies the exit protocol: the lowest member waits on the
@@ -372,6 +380,19 @@ func (m *Machine) leaveListed(o *out, i leaveListed) {
 		return
 	}
 	ms := members(i.Children, "")
+	if m.round == nil && !m.synced && slices.Contains(ms, m.name) && !slices.Contains(i.Children, ReadyName) {
+		// Our node is there and ready is not: the server we read from
+		// is behind the ready that let us in. We may have heard of it by
+		// its watch's event from another server (the connection moved
+		// since), and an event does not move the session's last seen
+		// zxid (ZooKeeper before 3.9 sends none with it), so this server
+		// may not have all the round's members yet: a round read from
+		// it would leave some out, and we would go without them. Once
+		// it has caught up, the listing has ready, and every member
+		// made before it.
+		m.syncList(o)
+		return
+	}
 	if m.round == nil {
 		// No one of the next round can be in yet: entering it needs
 		// every member of ours gone, and ours is here. Later listings

@@ -261,3 +261,44 @@ func TestTranscriptNodeGoneBeforeLeave(t *testing.T) {
 	tr.step(enterCall{Req: 3})
 	tr.Check("node_gone_before_leave")
 }
+
+// We pass Enter on ready's watch event, and our connection then moves to
+// a server that has not caught up with ready yet: the first Leave listing
+// lacks ready and the member who made it. A round read from it would
+// leave that member out (as the lowest, we would wait on x-1 alone and go
+// without y-1), so we sync and list again before the round is fixed.
+func TestTranscriptLeaveListingBehindReady(t *testing.T) {
+	tr := newTranscript(t, 3)
+	tr.step(enterCall{Req: 1})
+	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"x-1"}})
+	tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"me-1", "x-1"}})
+	out := tr.step(readyEvent{Cmd: 1, Type: zk.EventNodeCreated})
+	if r, ok := replied(out, 1); !ok || r.Err != nil {
+		t.Fatalf("Enter not answered: %+v", r)
+	}
+	tr.step(leaveCall{Req: 2})
+	out = tr.step(leaveListed{Cmd: 3, Children: []string{"me-1", "x-1"}})
+	if lm, ok := only[listMembers](out); !ok || !lm.Sync {
+		t.Fatalf("commands %v, want a sync and a listing", out.Commands)
+	}
+	out = tr.step(leaveListed{Cmd: 4, Children: []string{"ready", "me-1", "x-1", "y-1"}})
+	if w, ok := only[watchMember](out); !ok || w.Name != "y-1" {
+		t.Fatalf("commands %v, want the watch on the highest, y-1", out.Commands)
+	}
+	tr.step(nodeWatched{Cmd: 5, Exists: false})
+	out = tr.step(leaveListed{Cmd: 6, Children: []string{"ready", "me-1", "x-1"}})
+	if w, ok := only[watchMember](out); !ok || w.Name != "x-1" {
+		t.Fatalf("commands %v, want the watch on x-1", out.Commands)
+	}
+	tr.Check("leave_listing_behind_ready")
+}
+
+// only returns out's one command, if it is a C.
+func only[C Command](out runtime.Output[Command]) (C, bool) {
+	var c C
+	if len(out.Commands) != 1 {
+		return c, false
+	}
+	c, ok := out.Commands[0].(C)
+	return c, ok
+}
