@@ -12,6 +12,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/internal/oteltest"
 	"github.com/zkrecipes/zkrecipes/machines/barrier"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
@@ -365,6 +366,50 @@ func TestDoubleBarrierBadInput(t *testing.T) {
 		}
 		if kids := children(t, c, "/barrier/count"); len(kids) != 0 {
 			t.Errorf("children after Close: %v: Close deletes our member node", kids)
+		}
+	})
+}
+
+// A member whose first Leave listing lacks ready (here deleted by a third
+// party; in the wild, read from a server behind the ready that let it in)
+// syncs and lists again before it fixes the round; with ready still
+// missing it goes on with what it read. Every member gets through Leave,
+// and each made one sync (the request's span shows it), on both targets.
+func TestDoubleBarrierLeaveSyncsWhenReadyIsMissing(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const path, n = "/barrier/syncs", 3
+		rec := oteltest.New(t)
+		g := &group{t: t}
+		for i := range n {
+			c := tg.Connect(t)
+			g.conns = append(g.conns, c)
+			g.members = append(g.members, newDouble(t, c, path, n, barrier.WithID(fmt.Sprintf("m%d", i)), barrier.WithTracerProvider(rec.TP)))
+		}
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { errs[i] = g.enter(ctx, i) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.conns[0].Delete(ctx, path+"/"+barrier.ReadyName, zk.AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			wg.Go(func() { errs[i] = g.leave(ctx, i) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		if kids := children(t, g.conns[0], path); len(kids) != 0 {
+			t.Fatalf("nodes left: %v", kids)
+		}
+		if syncs := rec.Named("sync " + path); len(syncs) != n {
+			t.Fatalf("%d syncs, want one per member (%d):%s", len(syncs), n, rec.Names())
 		}
 	})
 }
