@@ -235,7 +235,7 @@ func (c join) String() string {
 func (c openReady) String() string {
 	return fmt.Sprintf("open ready cmd=%d stale=%d", c.Cmd, c.Stale)
 }
-func (c watchReady) String() string   { return fmt.Sprintf("watch ready cmd=%d", c.Cmd) }
+func (c watchReady) String() string { return fmt.Sprintf("watch ready cmd=%d", c.Cmd) }
 func (c listMembers) String() string {
 	if c.Sync {
 		return fmt.Sprintf("sync, list members cmd=%d", c.Cmd)
