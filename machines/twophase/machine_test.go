@@ -119,15 +119,11 @@ func TestTranscriptVotedYesAndCommitted(t *testing.T) {
 // reason, are made in one multi, without waiting for the coordinator.
 func TestTranscriptNoVoteDecidesAbort(t *testing.T) {
 	tr := newTranscript(t)
-	ld := tr.serving()
-	out := tr.step(loaded{Cmd: ld, Tx: "tx1", DecWatched: true})
-	prep := commands[prepare](out)[0]
-	out = tr.step(prepared{Cmd: prep.Cmd, Tx: "tx1", Reason: "out of stock"})
-	v := commands[vote](out)[0]
+	v := tr.votedNo()
 	if v.Yes || v.Reason != "out of stock" || v.Abort != (Outcome{Reason: "me: out of stock"}) {
 		t.Fatalf("vote %v", v)
 	}
-	out = tr.step(voteWritten{Cmd: v.Cmd, Tx: "tx1", Reason: "out of stock", Decided: true, Outcome: v.Abort})
+	out := tr.step(voteWritten{Cmd: v.Cmd, Tx: "tx1", Reason: "out of stock", Decided: true, Outcome: v.Abort})
 	if d := commands[makeDecision](out); len(d) != 0 {
 		t.Fatalf("decided again: %v", d)
 	}
@@ -149,12 +145,8 @@ func TestTranscriptNoVoteDecidesAbort(t *testing.T) {
 // decision there, as a separate step.
 func TestTranscriptNoVoteAfterADecision(t *testing.T) {
 	tr := newTranscript(t)
-	ld := tr.serving()
-	out := tr.step(loaded{Cmd: ld, Tx: "tx1", DecWatched: true})
-	prep := commands[prepare](out)[0]
-	out = tr.step(prepared{Cmd: prep.Cmd, Tx: "tx1", Reason: "out of stock"})
-	v := commands[vote](out)[0]
-	out = tr.step(voteWritten{Cmd: v.Cmd, Tx: "tx1", Reason: "out of stock"})
+	v := tr.votedNo()
+	out := tr.step(voteWritten{Cmd: v.Cmd, Tx: "tx1", Reason: "out of stock"})
 	d := commands[makeDecision](out)
 	if len(d) != 1 || d[0].Want != (Outcome{Reason: "me: out of stock"}) {
 		t.Fatalf("decide %v", d)
@@ -169,6 +161,16 @@ func TestTranscriptNoVoteAfterADecision(t *testing.T) {
 	tr.step(entryDeleted{Cmd: commands[deleteEntry](out)[0].Cmd, Tx: "tx1"})
 	tr.wantState(events.StateReady)
 	tr.Check("no_vote_after_a_decision")
+}
+
+// votedNo serves, loads tx1 and has our handler vote no on it ("out of
+// stock"): it returns the vote command.
+func (tr *transcript) votedNo() vote {
+	ld := tr.serving()
+	out := tr.step(loaded{Cmd: ld, Tx: "tx1", DecWatched: true})
+	prep := commands[prepare](out)[0]
+	out = tr.step(prepared{Cmd: prep.Cmd, Tx: "tx1", Reason: "out of stock"})
+	return commands[vote](out)[0]
 }
 
 // We voted yes; the coordinator's node goes before a decision (its
