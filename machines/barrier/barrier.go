@@ -13,6 +13,13 @@
 // the member with the lowest name waits on the highest, every other member
 // deletes its node and waits on the lowest, so no one is woken by every
 // departure.
+//
+// Two reads are made only after a sync, because a server may be behind
+// the leader (and a watch event, before ZooKeeper 3.9, does not keep a
+// session from moving to such a server): Enter's first look, which must
+// see a round already in progress (ours to wait out, not to join), and
+// Leave's first listing when it lacks ready, which must hold every member
+// of the round we entered. See docs/zk-semantics.md, §8.
 package barrier
 
 import (

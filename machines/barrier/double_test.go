@@ -370,11 +370,12 @@ func TestDoubleBarrierBadInput(t *testing.T) {
 	})
 }
 
-// A member whose first Leave listing lacks ready (here deleted by a third
-// party; in the wild, read from a server behind the ready that let it in)
-// syncs and lists again before it fixes the round; with ready still
-// missing it goes on with what it read. Every member gets through Leave,
-// and each made one sync (the request's span shows it), on both targets.
+// Every Enter syncs before its first look. A member whose first Leave
+// listing lacks ready (here deleted by a third party; in the wild, read
+// from a server behind the ready that let it in) syncs and lists again
+// before it fixes the round; with ready still missing it goes on with what
+// it read. Every member gets through Leave, and each call made one sync
+// (the requests' spans show them), on both targets.
 func TestDoubleBarrierLeaveSyncsWhenReadyIsMissing(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := ctxT(t)
@@ -386,11 +387,17 @@ func TestDoubleBarrierLeaveSyncsWhenReadyIsMissing(t *testing.T) {
 			g.conns = append(g.conns, c)
 			g.members = append(g.members, newDouble(t, c, path, n, barrier.WithID(fmt.Sprintf("m%d", i)), barrier.WithTracerProvider(rec.TP)))
 		}
+		// Two wait, and the last arrival makes its node and ready in one
+		// multi: no member has a request of its own for ready in flight
+		// once all are through (which could make ready again after the
+		// delete below).
 		errs := make([]error, n)
 		var wg sync.WaitGroup
-		for i := range n {
+		for i := range n - 1 {
 			wg.Go(func() { errs[i] = g.enter(ctx, i) })
+			waitState(t, g.members[i], events.StateDetermine)
 		}
+		errs[n-1] = g.enter(ctx, n-1)
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
 			t.Fatal(err)
@@ -408,8 +415,19 @@ func TestDoubleBarrierLeaveSyncsWhenReadyIsMissing(t *testing.T) {
 		if kids := children(t, g.conns[0], path); len(kids) != 0 {
 			t.Fatalf("nodes left: %v", kids)
 		}
-		if syncs := rec.Named("sync " + path); len(syncs) != n {
-			t.Fatalf("%d syncs, want one per member (%d):%s", len(syncs), n, rec.Names())
+		for _, op := range []string{"enter", "leave"} {
+			calls := rec.Named("barrier." + op + " " + path)
+			syncs := 0
+			for _, c := range calls {
+				for _, k := range rec.Children(c) {
+					if k.Name() == "sync "+path {
+						syncs++
+					}
+				}
+			}
+			if len(calls) != n || syncs != n {
+				t.Errorf("%d %s calls with %d syncs under them, want %d and one each:%s", len(calls), op, syncs, n, rec.Names())
+			}
 		}
 	})
 }

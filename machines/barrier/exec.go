@@ -31,6 +31,11 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 	case probe:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := probed{Cmd: c.Cmd}
+			if c.Sync {
+				if r.Err = do(ctx, "sync", func(ctx context.Context) error { return conn.Sync(ctx, path) }); r.Err != nil {
+					return r, true
+				}
+			}
 			var w <-chan zk.WatchEvent
 			var wg sync.WaitGroup
 			var errData, errKids error
@@ -90,7 +95,10 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 	case openReady:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := readyOpened{Cmd: c.Cmd}
-			r.Err = do(ctx, "create", func(ctx context.Context) error { return d.openReady(ctx, c.Name, c.Stale) })
+			r.Err = do(ctx, "multi", func(ctx context.Context) error { return d.openReady(ctx, c.Name, c.Stale) })
+			if errors.Is(r.Err, errReadyGone) {
+				r.Gone, r.Err = true, nil
+			}
 			return r, true
 		})
 	case watchReady:
@@ -247,13 +255,29 @@ func (d *DoubleBarrier) createPath(ctx context.Context) error {
 	return err
 }
 
+// errReadyGone: the ready in openReady's way went before it was read.
+var errReadyGone = errors.New("barrier: ready went")
+
 // openReady creates ready. A ready in the way that predates our member
 // node is an earlier round's, never deleted: it is replaced, so that the
-// members watching for a new one see it come.
+// members watching for a new one see it come. A ready in the way that
+// goes before we read it is not made again here (errReadyGone): the
+// member may be through already on another ready's event, and a ready
+// made by this request late, after the round, would let the next one's
+// members through early; the machine waits on its watch on ready instead.
+//
+// Ready is made only while our member node exists (a check in the same
+// multi): a request sent before we passed on another member's ready, and
+// landing after the round was over (our node goes before ready does),
+// must not leave a ready that lets the next round's members through.
 func (d *DoubleBarrier) openReady(ctx context.Context, name string, stale int64) error {
-	ready := zk.Join(d.path, ReadyName)
+	ready, ours := zk.Join(d.path, ReadyName), zk.Join(d.path, name)
 	for {
-		_, err := d.conn.Create(ctx, ready, nil, zk.ModePersistent)
+		_, err := d.conn.Multi(ctx, &zk.CheckOp{Path: ours, Version: zk.AnyVersion},
+			&zk.CreateOp{Path: ready, Mode: zk.ModePersistent})
+		if errors.Is(err, zk.ErrNoNode) {
+			return ErrSessionLost // our node went: with our session, counted out
+		}
 		if !errors.Is(err, zk.ErrNodeExists) {
 			return err
 		}
@@ -262,10 +286,10 @@ func (d *DoubleBarrier) openReady(ctx context.Context, name string, stale int64)
 			return err
 		}
 		if !ok {
-			continue
+			return errReadyGone
 		}
 		if stale == 0 {
-			ourStat, _, err := d.conn.Exists(ctx, zk.Join(d.path, name))
+			ourStat, _, err := d.conn.Exists(ctx, ours)
 			if err != nil {
 				return err
 			}

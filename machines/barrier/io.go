@@ -59,10 +59,13 @@ type joined struct {
 	Err          error
 }
 
-// readyOpened is the reply to openReady.
+// readyOpened is the reply to openReady: ready is ours, or Gone: the ready
+// in the way went before we could read it (another member replaced a
+// stale one, or the round it let through is over), and nothing was made.
 type readyOpened struct {
-	Cmd uint64
-	Err error
+	Cmd  uint64
+	Gone bool
+	Err  error
 }
 
 // readyWatched is the reply to watchReady.
@@ -145,7 +148,12 @@ func (i probed) String() string {
 func (i joined) String() string {
 	return fmt.Sprintf("joined cmd=%d %s ready=%t children=%v err=%v", i.Cmd, i.Name, i.ReadyCreated, i.Children, i.Err)
 }
-func (i readyOpened) String() string { return fmt.Sprintf("ready opened cmd=%d err=%v", i.Cmd, i.Err) }
+func (i readyOpened) String() string {
+	if i.Gone {
+		return fmt.Sprintf("ready opened cmd=%d gone err=%v", i.Cmd, i.Err)
+	}
+	return fmt.Sprintf("ready opened cmd=%d err=%v", i.Cmd, i.Err)
+}
 func (i readyWatched) String() string {
 	return fmt.Sprintf("ready watched cmd=%d exists=%t czxid=%d err=%v", i.Cmd, i.Exists, i.Czxid, i.Err)
 }
@@ -171,8 +179,12 @@ type Command interface {
 }
 
 // probe reads the path's data, the path's children and whether ready
-// exists (leaving a watch on ready), at once.
-type probe struct{ Cmd uint64 }
+// exists (leaving a watch on ready), at once; with Sync, after a sync of
+// the path (the server we read from catches up with the leader).
+type probe struct {
+	Cmd  uint64
+	Sync bool
+}
 
 // join creates our member node (the path, with the member count as its
 // data, when missing); with WithReady, ready too, in one multi (our
@@ -228,7 +240,12 @@ func (c deleteMember) ID() uint64 { return c.Cmd }
 func (c watchMember) ID() uint64  { return c.Cmd }
 func (c deleteReady) ID() uint64  { return c.Cmd }
 
-func (c probe) String() string { return fmt.Sprintf("probe cmd=%d", c.Cmd) }
+func (c probe) String() string {
+	if c.Sync {
+		return fmt.Sprintf("sync, probe cmd=%d", c.Cmd)
+	}
+	return fmt.Sprintf("probe cmd=%d", c.Cmd)
+}
 func (c join) String() string {
 	return fmt.Sprintf("join cmd=%d %s with_ready=%t", c.Cmd, c.Name, c.WithReady)
 }

@@ -83,6 +83,9 @@ type Machine struct {
 	round   map[string]bool // leaving: the members listed when we began
 	relist  bool            // leaving: list again once our delete is done
 	synced  bool            // leaving: the first listing was made again after a sync
+	// clean: our last round ended with our own Leave, on this session;
+	// the next Enter's first look need not sync (see enter).
+	clean bool
 
 	session  int64
 	nextCmd  uint64
@@ -148,11 +151,17 @@ func (m *Machine) Step(in Input) out {
 		if i.Cmd != m.step {
 			break
 		}
-		if i.Err != nil {
+		switch {
+		case i.Err != nil:
 			m.fail(&o, i.Err)
-			break
+		case i.Gone:
+			// The ready in our way went: a member replacing a stale one
+			// makes the next, or the round it let through is over and the
+			// last of the next round's arrivals will. The watch on ready
+			// that our look left, or that its event re-armed, tells us.
+		default:
+			m.entered(&o)
 		}
-		m.entered(&o)
 	case readyWatched:
 		if i.Cmd != m.watch || m.phase != entering {
 			break
@@ -172,7 +181,7 @@ func (m *Machine) Step(in Input) out {
 			break
 		}
 		if m.waitOn != 0 {
-			m.probe(&o) // the round in progress is over
+			m.probe(&o, false) // the round in progress is over
 			break
 		}
 		// The stale ready was deleted, or the watch ended: watch again.
@@ -188,7 +197,7 @@ func (m *Machine) Step(in Input) out {
 			case i.Err != nil:
 				m.fail(&o, i.Err)
 			case !i.Exists:
-				m.probe(&o)
+				m.probe(&o, false)
 			}
 			break
 		}
@@ -204,7 +213,7 @@ func (m *Machine) Step(in Input) out {
 	case nodeGone:
 		switch {
 		case i.Cmd == m.waitOn && m.phase == entering:
-			m.probe(&o)
+			m.probe(&o, false)
 		case i.Cmd == m.watch && m.phase == leaving:
 			m.list(&o)
 		}
@@ -212,7 +221,7 @@ func (m *Machine) Step(in Input) out {
 		if i.Cmd != m.step || m.phase != leaving {
 			break
 		}
-		m.phase, m.member, m.deleted = outside, false, false
+		m.phase, m.member, m.deleted, m.clean = outside, false, false, true
 		_ = m.fsm.Fire(trOut)
 		m.event(&o, events.Left, nil)
 		m.answer(&o, nil)
@@ -236,13 +245,23 @@ func (m *Machine) enter(o *out, req uint64) {
 	m.rounds++
 	m.name = m.cfg.Name + "-" + strconv.Itoa(m.rounds)
 	_ = m.fsm.Fire(trEnter)
-	m.probe(o)
+	// The first look syncs, unless our last round ended with our own
+	// Leave on this session: then no round can be in progress without us
+	// (each needs every member). Otherwise one may be (we were counted out
+	// of it, or this handle is new: its process may have been), and a
+	// server behind the leader would not show its ready: we would join
+	// it, uncounted, and pass on its ready's event while the others leave
+	// without us. After a sync the look shows the round, and we wait for
+	// its end. Later looks come after an event: one read from a server
+	// behind it shows more of the round, not less, and we wait longer.
+	m.probe(o, !m.clean)
+	m.clean = false
 }
 
-func (m *Machine) probe(o *out) {
+func (m *Machine) probe(o *out, sync bool) {
 	m.step, m.waitOn = m.cmd(), 0
 	m.watch = m.step // probe leaves the watch on ready
-	o.Commands = append(o.Commands, probe{Cmd: m.step})
+	o.Commands = append(o.Commands, probe{Cmd: m.step, Sync: sync})
 }
 
 func (m *Machine) probed(o *out, i probed) {

@@ -55,7 +55,8 @@ func replied(out runtime.Output[Command], req uint64) (runtime.Reply, bool) {
 
 // We arrive last: the listing shows the 2 others, so our node and ready go
 // in one multi and we pass. Then we leave as the lowest: we wait on the
-// highest, and delete our node once alone; then ready goes.
+// highest, and delete our node once alone; then ready goes. (Our first
+// look synced: this handle is new. The next round's does not.)
 func TestTranscriptLastArrivalAndExit(t *testing.T) {
 	tr := newTranscript(t, 3)
 	tr.step(enterCall{Req: 1})
@@ -76,6 +77,12 @@ func TestTranscriptLastArrivalAndExit(t *testing.T) {
 	out = tr.step(readyDeleted{Cmd: 10})
 	if r, ok := replied(out, 2); !ok || r.Err != nil {
 		t.Fatalf("Leave not answered: %+v", r)
+	}
+	// The next round: no round can be in progress without us, so the
+	// first look does not sync.
+	out = tr.step(enterCall{Req: 3})
+	if p, ok := only[probe](out); !ok || p.Sync {
+		t.Fatalf("commands %v, want a look with no sync after our own Leave", out.Commands)
 	}
 	tr.Check("last_arrival_and_exit")
 }
@@ -209,20 +216,27 @@ func TestTranscriptReadyBeforeOurJoinReply(t *testing.T) {
 }
 
 // Ready is there and members who entered before it are still in: a round
-// in progress (we were counted out of it, or come late). We make no node
+// in progress (we were counted out of it, or come late; the first look
+// syncs, so that a server behind the leader cannot hide it). We make no node
 // and count no one (they may leave without waiting for us): we watch one
 // of them, look again when it goes, and once ready goes (the round is
 // over) we look again and join the next round.
 func TestTranscriptRoundInProgress(t *testing.T) {
 	tr := newTranscript(t, 3)
-	tr.step(enterCall{Req: 1})
-	out := tr.step(probed{Cmd: 1, PathData: []byte("3"), ReadyExists: true, ReadyCzxid: 50,
+	out := tr.step(enterCall{Req: 1})
+	if p, ok := only[probe](out); !ok || !p.Sync {
+		t.Fatalf("commands %v, want the first look after a sync (a server behind would not show the round)", out.Commands)
+	}
+	out = tr.step(probed{Cmd: 1, PathData: []byte("3"), ReadyExists: true, ReadyCzxid: 50,
 		Children: []string{"ready", "b-1", "c-1"}, Inside: []string{"c-1", "b-1"}})
 	if len(out.Commands) != 1 || out.Commands[0].(watchMember).Name != "b-1" {
 		t.Fatalf("commands %v, want a watch on b-1 and no node of ours", out.Commands)
 	}
 	tr.step(nodeWatched{Cmd: 2, Exists: true})
-	tr.step(nodeGone{Cmd: 2}) // b-1 left: look again
+	out = tr.step(nodeGone{Cmd: 2}) // b-1 left: look again
+	if p, ok := only[probe](out); !ok || p.Sync {
+		t.Fatalf("commands %v, want a look again with no sync", out.Commands)
+	}
 	tr.step(probed{Cmd: 3, PathData: []byte("3"), ReadyExists: true, ReadyCzxid: 50,
 		Children: []string{"ready", "c-1"}, Inside: []string{"c-1"}})
 	tr.step(nodeWatched{Cmd: 4, Exists: true})
@@ -301,4 +315,26 @@ func only[C Command](out runtime.Output[Command]) (C, bool) {
 	}
 	c, ok := out.Commands[0].(C)
 	return c, ok
+}
+
+// Our listing shows the count full, and the ready in openReady's way went
+// before it was read: nothing is made and nothing answered; the watch our
+// look left on ready lets us through once a new one comes.
+func TestTranscriptReadyInTheWayWent(t *testing.T) {
+	tr := newTranscript(t, 2)
+	tr.step(enterCall{Req: 1})
+	tr.step(probed{Cmd: 1, PathData: []byte("2")})
+	out := tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"b-1", "me-1", "ready"}})
+	if _, ok := only[openReady](out); !ok {
+		t.Fatalf("commands %v, want openReady", out.Commands)
+	}
+	out = tr.step(readyOpened{Cmd: 3, Gone: true})
+	if len(out.Commands) != 0 || len(out.Replies) != 0 {
+		t.Fatalf("commands %v, replies %v; want none", out.Commands, out.Replies)
+	}
+	out = tr.step(readyEvent{Cmd: 1, Type: zk.EventNodeCreated})
+	if r, ok := replied(out, 1); !ok || r.Err != nil {
+		t.Fatalf("Enter not answered: %+v", r)
+	}
+	tr.Check("ready_in_the_way_went")
 }
