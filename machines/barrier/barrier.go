@@ -14,12 +14,15 @@
 // deletes its node and waits on the lowest, so no one is woken by every
 // departure.
 //
-// Two reads are made only after a sync, because a server may be behind
-// the leader (and a watch event, before ZooKeeper 3.9, does not keep a
-// session from moving to such a server): Enter's first look, which must
-// see a round already in progress (ours to wait out, not to join), and
-// Leave's first listing when it lacks ready, which must hold every member
-// of the round we entered. See docs/zk-semantics.md, §8.
+// A server may be behind the leader, and a watch event (before ZooKeeper
+// 3.9) does not keep a session from moving to such a server (see
+// docs/zk-semantics.md, §8). So a member's ready is one made with or after
+// its own node: a ready made before it did not count it (a round in
+// progress that its first look, read from a server behind, did not show),
+// and the member withdraws its node and waits that round out. And Leave's
+// first listing must show ready, which it does once its server has every
+// member of the round we entered; when it does not, the member syncs and
+// lists again.
 package barrier
 
 import (

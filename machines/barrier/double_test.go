@@ -370,12 +370,12 @@ func TestDoubleBarrierBadInput(t *testing.T) {
 	})
 }
 
-// Every Enter syncs before its first look. A member whose first Leave
-// listing lacks ready (here deleted by a third party; in the wild, read
-// from a server behind the ready that let it in) syncs and lists again
-// before it fixes the round; with ready still missing it goes on with what
-// it read. Every member gets through Leave, and each call made one sync
-// (the requests' spans show them), on both targets.
+// A member whose first Leave listing lacks ready (here deleted by a third
+// party; in the wild, read from a server behind the ready that let it in)
+// syncs and lists again before it fixes the round; with ready still
+// missing it goes on with what it read. Every member gets through Leave,
+// and each Leave made one sync (the requests' spans show them), on both
+// targets.
 func TestDoubleBarrierLeaveSyncsWhenReadyIsMissing(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := ctxT(t)
@@ -415,19 +415,16 @@ func TestDoubleBarrierLeaveSyncsWhenReadyIsMissing(t *testing.T) {
 		if kids := children(t, g.conns[0], path); len(kids) != 0 {
 			t.Fatalf("nodes left: %v", kids)
 		}
-		for _, op := range []string{"enter", "leave"} {
-			calls := rec.Named("barrier." + op + " " + path)
-			syncs := 0
-			for _, c := range calls {
-				for _, k := range rec.Children(c) {
-					if k.Name() == "sync "+path {
-						syncs++
-					}
+		calls, syncs := rec.Named("barrier.leave "+path), 0
+		for _, c := range calls {
+			for _, k := range rec.Children(c) {
+				if k.Name() == "sync "+path {
+					syncs++
 				}
 			}
-			if len(calls) != n || syncs != n {
-				t.Errorf("%d %s calls with %d syncs under them, want %d and one each:%s", len(calls), op, syncs, n, rec.Names())
-			}
+		}
+		if len(calls) != n || syncs != n || len(rec.Named("sync "+path)) != n {
+			t.Errorf("%d leave calls with %d syncs under them, want %d and one each, and no other:%s", len(calls), syncs, n, rec.Names())
 		}
 	})
 }

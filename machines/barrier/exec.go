@@ -31,11 +31,6 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 	case probe:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := probed{Cmd: c.Cmd}
-			if c.Sync {
-				if r.Err = do(ctx, "sync", func(ctx context.Context) error { return conn.Sync(ctx, path) }); r.Err != nil {
-					return r, true
-				}
-			}
 			var w <-chan zk.WatchEvent
 			var wg sync.WaitGroup
 			var errData, errKids error
@@ -95,7 +90,10 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 	case openReady:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := readyOpened{Cmd: c.Cmd}
-			r.Err = do(ctx, "multi", func(ctx context.Context) error { return d.openReady(ctx, c.Name, c.Stale) })
+			r.Err = do(ctx, "multi", func(ctx context.Context) (err error) {
+				r.InProgress, err = d.openReady(ctx, c.Name, c.Stale)
+				return err
+			})
 			if errors.Is(r.Err, errReadyGone) {
 				r.Gone, r.Err = true, nil
 			}
@@ -258,53 +256,68 @@ func (d *DoubleBarrier) createPath(ctx context.Context) error {
 // errReadyGone: the ready in openReady's way went before it was read.
 var errReadyGone = errors.New("barrier: ready went")
 
-// openReady creates ready. A ready in the way that predates our member
-// node is an earlier round's, never deleted: it is replaced, so that the
-// members watching for a new one see it come. A ready in the way that
-// goes before we read it is not made again here (errReadyGone): the
-// member may be through already on another ready's event, and a ready
-// made by this request late, after the round, would let the next one's
-// members through early; the machine waits on its watch on ready instead.
+// openReady makes ready, or reads whose the one in its way is. Ours, when
+// made with or after our member node (the count that made it had us).
+// Made before it, it is not, and not one our look saw unless it is stale:
+// when members made before it are still in, a round is in progress
+// without us, and they are returned; when none is, it is an earlier
+// round's, never deleted, and it is replaced, so that the members
+// watching for a new one see it come.
 //
 // Ready is made only while our member node exists (a check in the same
 // multi): a request sent before we passed on another member's ready, and
 // landing after the round was over (our node goes before ready does),
-// must not leave a ready that lets the next round's members through.
-func (d *DoubleBarrier) openReady(ctx context.Context, name string, stale int64) error {
+// must not leave a ready that lets the next round's members through. And
+// a ready in the way that goes before we read it is not made again here
+// (errReadyGone), for the same reason: the machine waits on its watch on
+// ready instead.
+func (d *DoubleBarrier) openReady(ctx context.Context, name string, stale int64) ([]string, error) {
 	ready, ours := zk.Join(d.path, ReadyName), zk.Join(d.path, name)
 	for {
 		_, err := d.conn.Multi(ctx, &zk.CheckOp{Path: ours, Version: zk.AnyVersion},
 			&zk.CreateOp{Path: ready, Mode: zk.ModePersistent})
-		if errors.Is(err, zk.ErrNoNode) {
-			return ErrSessionLost // our node went: with our session, counted out
-		}
-		if !errors.Is(err, zk.ErrNodeExists) {
-			return err
+		switch {
+		case err == nil:
+			return nil, nil
+		case errors.Is(err, zk.ErrNoNode):
+			return nil, ErrSessionLost // our node went: with our session, counted out
+		case !errors.Is(err, zk.ErrNodeExists):
+			return nil, err
 		}
 		st, ok, err := d.conn.Exists(ctx, ready)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !ok {
-			return errReadyGone
+			return nil, errReadyGone
 		}
-		if stale == 0 {
-			ourStat, _, err := d.conn.Exists(ctx, ours)
+		ourStat, ok, err := d.conn.Exists(ctx, ours)
+		switch {
+		case err != nil:
+			return nil, err
+		case !ok:
+			return nil, ErrSessionLost
+		case st.Czxid >= ourStat.Czxid:
+			return nil, nil // made with or after our node: this round's
+		case st.Czxid != stale:
+			kids, _, err := d.conn.Children(ctx, d.path)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if st.Czxid >= ourStat.Czxid {
-				return nil // made after our node: this round's
+			in, err := d.inside(ctx, direct, members(kids, name), st.Czxid)
+			if err != nil || len(in) > 0 {
+				return in, err
 			}
-		} else if st.Czxid != stale {
-			return nil // another member of this round made it
 		}
 		if err := d.conn.Delete(ctx, ready, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
-			return err
+			return nil, err
 		}
 		stale = 0
 	}
 }
+
+// direct makes f once, for requests made inside another's retry.
+func direct(ctx context.Context, _ string, f func(context.Context) error) error { return f(ctx) }
 
 func deleteIfThere(ctx context.Context, conn zk.Conn, path string) error {
 	err := conn.Delete(ctx, path, zk.AnyVersion)

@@ -59,13 +59,16 @@ type joined struct {
 	Err          error
 }
 
-// readyOpened is the reply to openReady: ready is ours, or Gone: the ready
-// in the way went before we could read it (another member replaced a
-// stale one, or the round it let through is over), and nothing was made.
+// readyOpened is the reply to openReady: ready is ours; or Gone: the
+// ready in the way went before we could read it (another member replaced
+// a stale one, or the round it let through is over), and nothing was
+// made; or InProgress: the ready in the way was made before our node, and
+// these members, made before it, are still in.
 type readyOpened struct {
-	Cmd  uint64
-	Gone bool
-	Err  error
+	Cmd        uint64
+	Gone       bool
+	InProgress []string
+	Err        error
 }
 
 // readyWatched is the reply to watchReady.
@@ -149,8 +152,11 @@ func (i joined) String() string {
 	return fmt.Sprintf("joined cmd=%d %s ready=%t children=%v err=%v", i.Cmd, i.Name, i.ReadyCreated, i.Children, i.Err)
 }
 func (i readyOpened) String() string {
-	if i.Gone {
+	switch {
+	case i.Gone:
 		return fmt.Sprintf("ready opened cmd=%d gone err=%v", i.Cmd, i.Err)
+	case len(i.InProgress) > 0:
+		return fmt.Sprintf("ready opened cmd=%d in_progress=%v err=%v", i.Cmd, i.InProgress, i.Err)
 	}
 	return fmt.Sprintf("ready opened cmd=%d err=%v", i.Cmd, i.Err)
 }
@@ -179,12 +185,8 @@ type Command interface {
 }
 
 // probe reads the path's data, the path's children and whether ready
-// exists (leaving a watch on ready), at once; with Sync, after a sync of
-// the path (the server we read from catches up with the leader).
-type probe struct {
-	Cmd  uint64
-	Sync bool
-}
+// exists (leaving a watch on ready), at once.
+type probe struct{ Cmd uint64 }
 
 // join creates our member node (the path, with the member count as its
 // data, when missing); with WithReady, ready too, in one multi (our
@@ -240,12 +242,7 @@ func (c deleteMember) ID() uint64 { return c.Cmd }
 func (c watchMember) ID() uint64  { return c.Cmd }
 func (c deleteReady) ID() uint64  { return c.Cmd }
 
-func (c probe) String() string {
-	if c.Sync {
-		return fmt.Sprintf("sync, probe cmd=%d", c.Cmd)
-	}
-	return fmt.Sprintf("probe cmd=%d", c.Cmd)
-}
+func (c probe) String() string { return fmt.Sprintf("probe cmd=%d", c.Cmd) }
 func (c join) String() string {
 	return fmt.Sprintf("join cmd=%d %s with_ready=%t", c.Cmd, c.Name, c.WithReady)
 }

@@ -83,9 +83,6 @@ type Machine struct {
 	round   map[string]bool // leaving: the members listed when we began
 	relist  bool            // leaving: list again once our delete is done
 	synced  bool            // leaving: the first listing was made again after a sync
-	// clean: our last round ended with our own Leave, on this session;
-	// the next Enter's first look need not sync (see enter).
-	clean bool
 
 	session  int64
 	nextCmd  uint64
@@ -159,6 +156,8 @@ func (m *Machine) Step(in Input) out {
 			// makes the next, or the round it let through is over and the
 			// last of the next round's arrivals will. The watch on ready
 			// that our look left, or that its event re-armed, tells us.
+		case len(i.InProgress) > 0:
+			m.withdraw(&o, i.InProgress)
 		default:
 			m.entered(&o)
 		}
@@ -170,7 +169,9 @@ func (m *Machine) Step(in Input) out {
 		case i.Err != nil:
 			m.fail(&o, i.Err)
 		case i.Exists && i.Czxid != m.stale:
-			m.readyOpen(&o) // created after the stale one went
+			// Made after the stale one went; ours if made with or after
+			// our node, which openReady's check tells.
+			m.readyMaybeOurs(&o)
 		}
 	case readyEvent:
 		if i.Cmd != m.watch || m.phase != entering {
@@ -181,7 +182,7 @@ func (m *Machine) Step(in Input) out {
 			break
 		}
 		if m.waitOn != 0 {
-			m.probe(&o, false) // the round in progress is over
+			m.probe(&o) // the round in progress is over
 			break
 		}
 		// The stale ready was deleted, or the watch ended: watch again.
@@ -197,7 +198,7 @@ func (m *Machine) Step(in Input) out {
 			case i.Err != nil:
 				m.fail(&o, i.Err)
 			case !i.Exists:
-				m.probe(&o, false)
+				m.probe(&o)
 			}
 			break
 		}
@@ -213,7 +214,7 @@ func (m *Machine) Step(in Input) out {
 	case nodeGone:
 		switch {
 		case i.Cmd == m.waitOn && m.phase == entering:
-			m.probe(&o, false)
+			m.probe(&o)
 		case i.Cmd == m.watch && m.phase == leaving:
 			m.list(&o)
 		}
@@ -221,7 +222,7 @@ func (m *Machine) Step(in Input) out {
 		if i.Cmd != m.step || m.phase != leaving {
 			break
 		}
-		m.phase, m.member, m.deleted, m.clean = outside, false, false, true
+		m.phase, m.member, m.deleted = outside, false, false
 		_ = m.fsm.Fire(trOut)
 		m.event(&o, events.Left, nil)
 		m.answer(&o, nil)
@@ -245,23 +246,13 @@ func (m *Machine) enter(o *out, req uint64) {
 	m.rounds++
 	m.name = m.cfg.Name + "-" + strconv.Itoa(m.rounds)
 	_ = m.fsm.Fire(trEnter)
-	// The first look syncs, unless our last round ended with our own
-	// Leave on this session: then no round can be in progress without us
-	// (each needs every member). Otherwise one may be (we were counted out
-	// of it, or this handle is new: its process may have been), and a
-	// server behind the leader would not show its ready: we would join
-	// it, uncounted, and pass on its ready's event while the others leave
-	// without us. After a sync the look shows the round, and we wait for
-	// its end. Later looks come after an event: one read from a server
-	// behind it shows more of the round, not less, and we wait longer.
-	m.probe(o, !m.clean)
-	m.clean = false
+	m.probe(o)
 }
 
-func (m *Machine) probe(o *out, sync bool) {
+func (m *Machine) probe(o *out) {
 	m.step, m.waitOn = m.cmd(), 0
 	m.watch = m.step // probe leaves the watch on ready
-	o.Commands = append(o.Commands, probe{Cmd: m.step, Sync: sync})
+	o.Commands = append(o.Commands, probe{Cmd: m.step})
 }
 
 func (m *Machine) probed(o *out, i probed) {
@@ -326,25 +317,62 @@ func (m *Machine) joined(o *out, i joined) {
 	}
 	_ = m.fsm.Fire(trJoined)
 	switch {
-	case i.ReadyCreated || m.opened:
+	case i.ReadyCreated:
 		m.entered(o)
-	case len(members(i.Children, "")) >= m.cfg.Members:
-		// Everyone is in, as our own listing shows: open the way.
-		m.step = m.cmd()
-		o.Commands = append(o.Commands, openReady{Cmd: m.step, Name: m.name, Stale: m.stale})
+	case m.opened, len(members(i.Children, "")) >= m.cfg.Members:
+		// A ready came before our create's reply, so before our node
+		// (unless our own multi made it, its reply lost): or everyone is
+		// in, as our own listing shows. openReady makes ready, or tells
+		// whether the one there is ours.
+		m.openReady(o)
 	}
 	// Else we wait for the watch probe left on ready.
 }
 
-// readyOpen: this round's ready is there. We are through once our member
-// node is made too: not before, or we would be inside uncounted (and a
-// Leave begun before the create's reply would find no node of ours).
+// openReady makes ready, or checks the one in its way: ours when made with
+// or after our node; else a stale one (replaced), or a round in progress
+// without us (readyOpened.InProgress).
+func (m *Machine) openReady(o *out) {
+	m.step = m.cmd()
+	o.Commands = append(o.Commands, openReady{Cmd: m.step, Name: m.name, Stale: m.stale})
+}
+
+// readyOpen: ready's creation event came. After our create's reply it was
+// made after our node: this round's, and we are through. Before it, it was
+// made before our node (the server sends events and replies in the order
+// it applies the changes), unless by our own multi: joined decides.
 func (m *Machine) readyOpen(o *out) {
 	if m.joining {
 		m.opened = true
 		return
 	}
 	m.entered(o)
+}
+
+// readyMaybeOurs: a ready is there, made after the stale one went; whether
+// it was made with or after our node is not known yet.
+func (m *Machine) readyMaybeOurs(o *out) {
+	if m.joining {
+		m.opened = true
+		return
+	}
+	m.openReady(o)
+}
+
+// withdraw: the ready in our way was made before our node, and members
+// made before it are still in: a round is in progress without us (our
+// look missed it: read from a server behind the leader, or made just
+// before it; or more members than the count). No one counted us, and the
+// round's members must not wait for our node: it goes, and we wait for
+// one of them to go, then look again, under a new name (the delete of
+// this one is in flight).
+func (m *Machine) withdraw(o *out, inside []string) {
+	m.deleteOurs(o)
+	m.member, m.opened, m.stale = false, false, 0
+	m.rounds++
+	m.name = m.cfg.Name + "-" + strconv.Itoa(m.rounds)
+	m.waitOn = m.cmd()
+	o.Commands = append(o.Commands, watchMember{Cmd: m.waitOn, Name: slices.Min(inside)})
 }
 
 func (m *Machine) entered(o *out) {
