@@ -428,3 +428,96 @@ func TestDoubleBarrierLeaveSyncsWhenReadyIsMissing(t *testing.T) {
 		}
 	})
 }
+
+// More members than the count: c's first look, made before a and b
+// entered, is answered only after their round began (its reply held back),
+// so it shows no round, and c joins. The event of their ready reaches c
+// before the reply to its create: that ready was made before c's node and
+// did not count it. c withdraws its node and waits their round out (it
+// passed Enter on that event before), then enters the next round with a.
+// On a real ensemble the same look comes from a server behind the leader.
+func TestDoubleBarrierRoundMissedByTheFirstLook(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const path = "/barrier/missed"
+		ca, cb, cc := tg.Connect(t), tg.Connect(t), tg.Connect(t)
+		a, b, c := newDouble(t, ca, path, 2), newDouble(t, cb, path, 2), newDouble(t, cc, path, 2)
+		look := tg.HoldNextReply(t, cc, testkit.OpChildren, path)
+		defer look.Release()
+		cIn := make(chan error, 1)
+		go func() { cIn <- c.Enter(ctx) }()
+		select {
+		case <-look.Fired():
+		case <-ctx.Done():
+			t.Fatal("c's look was not made")
+		}
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		wg.Go(func() { errs[0] = a.Enter(ctx) })
+		waitState(t, a, events.StateDetermine)
+		errs[1] = b.Enter(ctx)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		look.Release()
+		// c joins, then withdraws: its node comes and goes (on the
+		// simulator too fast for this polling to see).
+		deadline := time.Now().Add(10 * time.Second)
+		for saw := false; tg.Name() != "sim"; {
+			kids := children(t, ca, path)
+			if n := len(members(kids)); n == 3 {
+				saw = true
+			} else if saw && n == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("c's node did not come and go: %v", kids)
+			}
+			select {
+			case err := <-cIn:
+				t.Fatalf("c passed Enter in a round without it: %v", err)
+			default:
+			}
+			time.Sleep(time.Millisecond)
+		}
+		select {
+		case err := <-cIn:
+			t.Fatalf("c passed Enter in a round without it: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		for _, d := range []*barrier.DoubleBarrier{a, b} {
+			wg.Go(func() { errs[0] = errors.Join(errs[0], d.Leave(ctx)) })
+		}
+		wg.Wait()
+		if errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+		select {
+		case err := <-cIn:
+			t.Fatalf("c passed Enter alone: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if err := a.Enter(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-cIn; err != nil {
+			t.Fatalf("c's Enter in the next round: %v", err)
+		}
+		for _, d := range []*barrier.DoubleBarrier{a, c} {
+			wg.Go(func() { errs[1] = errors.Join(errs[1], d.Leave(ctx)) })
+		}
+		wg.Wait()
+		if errs[1] != nil {
+			t.Fatal(errs[1])
+		}
+		if kids := children(t, ca, path); len(kids) != 0 {
+			t.Fatalf("nodes left: %v", kids)
+		}
+	})
+}
+
+// members is kids without ready.
+func members(kids []string) []string {
+	return slices.DeleteFunc(slices.Clone(kids), func(k string) bool { return k == barrier.ReadyName })
+}
