@@ -486,12 +486,12 @@ func TestDoubleBarrierRoundMissedByTheFirstLook(t *testing.T) {
 			t.Fatalf("c passed Enter in a round without it: %v", err)
 		case <-time.After(50 * time.Millisecond):
 		}
-		for _, d := range []*barrier.DoubleBarrier{a, b} {
-			wg.Go(func() { errs[0] = errors.Join(errs[0], d.Leave(ctx)) })
+		for i, d := range []*barrier.DoubleBarrier{a, b} {
+			wg.Go(func() { errs[i] = d.Leave(ctx) })
 		}
 		wg.Wait()
-		if errs[0] != nil {
-			t.Fatal(errs[0])
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
 		}
 		select {
 		case err := <-cIn:
@@ -504,12 +504,12 @@ func TestDoubleBarrierRoundMissedByTheFirstLook(t *testing.T) {
 		if err := <-cIn; err != nil {
 			t.Fatalf("c's Enter in the next round: %v", err)
 		}
-		for _, d := range []*barrier.DoubleBarrier{a, c} {
-			wg.Go(func() { errs[1] = errors.Join(errs[1], d.Leave(ctx)) })
+		for i, d := range []*barrier.DoubleBarrier{a, c} {
+			wg.Go(func() { errs[i] = d.Leave(ctx) })
 		}
 		wg.Wait()
-		if errs[1] != nil {
-			t.Fatal(errs[1])
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
 		}
 		if kids := children(t, ca, path); len(kids) != 0 {
 			t.Fatalf("nodes left: %v", kids)
