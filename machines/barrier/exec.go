@@ -90,8 +90,12 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 	case openReady:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := readyOpened{Cmd: c.Cmd}
-			r.Err = do(ctx, "multi", func(ctx context.Context) (err error) {
-				r.InProgress, err = d.openReady(ctx, c.Name, c.Stale)
+			name := "multi"
+			if c.Check {
+				name = "exists"
+			}
+			r.Err = do(ctx, name, func(ctx context.Context) (err error) {
+				r.InProgress, r.Stale, err = d.openReady(ctx, c.Name, c.Stale, c.Check)
 				return err
 			})
 			if errors.Is(r.Err, errReadyGone) {
@@ -262,55 +266,61 @@ var errReadyGone = errors.New("barrier: ready went")
 // when members made before it are still in, a round is in progress
 // without us, and they are returned; when none is, it is an earlier
 // round's, never deleted, and it is replaced, so that the members
-// watching for a new one see it come.
+// watching for a new one see it come. With check, nothing is made or
+// replaced (our count is not known to be full): a stale ready's creation
+// zxid is returned.
 //
 // Ready is made only while our member node exists (a check in the same
 // multi): a request sent before we passed on another member's ready, and
 // landing after the round was over (our node goes before ready does),
 // must not leave a ready that lets the next round's members through. And
 // a ready in the way that goes before we read it is not made again here
-// (errReadyGone), for the same reason: the machine waits on its watch on
-// ready instead.
-func (d *DoubleBarrier) openReady(ctx context.Context, name string, stale int64) ([]string, error) {
+// (errReadyGone), for the same reason: the machine watches ready again.
+func (d *DoubleBarrier) openReady(ctx context.Context, name string, stale int64, check bool) (inProgress []string, staleCzxid int64, err error) {
 	ready, ours := zk.Join(d.path, ReadyName), zk.Join(d.path, name)
 	for {
-		_, err := d.conn.Multi(ctx, &zk.CheckOp{Path: ours, Version: zk.AnyVersion},
-			&zk.CreateOp{Path: ready, Mode: zk.ModePersistent})
-		switch {
-		case err == nil:
-			return nil, nil
-		case errors.Is(err, zk.ErrNoNode):
-			return nil, ErrSessionLost // our node went: with our session, counted out
-		case !errors.Is(err, zk.ErrNodeExists):
-			return nil, err
+		if !check {
+			_, err := d.conn.Multi(ctx, &zk.CheckOp{Path: ours, Version: zk.AnyVersion},
+				&zk.CreateOp{Path: ready, Mode: zk.ModePersistent})
+			switch {
+			case err == nil:
+				return nil, 0, nil
+			case errors.Is(err, zk.ErrNoNode):
+				return nil, 0, ErrSessionLost // our node went: with our session, counted out
+			case !errors.Is(err, zk.ErrNodeExists):
+				return nil, 0, err
+			}
 		}
 		st, ok, err := d.conn.Exists(ctx, ready)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if !ok {
-			return nil, errReadyGone
+			return nil, 0, errReadyGone
 		}
 		ourStat, ok, err := d.conn.Exists(ctx, ours)
 		switch {
 		case err != nil:
-			return nil, err
+			return nil, 0, err
 		case !ok:
-			return nil, ErrSessionLost
+			return nil, 0, ErrSessionLost
 		case st.Czxid >= ourStat.Czxid:
-			return nil, nil // made with or after our node: this round's
+			return nil, 0, nil // made with or after our node: this round's
 		case st.Czxid != stale:
 			kids, _, err := d.conn.Children(ctx, d.path)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			in, err := d.inside(ctx, direct, members(kids, name), st.Czxid)
 			if err != nil || len(in) > 0 {
-				return in, err
+				return in, 0, err
 			}
 		}
+		if check {
+			return nil, st.Czxid, nil
+		}
 		if err := d.conn.Delete(ctx, ready, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
-			return nil, err
+			return nil, 0, err
 		}
 		stale = 0
 	}

@@ -63,11 +63,14 @@ type joined struct {
 // ready in the way went before we could read it (another member replaced
 // a stale one, or the round it let through is over), and nothing was
 // made; or InProgress: the ready in the way was made before our node, and
-// these members, made before it, are still in.
+// these members, made before it, are still in; or, for a Check, Stale: the
+// ready there was made before our node and no one is in (its creation
+// zxid).
 type readyOpened struct {
 	Cmd        uint64
 	Gone       bool
 	InProgress []string
+	Stale      int64
 	Err        error
 }
 
@@ -157,6 +160,8 @@ func (i readyOpened) String() string {
 		return fmt.Sprintf("ready opened cmd=%d gone err=%v", i.Cmd, i.Err)
 	case len(i.InProgress) > 0:
 		return fmt.Sprintf("ready opened cmd=%d in_progress=%v err=%v", i.Cmd, i.InProgress, i.Err)
+	case i.Stale != 0:
+		return fmt.Sprintf("ready opened cmd=%d stale=%d err=%v", i.Cmd, i.Stale, i.Err)
 	}
 	return fmt.Sprintf("ready opened cmd=%d err=%v", i.Cmd, i.Err)
 }
@@ -198,14 +203,17 @@ type join struct {
 	WithReady bool
 }
 
-// openReady creates ready. When a ready created before our member node
+// openReady creates ready, or reads whose the one there is (see
+// DoubleBarrier.openReady). When a ready created before our member node
 // (stale: from an earlier round, never deleted) is in the way, it is
 // replaced; Stale is the creation zxid seen before our node was created,
-// or 0.
+// or 0. With Check, nothing is made or replaced: the count is not known
+// to be full.
 type openReady struct {
 	Cmd   uint64
 	Name  string // our member node's
 	Stale int64
+	Check bool
 }
 
 // watchReady sets a watch on ready, and reads whether it exists.
@@ -247,6 +255,9 @@ func (c join) String() string {
 	return fmt.Sprintf("join cmd=%d %s with_ready=%t", c.Cmd, c.Name, c.WithReady)
 }
 func (c openReady) String() string {
+	if c.Check {
+		return fmt.Sprintf("check ready cmd=%d stale=%d", c.Cmd, c.Stale)
+	}
 	return fmt.Sprintf("open ready cmd=%d stale=%d", c.Cmd, c.Stale)
 }
 func (c watchReady) String() string { return fmt.Sprintf("watch ready cmd=%d", c.Cmd) }

@@ -151,11 +151,16 @@ func (m *Machine) Step(in Input) out {
 		switch {
 		case i.Err != nil:
 			m.fail(&o, i.Err)
-		case i.Gone:
-			// The ready in our way went: a member replacing a stale one
-			// makes the next, or the round it let through is over and the
-			// last of the next round's arrivals will. The watch on ready
-			// that our look left, or that its event re-armed, tells us.
+		case i.Gone, i.Stale != 0:
+			// The ready there went (a member replacing a stale one makes
+			// the next, or the round it let through is over and the last
+			// of the next round's arrivals will), or it is stale (the
+			// member completing the count replaces it): watch for the next.
+			if i.Stale != 0 {
+				m.stale = i.Stale
+			}
+			m.watch = m.cmd()
+			o.Commands = append(o.Commands, watchReady{Cmd: m.watch})
 		case len(i.InProgress) > 0:
 			m.withdraw(&o, i.InProgress)
 		default:
@@ -319,22 +324,25 @@ func (m *Machine) joined(o *out, i joined) {
 	switch {
 	case i.ReadyCreated:
 		m.entered(o)
-	case m.opened, len(members(i.Children, "")) >= m.cfg.Members:
-		// A ready came before our create's reply, so before our node
-		// (unless our own multi made it, its reply lost): or everyone is
-		// in, as our own listing shows. openReady makes ready, or tells
-		// whether the one there is ours.
-		m.openReady(o)
+	case len(members(i.Children, "")) >= m.cfg.Members:
+		// Everyone is in, as our own listing shows: open the way, or
+		// learn whose the ready there is.
+		m.openReady(o, false)
+	case m.opened:
+		// A ready came before our create's reply, so before our node,
+		// unless our own multi made it (its reply lost): whose is it?
+		m.openReady(o, true)
 	}
 	// Else we wait for the watch probe left on ready.
 }
 
-// openReady makes ready, or checks the one in its way: ours when made with
-// or after our node; else a stale one (replaced), or a round in progress
-// without us (readyOpened.InProgress).
-func (m *Machine) openReady(o *out) {
+// openReady makes ready (or, with check, only reads whose the one there
+// is): ours when made with or after our node; else a stale one (replaced,
+// or with check reported), or a round in progress without us
+// (readyOpened.InProgress).
+func (m *Machine) openReady(o *out, check bool) {
 	m.step = m.cmd()
-	o.Commands = append(o.Commands, openReady{Cmd: m.step, Name: m.name, Stale: m.stale})
+	o.Commands = append(o.Commands, openReady{Cmd: m.step, Name: m.name, Stale: m.stale, Check: check})
 }
 
 // readyOpen: ready's creation event came. After our create's reply it was
@@ -356,7 +364,7 @@ func (m *Machine) readyMaybeOurs(o *out) {
 		m.opened = true
 		return
 	}
-	m.openReady(o)
+	m.openReady(o, true)
 }
 
 // withdraw: the ready in our way was made before our node, and members
