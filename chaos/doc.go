@@ -137,21 +137,34 @@
 // restarted empty, reported it again with no divergence (seed
 // 6158452962645425645, 15 s, 0 digest mismatches, no Enter or Leave
 // failed: "barrier2 through Leave ... while barrier0, entered 9 ms before,
-// had not started to leave"). Four replays of that seed passed. A
-// likely cause, found by reading (2026-11-26): a watch event carries no
-// zxid before ZooKeeper 3.9, so it does not move the session's last seen
-// zxid. A member let through Enter by ready's event, whose connection then
-// moved to another server (a cut, a killed member), could make its first
-// Leave listing on a server that had not applied ready yet, nor the member
-// nodes made just before it; the round it read left those members out, and
-// it went through Leave without them. A Leave's first listing must now
-// show ready, or the member syncs and lists again (transcript
-// leave_listing_behind_ready, which fails on the old machine). Not caught
-// in the act: 45 CI-length runs that day (26 before the fix, 19 after)
-// did not report it again. One of the 26, seed 1558110683595198527, had
-// all four barrier members stop making progress after 22 rounds (one
-// Enter had failed with a lost session); no trace was kept of it, and a
-// torn round as above would explain it too.
+// had not started to leave"). Four replays of that seed passed. Likely
+// causes, found by reading (2026-11-26), all fixed: a watch event carries
+// no zxid before ZooKeeper 3.9, so it does not move the session's last
+// seen zxid, and a member whose connection moved after an event may read
+// from a server that has not applied the event's change yet.
+//   - A member let through Enter by ready's event could make its first
+//     Leave listing on such a server, without ready and the members made
+//     just before it: the round it read left them out, and it went through
+//     Leave without them. A first listing must now show ready, or the
+//     member syncs and lists again (transcript leave_listing_behind_ready).
+//   - A member's first look in Enter, read from such a server, could miss
+//     a round in progress without it (it was counted out of it): it
+//     joined, and passed on that round's ready, uncounted. A member's
+//     ready is now one made with or after its node; one made before it
+//     (its event comes before the reply to our create) makes the member
+//     withdraw its node and wait the round out (transcript
+//     ready_before_our_join_reply).
+//   - A member's own request for ready, sent before it passed on another
+//     member's ready, could land after the round was over and leave a
+//     ready that lets the next round's members through early. Ready is
+//     now made only in a multi that checks the member's node exists.
+//
+// None was caught in the act. Of 115 runs of CI's length that day, the
+// first 45 mostly before these fixes and the other 70 after the first,
+// none reported the barrier again, but one of the first 45 (seed
+// 1558110683595198527, one Enter failed with a lost session) had all four
+// barrier members stop after 22 rounds, which a round torn as above would
+// explain too.
 //
 // Seed 707's other report (twice): a lock hold, and a leadership term, of
 // five seconds while the others took the lock (or led) many times, each in
