@@ -377,6 +377,7 @@ func (m *Machine) readyMaybeOurs(o *out) {
 func (m *Machine) withdraw(o *out, inside []string) {
 	m.deleteOurs(o)
 	m.member, m.opened, m.stale = false, false, 0
+	m.step, m.watch = 0, 0 // replies to our reads of ready no longer matter
 	m.rounds++
 	m.name = m.cfg.Name + "-" + strconv.Itoa(m.rounds)
 	m.waitOn = m.cmd()

@@ -221,6 +221,10 @@ func TestTranscriptReadyBeforeOurJoinReply(t *testing.T) {
 		t.Fatalf("commands %v, want a watch on x-1", out.Commands)
 	}
 	other.step(memberDeleted{Cmd: 4, Name: "me-1"})
+	// A late answer about ready, from before the withdrawal: ignored.
+	if out = other.step(readyWatched{Cmd: 1, Exists: true, Czxid: 99}); len(out.Commands) != 0 {
+		t.Fatalf("commands %v after a stale answer about ready, want none", out.Commands)
+	}
 	other.step(nodeWatched{Cmd: 5, Exists: true})
 	out = other.step(nodeGone{Cmd: 5})
 	if _, ok := only[probe](out); !ok {
