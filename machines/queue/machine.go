@@ -393,9 +393,14 @@ func (m *Machine) readAhead(o *out) {
 }
 
 // free: e may be given to a take: in the queue, not being taken, claimed
-// by no one, and with no write of ours of unknown outcome on it.
+// by no one, and with no write of ours of unknown outcome on it, nor an
+// ack or nack of ours in flight. (An ack sent on a session that ended
+// meanwhile fails on the claim gone with it; a claim of ours made on the
+// next session before that reply would be taken for the lost one, and
+// held by no one.)
 func (m *Machine) free(e *entry) bool {
-	return !e.dead && e.taker == nil && !e.mine && !e.others && !m.uncert[e.name]
+	_, ending := m.acks[e.name]
+	return !e.dead && e.taker == nil && !e.mine && !e.others && !m.uncert[e.name] && !ending
 }
 
 // takeWrite: c is the delete or claim of an item for a take.

@@ -471,3 +471,35 @@ func TestTranscriptStaleCheckDuringANewClaim(t *testing.T) {
 	}
 	tr.Check("stale_check_during_a_new_claim")
 }
+
+// An ack with Next goes out, and the session ends before its reply. On
+// the next session the acked item is free again (its claim went with the
+// session), but a take does not claim it while the ack is in flight: that
+// ack, applied on the new session, fails on the old claim, and its reply
+// used to clear the bookkeeping of the new claim, which the consumer then
+// took for another's and watched for good (the item stayed claimed by a
+// live session: TestPropertyConsume's queue that did not drain). Once the
+// ack's reply says the claim was lost, the item is claimed again.
+func TestTranscriptNoClaimWhileItsAckIsInFlight(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: true}) // cmd 4, read cmd 5
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(listed{Cmd: 6, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
+	out := tr.step(takeCall{Req: 3, Kind: kindClaim})
+	for _, c := range commands[claimItem](out) {
+		if c.Name == "qn-0000000001" {
+			t.Fatalf("commands %v: qn-0000000001 claimed while its ack is in flight", out.Commands)
+		}
+	}
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Err: zk.ErrNoNode})
+	out = tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Err: errNotApplied})
+	if r, ok := replied(out, 2); !ok || !errors.Is(r.Err, errs.claimLost) {
+		t.Fatalf("the ack = %+v, want claim lost", out.Replies)
+	}
+	tr.Check("no_claim_while_its_ack_is_in_flight")
+}
