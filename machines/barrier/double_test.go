@@ -460,26 +460,28 @@ func TestDoubleBarrierRoundMissedByTheFirstLook(t *testing.T) {
 		if err := errors.Join(errs...); err != nil {
 			t.Fatal(err)
 		}
+		_, before, err := ca.Children(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
 		look.Release()
-		// c joins, then withdraws: its node comes and goes (on the
-		// simulator too fast for this polling to see).
-		deadline := time.Now().Add(10 * time.Second)
-		for saw := false; tg.Name() != "sim"; {
-			kids := children(t, ca, path)
-			if n := len(members(kids)); n == 3 {
-				saw = true
-			} else if saw && n == 2 {
+		// c joins, then withdraws: its node comes and goes, two child
+		// changes of the path, with a's and b's nodes still there.
+		for {
+			kids, st, w, err := ca.ChildrenW(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Cversion >= before.Cversion+2 && len(members(kids)) == 2 {
 				break
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("c's node did not come and go: %v", kids)
-			}
 			select {
+			case <-w:
 			case err := <-cIn:
 				t.Fatalf("c passed Enter in a round without it: %v", err)
-			default:
+			case <-ctx.Done():
+				t.Fatalf("c's node did not come and go: %v", kids)
 			}
-			time.Sleep(time.Millisecond)
 		}
 		select {
 		case err := <-cIn:

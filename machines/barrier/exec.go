@@ -291,18 +291,22 @@ func (d *DoubleBarrier) openReady(ctx context.Context, name string, stale int64,
 				return nil, 0, err
 			}
 		}
-		st, ok, err := d.conn.Exists(ctx, ready)
-		if err != nil {
-			return nil, 0, err
-		}
-		if !ok {
-			return nil, 0, errReadyGone
-		}
-		ourStat, ok, err := d.conn.Exists(ctx, ours)
+		// Ready's creation and our node's, read at once.
+		var (
+			st, ourStat      zk.Stat
+			readyOK, ourOK   bool
+			readyErr, ourErr error
+			wg               sync.WaitGroup
+		)
+		wg.Go(func() { ourStat, ourOK, ourErr = d.conn.Exists(ctx, ours) })
+		st, readyOK, readyErr = d.conn.Exists(ctx, ready)
+		wg.Wait()
 		switch {
-		case err != nil:
-			return nil, 0, err
-		case !ok:
+		case readyErr != nil || ourErr != nil:
+			return nil, 0, errors.Join(readyErr, ourErr)
+		case !readyOK:
+			return nil, 0, errReadyGone
+		case !ourOK:
 			return nil, 0, ErrSessionLost
 		case st.Czxid >= ourStat.Czxid:
 			return nil, 0, nil // made with or after our node: this round's

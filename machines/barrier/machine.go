@@ -79,7 +79,7 @@ type Machine struct {
 	waitOn  uint64          // entering: the watch on a member of the round in progress
 	lost    bool            // the session ended while we were a member
 	name    string          // our member node's name this round
-	rounds  int             // Enter calls so far
+	rounds  int             // member node names given so far (see newName)
 	round   map[string]bool // leaving: the members listed when we began
 	relist  bool            // leaving: list again once our delete is done
 	synced  bool            // leaving: the first listing was made again after a sync
@@ -246,10 +246,7 @@ func (m *Machine) enter(o *out, req uint64) {
 		return
 	}
 	m.phase, m.req, m.stale, m.lost, m.opened = entering, req, 0, false, false
-	// A name of its own each round: a member that left and entered again
-	// is not taken for one of the last round still leaving.
-	m.rounds++
-	m.name = m.cfg.Name + "-" + strconv.Itoa(m.rounds)
+	m.newName()
 	_ = m.fsm.Fire(trEnter)
 	m.probe(o)
 }
@@ -378,10 +375,18 @@ func (m *Machine) withdraw(o *out, inside []string) {
 	m.deleteOurs(o)
 	m.member, m.opened, m.stale = false, false, 0
 	m.step, m.watch = 0, 0 // replies to our reads of ready no longer matter
-	m.rounds++
-	m.name = m.cfg.Name + "-" + strconv.Itoa(m.rounds)
+	m.newName()
 	m.waitOn = m.cmd()
 	o.Commands = append(o.Commands, watchMember{Cmd: m.waitOn, Name: slices.Min(inside)})
+}
+
+// newName gives our member node a name of its own for the next join: a
+// member that left and entered again is not taken for one of the last
+// round still leaving, and a join after a withdrawal does not race the
+// delete of the node withdrawn.
+func (m *Machine) newName() {
+	m.rounds++
+	m.name = m.cfg.Name + "-" + strconv.Itoa(m.rounds)
 }
 
 func (m *Machine) entered(o *out) {

@@ -57,6 +57,15 @@ func (tr *transcript) step(in Input) runtime.Output[Command] {
 	return out
 }
 
+// claimHead has TakeItem (req 1) claim the head of qn-0000000001 and
+// qn-0000000002 and read its data, "a" (commands 1 to 3).
+func (tr *transcript) claimHead() {
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
+}
+
 // replies returns the replies of out to req.
 func replied(out runtime.Output[Command], req uint64) (runtime.Reply, bool) {
 	for _, r := range out.Replies {
@@ -376,10 +385,7 @@ func TestTranscriptAckHeldWhileDisconnected(t *testing.T) {
 // item is claimed and its data read behind the claim.
 func TestTranscriptAckClaimsNextInOneMulti(t *testing.T) {
 	tr := newTranscript(t)
-	tr.step(takeCall{Req: 1, Kind: kindClaim})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
+	tr.claimHead()
 	out := tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: true})
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "qn-0000000002" {
 		t.Fatalf("the ack's commands %v, want one EndClaim with the next claim", out.Commands)
@@ -405,10 +411,7 @@ func TestTranscriptAckClaimsNextInOneMulti(t *testing.T) {
 // the ack is through.
 func TestTranscriptJointClaimLostToAnother(t *testing.T) {
 	tr := newTranscript(t)
-	tr.step(takeCall{Req: 1, Kind: kindClaim})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
+	tr.claimHead()
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: true})
 	if out := tr.step(acked{Cmd: 4, Name: "qn-0000000001", Err: errNotApplied}); len(out.Replies) != 0 {
 		t.Fatalf("answered before the ack went through: %v", out.Replies)
@@ -428,10 +431,7 @@ func TestTranscriptJointClaimLostToAnother(t *testing.T) {
 // ack is held until it is back, then sent alone.
 func TestTranscriptNoJointClaimWhileClosing(t *testing.T) {
 	tr := newTranscript(t)
-	tr.step(takeCall{Req: 1, Kind: kindClaim})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
+	tr.claimHead()
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	tr.step(shutdown{Req: 2})
 	tr.step(ackCall{Req: 3, Name: "qn-0000000001", Session: sess, Next: true})
@@ -482,10 +482,7 @@ func TestTranscriptStaleCheckDuringANewClaim(t *testing.T) {
 // ack's reply says the claim was lost, the item is claimed again.
 func TestTranscriptNoClaimWhileItsAckIsInFlight(t *testing.T) {
 	tr := newTranscript(t)
-	tr.step(takeCall{Req: 1, Kind: kindClaim})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
+	tr.claimHead()
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: true}) // cmd 4, read cmd 5
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
