@@ -50,11 +50,15 @@
 //
 // TakeItem and Consume deliver at least once: the item stays in the queue,
 // claimed, until Ack deletes item and claim in one multi, or Nack gives it
-// back at its place. Consume's ack (or nack) of an item claims the next
-// one in the same multi, when the handle's cache has one: an item then
-// costs one write round trip, where TakeItem and Ack cost two; if the next
-// item was taken or claimed by another consumer first, nothing of the
-// multi is applied, and the ack is sent again alone. When the consumer's session ends, its claims go with
+// back at its place. An ack claims the next item in the same multi, when
+// the handle's cache has one, so that an item costs one write round trip,
+// not two (a claim, then an ack): Consume's ack (or nack) claims it for
+// its next call, and Ack for the handle's next TakeItem, which gets it at
+// once; an item an Ack claimed ahead and no TakeItem took within
+// WithClaimAhead's time is given back (other consumers see that as they
+// see a nack: REDELIVERED). If the next item was taken or claimed by
+// another consumer first, nothing of the multi is applied, and the ack is
+// sent again alone. When the consumer's session ends, its claims go with
 // it and the items are delivered again (REDELIVERED). An Ack or Nack asked
 // while the connection is down waits for the same session to come back
 // (then it is sent) or to end (then ErrClaimLost: the item comes again).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/runtime"
@@ -61,6 +62,10 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			})
 			return r, true
 		})
+	case waitAhead:
+		// A timer, not a goroutine: one is started per item claimed ahead.
+		// Once the actor has stopped, its post is dropped.
+		time.AfterFunc(c.For, func() { sh.Post(aheadWaited{Cmd: c.Cmd}, false) })
 	case watchClaim:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := claimWatched{Cmd: c.Cmd, Name: c.Name}

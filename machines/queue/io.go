@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
@@ -56,7 +57,8 @@ type ackCall struct {
 	Name    string
 	Session int64
 	Nack    bool
-	Next    bool
+	Next    bool // the same multi claims the next item, for this call (Consume's)
+	Ahead   bool // the same multi claims the next item, for the next TakeItem (Ack's; see claimAhead)
 }
 
 // cancelReq withdraws call Req: its caller stopped waiting.
@@ -163,6 +165,9 @@ type restored struct {
 	Err  error
 }
 
+// aheadWaited answers waitAhead: its time is up.
+type aheadWaited struct{ Cmd uint64 }
+
 // counted is the reply to countItems.
 type counted struct {
 	Cmd uint64
@@ -190,6 +195,7 @@ func (checked) isInput()         {}
 func (offered) isInput()         {}
 func (restored) isInput()        {}
 func (counted) isInput()         {}
+func (aheadWaited) isInput()     {}
 
 func (i takeCall) String() string { return fmt.Sprintf("Take req=%d kind=%s", i.Req, i.Kind) }
 func (i offerCall) String() string {
@@ -203,6 +209,9 @@ func (i ackCall) String() string {
 	}
 	if i.Next {
 		verb += "+Next"
+	}
+	if i.Ahead {
+		verb += "+Ahead"
 	}
 	return fmt.Sprintf("%s req=%d item=%s session=%#x", verb, i.Req, i.Name, i.Session)
 }
@@ -247,6 +256,7 @@ func (i offered) String() string {
 func (i restored) String() string {
 	return fmt.Sprintf("Restored cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
 }
+func (i aheadWaited) String() string { return fmt.Sprintf("AheadWaited cmd=%d", i.Cmd) }
 func (i counted) String() string {
 	return fmt.Sprintf("Counted cmd=%d n=%d%s", i.Cmd, i.N, errText(i.Err))
 }
@@ -338,6 +348,13 @@ type restoreItem struct {
 // countItems reads the number of the path's children.
 type countItems struct{ Cmd uint64 }
 
+// waitAhead waits For (no request), then answers aheadWaited: the time an
+// item claimed ahead waits for a TakeItem.
+type waitAhead struct {
+	Cmd uint64
+	For time.Duration
+}
+
 func (c listItems) ID() uint64   { return c.Cmd }
 func (c readItem) ID() uint64    { return c.Cmd }
 func (c removeItem) ID() uint64  { return c.Cmd }
@@ -348,6 +365,7 @@ func (c checkItem) ID() uint64   { return c.Cmd }
 func (c createItems) ID() uint64 { return c.Cmd }
 func (c restoreItem) ID() uint64 { return c.Cmd }
 func (c countItems) ID() uint64  { return c.Cmd }
+func (c waitAhead) ID() uint64   { return c.Cmd }
 
 func (c listItems) String() string {
 	return fmt.Sprintf("ListItems cmd=%d sync=%t watch=%t", c.Cmd, c.Sync, c.Watch)
@@ -368,6 +386,7 @@ func (c createItems) String() string {
 }
 func (c restoreItem) String() string { return fmt.Sprintf("RestoreItem cmd=%d item=%s", c.Cmd, c.Name) }
 func (c countItems) String() string  { return fmt.Sprintf("CountItems cmd=%d", c.Cmd) }
+func (c waitAhead) String() string   { return fmt.Sprintf("WaitAhead cmd=%d for=%v", c.Cmd, c.For) }
 
 // answers is the command an input answers (0: none).
 func answers(in Input) uint64 {
@@ -395,6 +414,8 @@ func answers(in Input) uint64 {
 	case restored:
 		return i.Cmd
 	case counted:
+		return i.Cmd
+	case aheadWaited:
 		return i.Cmd
 	}
 	return 0

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
@@ -17,6 +18,9 @@ type Config struct {
 	ClaimData []byte // what our claims hold (the handle's id)
 	SessionID int64  // the connection's session when the machine starts
 	Seed      uint64 // the lane given back when all are avoided; a fixed seed replays a transcript
+	// ClaimAhead: how long the item an Ack claimed ahead (see claimAhead)
+	// waits for a TakeItem before it is given back; 0: Ack claims nothing.
+	ClaimAhead time.Duration
 }
 
 // Consumers racing for the head spread over lanes: an item's lane is its
@@ -107,13 +111,18 @@ type Machine struct {
 	// are refused (ErrClaimLost) when it is lost.
 	heldAcks []ackCall
 	joints   map[uint64]*joint // calls whose ack went in one multi with the next claim
-	uncert   map[string]bool   // items whose last write of ours has an unknown outcome
-	offers   map[uint64]uint64 // createItems in flight → the call
-	counts   map[uint64]uint64 // countItems in flight → the call
-	owed     int               // writes in flight the shutdown waits for
-	closing  uint64            // the shutdown call, once one came
-	connGone bool              // the connection was closed
-	restore  map[string][]byte // items taken for a withdrawn call, to put back
+	// ahead: the item an Ack claimed for the next TakeItem (see
+	// claimAhead), claimed and read, that no call has taken yet; aheadWait
+	// is the waitAhead command whose end gives it back.
+	ahead     *entry
+	aheadWait uint64
+	uncert    map[string]bool   // items whose last write of ours has an unknown outcome
+	offers    map[uint64]uint64 // createItems in flight → the call
+	counts    map[uint64]uint64 // countItems in flight → the call
+	owed      int               // writes in flight the shutdown waits for
+	closing   uint64            // the shutdown call, once one came
+	connGone  bool              // the connection was closed
+	restore   map[string][]byte // items taken for a withdrawn call, to put back
 }
 
 // entry is one cached item.
@@ -140,6 +149,7 @@ type entry struct {
 type ackOp struct {
 	req  uint64
 	nack bool
+	back bool // the give-back of an item claimed ahead that no call took: no NACKED, no redelivery
 }
 
 // joint is an ack (or nack) call with Next whose ack went out in one multi
@@ -163,6 +173,7 @@ var errNotApplied = errors.New("not applied: the multi failed on another op")
 type taker struct {
 	req       uint64
 	kind      takeKind
+	ahead     bool   // no call yet: an Ack's claim of the next item (see claimAhead)
 	fresh     bool   // a listing made after a sync completed since it came
 	wantFresh bool   // it needs one
 	freshList uint64 // the synced listing in flight it waits for
@@ -217,6 +228,9 @@ func (m *Machine) Step(in Input) out {
 	case takeCall:
 		if m.closing != 0 {
 			m.reply(&o, i.Req, nil, errs.closed)
+			break
+		}
+		if i.Kind == kindClaim && m.takeAhead(&o, i.Req) {
 			break
 		}
 		m.takers = append(m.takers, &taker{req: i.Req, kind: i.Kind})
@@ -279,6 +293,8 @@ func (m *Machine) Step(in Input) out {
 		if i.Err != nil && !errors.Is(i.Err, zk.ErrNodeExists) {
 			m.event(&o, events.Failed, m.node(i.Name), fmt.Errorf("%w: putting back an item taken for a withdrawn call: %w", ErrItemLost, i.Err))
 		}
+	case aheadWaited:
+		m.aheadWaited(&o, i)
 	case counted:
 		req := m.counts[i.Cmd]
 		delete(m.counts, i.Cmd)
@@ -318,7 +334,9 @@ func (m *Machine) pump(o *out) {
 			m.read(o, e) // again, if a lost connection failed it
 			continue
 		}
-		if t.withdrawn {
+		if t.withdrawn || t.ahead {
+			// An Ack's claim ahead that did not go through is not tried
+			// again: a TakeItem claims for itself.
 			m.dropTaker(t)
 			continue
 		}
@@ -751,16 +769,30 @@ func (m *Machine) deliverClaim(o *out, e *entry) {
 	t := e.taker
 	m.unbind(e)
 	m.dropTaker(t)
-	if t.withdrawn {
-		m.endClaim(o, e.name, true, 0)
+	switch {
+	case t.ahead && !t.withdrawn:
+		m.ahead = e
+		m.waitAhead(o)
+		return
+	case t.ahead:
+		m.endClaim(o, e.name, ackOp{nack: true, back: true})
+		return
+	case t.withdrawn:
+		m.endClaim(o, e.name, ackOp{nack: true})
 		return
 	}
+	m.handOut(o, e, t.req)
+}
+
+// handOut gives our claim of e to call req: CLAIMED (and REDELIVERED when
+// it came again).
+func (m *Machine) handOut(o *out, e *entry, req uint64) {
 	if e.again {
 		m.event(o, events.Redelivered, m.node(e.name), nil)
 		e.again = false
 	}
 	m.event(o, events.Claimed, m.node(e.name), nil)
-	m.reply(o, t.req, taken{Name: e.name, Data: e.data, Session: m.session}, nil)
+	m.reply(o, req, taken{Name: e.name, Data: e.data, Session: m.claims[e.name]}, nil)
 }
 
 // othersClaim notes that another consumer holds e's claim, and watches it.
@@ -806,9 +838,9 @@ func (m *Machine) checked(o *out, i checked) {
 		// ended, someone else may have claimed and acked it since: the
 		// ack is not counted as ours (the item may come again).
 		case ours && !i.ItemExists && !nack, ours && nack && i.ClaimOwner != m.session:
-			m.claimEnded(o, i.Name, e, req, nack)
+			m.claimEnded(o, i.Name, e, a)
 		case i.ClaimOwner == m.session && m.claims[e.name] == m.session:
-			m.endClaim(o, e.name, nack, req)
+			m.endClaim(o, e.name, a)
 		case !nack && !i.ItemExists:
 			// Gone for good: removed by our ack, or by another
 			// consumer's after a redelivery; it will not come again.
@@ -862,32 +894,96 @@ func (m *Machine) ack(o *out, i ackCall) {
 	case !m.connected:
 		m.heldAcks = append(m.heldAcks, i)
 	case i.Next && m.joinNext(o, i):
+	case i.Ahead && !i.Nack && m.claimAhead(o, i):
 	default:
-		m.endClaim(o, i.Name, i.Nack, i.Req)
+		m.endClaim(o, i.Name, ackOp{req: i.Req, nack: i.Nack})
 	}
 }
 
 // joinNext sends ack call i's endClaim in one multi with the claim of the
-// item a TakeItem would get now, and the read of that item behind it. It
-// sends nothing when there is no such item in the cache, or when it has a
-// priority (choosing one needs a listing after a sync first), or once the
-// machine is shutting down.
+// item a TakeItem would get now (see claimNext), for the call: it answers
+// with both.
 func (m *Machine) joinNext(o *out, i ackCall) bool {
+	if !m.claimNext(o, i, &taker{req: i.Req | claimPart, kind: kindClaim}) {
+		return false
+	}
+	m.joints[i.Req] = &joint{}
+	return true
+}
+
+// claimAhead sends Ack call i's multi with the claim of the item the next
+// TakeItem would get, for no call yet: TakeItem then Ack cost two writes
+// in turn, and with the next claim made by the Ack, a caller that takes
+// again costs one. The Ack answers once its own part is applied. The item
+// claimed ahead goes to the next TakeItem (see takeAhead), or, when none
+// comes within Config.ClaimAhead, is given back (see aheadWaited) with no
+// NACKED event: it was never out. Meanwhile no other consumer can take it,
+// as with any claim. Not when a claim ahead is already out or in flight.
+func (m *Machine) claimAhead(o *out, i ackCall) bool {
+	if m.cfg.ClaimAhead <= 0 || m.ahead != nil || slices.ContainsFunc(m.takers, func(t *taker) bool { return t.ahead }) {
+		return false
+	}
+	return m.claimNext(o, i, &taker{kind: kindClaim, ahead: true})
+}
+
+// claimNext sends ack call i's endClaim in one multi with the claim of the
+// item a TakeItem would get now, for taker t, and the read of that item
+// behind it. It sends nothing when there is no such item in the cache, or
+// when it has a priority (choosing one needs a listing after a sync
+// first), or once the machine is shutting down.
+func (m *Machine) claimNext(o *out, i ackCall, t *taker) bool {
 	if m.closing != 0 {
 		return false
 	}
-	t := &taker{req: i.Req | claimPart, kind: kindClaim}
 	e := m.candidate(t)
 	if e == nil || e.prio > 0 || e.busy {
 		return false
 	}
-	m.joints[i.Req] = &joint{}
 	m.takers = append(m.takers, t)
 	m.bind(e, t)
 	m.acks[i.Name] = ackOp{req: i.Req, nack: i.Nack}
 	m.owed += 2 // answered as acked and claimed
 	m.claimWith(o, e, endClaim{Cmd: m.cmd(), Name: i.Name, Nack: i.Nack, Next: e.name, Data: m.cfg.ClaimData})
 	return true
+}
+
+// takeAhead gives TakeItem call req the item an Ack claimed ahead: at
+// once when its claim and read are done, else when they are.
+func (m *Machine) takeAhead(o *out, req uint64) bool {
+	if e := m.ahead; e != nil {
+		m.ahead = nil
+		m.handOut(o, e, req)
+		return true
+	}
+	for _, t := range m.takers {
+		if t.ahead && !t.withdrawn {
+			t.ahead, t.req = false, req
+			return true
+		}
+	}
+	return false
+}
+
+// aheadWaited: the item claimed ahead waited Config.ClaimAhead and no
+// TakeItem came: its claim is given back. While the connection is down it
+// waits again (a request sent now could go out on the next session, see
+// heldAcks).
+func (m *Machine) aheadWaited(o *out, i aheadWaited) {
+	e := m.ahead
+	switch {
+	case e == nil || i.Cmd != m.aheadWait:
+	case !m.connected:
+		m.waitAhead(o)
+	default:
+		m.ahead = nil
+		m.endClaim(o, e.name, ackOp{nack: true, back: true})
+	}
+}
+
+// waitAhead starts the wait of the item claimed ahead.
+func (m *Machine) waitAhead(o *out) {
+	m.aheadWait = m.cmd()
+	o.Commands = append(o.Commands, waitAhead{Cmd: m.aheadWait, For: m.cfg.ClaimAhead})
 }
 
 // claimWith sends write, the request that claims e, and the read of e's
@@ -911,11 +1007,11 @@ func (m *Machine) releaseAcks(o *out) {
 	}
 }
 
-// endClaim acks or nacks our claim on item name, for call req (0: none).
-func (m *Machine) endClaim(o *out, name string, nack bool, req uint64) {
-	m.acks[name] = ackOp{req: req, nack: nack}
+// endClaim acks or nacks our claim on item name, as a says.
+func (m *Machine) endClaim(o *out, name string, a ackOp) {
+	m.acks[name] = a
 	m.owed++
-	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: name, Nack: nack})
+	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: name, Nack: a.nack})
 }
 
 func (m *Machine) acked(o *out, i acked) {
@@ -928,10 +1024,10 @@ func (m *Machine) acked(o *out, i acked) {
 	req, nack := a.req, a.nack
 	switch {
 	case errors.Is(i.Err, errNotApplied): // the next claim failed the multi: the ack alone
-		m.endClaim(o, i.Name, nack, req)
+		m.endClaim(o, i.Name, a)
 	case i.Err == nil:
 		delete(m.acks, i.Name)
-		m.claimEnded(o, i.Name, e, req, nack)
+		m.claimEnded(o, i.Name, e, a)
 	case errors.Is(i.Err, zk.ErrNoNode): // our claim was gone: nothing was applied
 		delete(m.acks, i.Name)
 		delete(m.claims, i.Name)
@@ -955,23 +1051,24 @@ func (m *Machine) acked(o *out, i acked) {
 
 // claimEnded: our ack (the item is gone) or nack (the item is back at its
 // place) went through.
-func (m *Machine) claimEnded(o *out, name string, e *entry, req uint64, nack bool) {
+func (m *Machine) claimEnded(o *out, name string, e *entry, a ackOp) {
 	delete(m.claims, name)
 	switch {
-	case nack:
+	case a.back:
+	case a.nack:
 		m.event(o, events.Nacked, m.node(name), nil)
 	default:
 		m.event(o, events.Acked, m.node(name), nil)
 	}
 	switch {
-	case e != nil && nack:
-		e.mine, e.again = false, true
+	case e != nil && a.nack:
+		e.mine, e.again = false, e.again || !a.back
 	case e != nil:
 		m.markGone(e)
 	default:
 		m.gone[name] = m.lists
 	}
-	m.reply(o, req, nil, nil)
+	m.reply(o, a.req, nil, nil)
 }
 
 func (m *Machine) offered(o *out, i offered) {
@@ -1034,6 +1131,7 @@ func (m *Machine) sessionChange(o *out, i sessionChange) {
 		}
 	case zk.StateClosed:
 		m.connected, m.connGone = false, true
+		m.ahead = nil
 		clear(m.claims) // gone with the session
 		m.releaseAcks(o)
 		m.failTakers(o, errs.closed)
@@ -1058,6 +1156,9 @@ func (m *Machine) sessionLost(o *out) {
 	m.session = 0
 	_ = m.fsm.Fire(trLost)
 	m.event(o, events.Lost, "", errs.sessionLost)
+	if m.ahead != nil {
+		m.ahead.mine, m.ahead = false, nil // never out: not a redelivery when it comes again
+	}
 	for _, e := range m.order {
 		if e.mine || e.others {
 			e.again = true // it comes again, claimed by no one
@@ -1112,7 +1213,11 @@ func (m *Machine) giveBackClaims(o *out) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.claims)) {
 		if _, ending := m.acks[name]; !ending {
-			m.endClaim(o, name, true, 0)
+			a := ackOp{nack: true}
+			if m.ahead != nil && m.ahead.name == name {
+				m.ahead, a.back = nil, true
+			}
+			m.endClaim(o, name, a)
 		}
 	}
 }

@@ -3,7 +3,9 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
@@ -21,7 +23,7 @@ type transcript struct {
 }
 
 func newTranscript(t *testing.T) *transcript {
-	m, err := NewMachine(Config{Path: "/app/q", ClaimData: []byte("me"), SessionID: sess, Seed: 1})
+	m, err := NewMachine(Config{Path: "/app/q", ClaimData: []byte("me"), SessionID: sess, Seed: 1, ClaimAhead: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,4 +501,132 @@ func TestTranscriptNoClaimWhileItsAckIsInFlight(t *testing.T) {
 		t.Fatalf("the ack = %+v, want claim lost", out.Replies)
 	}
 	tr.Check("no_claim_while_its_ack_is_in_flight")
+}
+
+// An Ack claims the next cached item in its own multi, for the handle's
+// next TakeItem: the Ack answers once its part is through; the claimed
+// item, once read, waits (WaitAhead), and the next TakeItem gets it at
+// once, with no request. The wait's end then finds nothing to give back.
+func TestTranscriptAckClaimsAhead(t *testing.T) {
+	tr := newTranscript(t)
+	tr.claimHead()
+	out := tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Ahead: true})
+	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "qn-0000000002" {
+		t.Fatalf("the ack's commands %v, want one EndClaim with the next claim", out.Commands)
+	}
+	if r, ok := replied(tr.step(acked{Cmd: 4, Name: "qn-0000000001"}), 2); !ok || r.Err != nil {
+		t.Fatalf("the Ack is not answered once its part is through")
+	}
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	out = tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+	if len(commands[waitAhead](out)) != 1 || len(out.Events) != 0 {
+		t.Fatalf("the item claimed ahead: %+v, want a WaitAhead and no event", out)
+	}
+	out = tr.step(takeCall{Req: 3, Kind: kindClaim})
+	if r, ok := replied(out, 3); !ok || string(r.Value.(taken).Data) != "b" || len(out.Commands) != 0 {
+		t.Fatalf("TakeItem after the Ack = %+v, want item b at once, with no request", out)
+	}
+	if out := tr.step(aheadWaited{Cmd: 6}); len(out.Commands)+len(out.Events) != 0 {
+		t.Fatalf("the wait's end after the item was taken: %+v, want nothing", out)
+	}
+	// Nothing next in the cache: the ack alone.
+	out = tr.step(ackCall{Req: 4, Name: "qn-0000000002", Session: sess, Ahead: true})
+	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "" {
+		t.Fatalf("the ack's commands %v, want one EndClaim alone", out.Commands)
+	}
+	tr.Check("ack_claims_ahead")
+}
+
+// No TakeItem comes for the item claimed ahead: when its wait ends, its
+// claim is given back with no NACKED event, and the next TakeItem claims
+// it again as a first delivery (no REDELIVERED: it was never out).
+func TestTranscriptClaimAheadGivenBack(t *testing.T) {
+	tr := newTranscript(t)
+	tr.claimHead()
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Ahead: true})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+	out := tr.step(aheadWaited{Cmd: 6})
+	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000002" || !ends[0].Nack {
+		t.Fatalf("the wait's end: %v, want the claim of qn-0000000002 given back", out.Commands)
+	}
+	if out := tr.step(acked{Cmd: 7, Name: "qn-0000000002"}); len(out.Events)+len(out.Replies) != 0 {
+		t.Fatalf("the give-back: %+v, want no event and no reply", out)
+	}
+	out = tr.step(takeCall{Req: 3, Kind: kindClaim})
+	claim, read := commands[claimItem](out), commands[readItem](out)
+	if len(claim) != 1 || claim[0].Name != "qn-0000000002" {
+		t.Fatalf("TakeItem: %v, want a claim of qn-0000000002", out.Commands)
+	}
+	tr.step(claimed{Cmd: claim[0].Cmd, Name: "qn-0000000002"})
+	out = tr.step(dataRead{Cmd: read[0].Cmd, Name: "qn-0000000002", Data: []byte("b")})
+	for _, e := range out.Events {
+		if e.Type == events.Redelivered {
+			t.Fatalf("events %v: an item claimed ahead and given back is not a redelivery", out.Events)
+		}
+	}
+	tr.Check("claim_ahead_given_back")
+}
+
+// A TakeItem that comes while the Ack's multi is in flight gets the item
+// it claims, once claimed and read.
+func TestTranscriptTakeDuringTheClaimAhead(t *testing.T) {
+	tr := newTranscript(t)
+	tr.claimHead()
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Ahead: true})
+	if out := tr.step(takeCall{Req: 3, Kind: kindClaim}); len(out.Commands) != 0 {
+		t.Fatalf("TakeItem during the claim ahead sent %v, want nothing", out.Commands)
+	}
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	out := tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+	if r, ok := replied(out, 3); !ok || string(r.Value.(taken).Data) != "b" || len(commands[waitAhead](out)) != 0 {
+		t.Fatalf("the claim ahead came back: %+v, want item b for TakeItem and no wait", out)
+	}
+	tr.Check("take_during_the_claim_ahead")
+}
+
+// The item claimed ahead when the session ends is not ours any more and
+// was never out: the next TakeItem, on the new session, claims it as a
+// first delivery. Claimed ahead again, it is given back at shutdown with
+// no NACKED event.
+func TestTranscriptClaimAheadAcrossSessionsAndClose(t *testing.T) {
+	tr := newTranscript(t)
+	tr.claimHead()
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Ahead: true})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(listed{Cmd: 7, Children: []string{"qn-0000000002", "qn-0000000003"}, Watched: true})
+	out := tr.step(takeCall{Req: 3, Kind: kindClaim})
+	claim, read := commands[claimItem](out), commands[readItem](out)
+	if len(claim) != 1 || claim[0].Name != "qn-0000000002" {
+		t.Fatalf("TakeItem on the new session: %v, want a claim of qn-0000000002", out.Commands)
+	}
+	tr.step(claimed{Cmd: claim[0].Cmd, Name: "qn-0000000002"})
+	out = tr.step(dataRead{Cmd: read[0].Cmd, Name: "qn-0000000002", Data: []byte("b")})
+	if r, ok := replied(out, 3); !ok || slices.ContainsFunc(out.Events, func(e events.Event) bool { return e.Type == events.Redelivered }) {
+		t.Fatalf("TakeItem: %+v, want item b, not as a redelivery", out)
+	} else if r.Value.(taken).Session != sess+1 {
+		t.Fatalf("claim session %#x, want the new one", r.Value.(taken).Session)
+	}
+	out = tr.step(ackCall{Req: 4, Name: "qn-0000000002", Session: sess + 1, Ahead: true})
+	end := commands[endClaim](out)[0]
+	tr.step(acked{Cmd: end.Cmd, Name: "qn-0000000002"})
+	tr.step(claimed{Cmd: end.Cmd, Name: "qn-0000000003"})
+	tr.step(dataRead{Cmd: commands[readItem](out)[0].Cmd, Name: "qn-0000000003", Data: []byte("c")})
+	out = tr.step(shutdown{Req: 5})
+	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000003" || !ends[0].Nack {
+		t.Fatalf("shutdown: %v, want the claim ahead given back", out.Commands)
+	}
+	out = tr.step(acked{Cmd: commands[endClaim](out)[0].Cmd, Name: "qn-0000000003"})
+	if r, ok := replied(out, 5); !ok || slices.ContainsFunc(out.Events, func(e events.Event) bool { return e.Type == events.Nacked }) {
+		t.Fatalf("the give-back at shutdown: %+v, want the shutdown answered and no NACKED", out)
+	} else if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	tr.Check("claim_ahead_across_sessions_and_close")
 }

@@ -105,6 +105,7 @@ type options struct {
 	meterProvider  metric.MeterProvider
 	maxItemSize    int
 	closeTimeout   time.Duration
+	claimAhead     time.Duration
 }
 
 // WithID names this handle: its lifecycle events' Instance and the data
@@ -136,6 +137,24 @@ func WithMaxItemSize(n int) Option { return func(o *options) { o.maxItemSize = n
 // items still out. Default 10s; it must be positive.
 func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.closeTimeout = d } }
 
+// WithClaimAhead sets how long the item an Ack claimed ahead waits for the
+// handle's next TakeItem. An Ack deletes the item and its claim in one
+// multi; when the handle's cache holds a next item, the same multi claims
+// it, so that a caller taking items one after another pays one write per
+// item instead of two. That item is held for this handle: the next
+// TakeItem gets it at once, and when none comes within d its claim is
+// given back (no NACKED event: it was never out) and any consumer may
+// take it. Meanwhile other consumers pass it by, as they do any claimed
+// item, and if the session ends it comes again like every claim. Nack
+// claims nothing ahead. Default DefaultClaimAhead; 0 turns it off.
+func WithClaimAhead(d time.Duration) Option { return func(o *options) { o.claimAhead = d } }
+
+// DefaultClaimAhead is how long an item claimed ahead waits for a
+// TakeItem unless WithClaimAhead says otherwise: long enough for a loop's
+// next call, short enough that an item is not kept from others for long
+// by a handle that stopped taking.
+const DefaultClaimAhead = 100 * time.Millisecond
+
 // New returns a handle on the queue at path. Nothing is sent: the first
 // Offer creates the path, and the consumer reads the queue at its first
 // take. Errors: zk.ErrInvalidPath, ErrInvalidOption, ErrClosed (a nil or
@@ -147,7 +166,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 	if path == "/" {
 		return nil, fmt.Errorf("queue: %w %q: the root cannot be a queue", zk.ErrInvalidPath, path)
 	}
-	o := options{maxItemSize: DefaultMaxItemSize, closeTimeout: 10 * time.Second}
+	o := options{maxItemSize: DefaultMaxItemSize, closeTimeout: 10 * time.Second, claimAhead: DefaultClaimAhead}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
@@ -158,6 +177,8 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 		return nil, fmt.Errorf("%w: max item size %d: it must be at least 1", ErrInvalidOption, o.maxItemSize)
 	case o.closeTimeout <= 0:
 		return nil, fmt.Errorf("%w: close timeout %v: it must be positive", ErrInvalidOption, o.closeTimeout)
+	case o.claimAhead < 0:
+		return nil, fmt.Errorf("%w: claim ahead %v: it must not be negative", ErrInvalidOption, o.claimAhead)
 	case conn == nil:
 		return nil, fmt.Errorf("%w: nil connection", ErrClosed)
 	case conn.State() == zk.StateClosed:
@@ -168,7 +189,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 	}
 	h := fnv.New64a()
 	h.Write([]byte(o.id))
-	m, err := NewMachine(Config{Path: path, ClaimData: []byte(o.id), SessionID: conn.SessionID(), Seed: h.Sum64()})
+	m, err := NewMachine(Config{Path: path, ClaimData: []byte(o.id), SessionID: conn.SessionID(), Seed: h.Sum64(), ClaimAhead: o.claimAhead})
 	if err != nil {
 		return nil, err
 	}
@@ -404,28 +425,39 @@ func (it *Item) Data() []byte { return it.data }
 // Node is the item's node.
 func (it *Item) Node() string { return zk.Join(it.q.path, it.name) }
 
-// Ack removes the item and our claim on it, in one multi. ErrClaimLost:
+// Ack removes the item and our claim on it, in one multi. When the
+// handle's cache holds a next item, the same multi claims it for the
+// handle's next TakeItem (see WithClaimAhead). ErrClaimLost:
 // the claim had gone (the session ended): the item is delivered again.
 // ErrUncertain: the reply was lost and the session ended with it; the
 // item will not be delivered again (see ErrUncertain).
 // ErrAcked: Ack or Nack was called before.
 func (it *Item) Ack(ctx context.Context) error {
-	_, err := it.end(ctx, false, false)
+	_, err := it.end(ctx, false, claimAheadOf)
 	return err
 }
 
 // Nack gives the item back: our claim is deleted and the item is
 // delivered again at its place. Errors as Ack.
 func (it *Item) Nack(ctx context.Context) error {
-	_, err := it.end(ctx, true, false)
+	_, err := it.end(ctx, true, claimNothing)
 	return err
 }
 
-// end acks or nacks the item. With next (Consume's), the same multi
-// claims the item TakeItem would get now, if the handle's cache has one,
-// and end returns it (nil: none; take one with TakeItem), even when the
-// ack failed.
-func (it *Item) end(ctx context.Context, nack, next bool) (*Item, error) {
+// nextClaim is what an ack's or nack's multi claims besides.
+type nextClaim uint8
+
+const (
+	claimNothing nextClaim = iota
+	claimForCall           // the next item, returned by end (Consume's)
+	claimAheadOf           // the next item, for the handle's next TakeItem (Ack's; see WithClaimAhead)
+)
+
+// end acks or nacks the item. With claimForCall, the same multi claims
+// the item TakeItem would get now, if the handle's cache has one, and end
+// returns it (nil: none; take one with TakeItem), even when the ack
+// failed.
+func (it *Item) end(ctx context.Context, nack bool, next nextClaim) (*Item, error) {
 	it.mu.Lock()
 	defer it.mu.Unlock()
 	if it.done {
@@ -439,7 +471,7 @@ func (it *Item) end(ctx context.Context, nack, next bool) (*Item, error) {
 		runtime.AttrNode.String(it.Node()))...)
 	defer span.End()
 	a, err := it.q.shell.Do(ctx, func(req uint64) Input {
-		return ackCall{Req: req, Name: it.name, Session: it.session, Nack: nack, Next: next}
+		return ackCall{Req: req, Name: it.name, Session: it.session, Nack: nack, Next: next == claimForCall, Ahead: next == claimAheadOf}
 	})
 	if err == nil || errors.Is(err, ErrClaimLost) {
 		it.done = true

@@ -1,0 +1,185 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/queue"
+	"github.com/zkrecipes/zkrecipes/testkit"
+)
+
+// claimOf reads who claims item (the claim's data: the handle's id); ""
+// when it is not claimed.
+func claimOf(t *testing.T, ctx context.Context, c zk.Conn, path, item string) string {
+	t.Helper()
+	data, _, err := c.Get(ctx, zk.Join(zk.Join(path, item), queue.ClaimName))
+	if errors.Is(err, zk.ErrNoNode) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// An Ack claims the next item in its own multi, for the handle's next
+// TakeItem: when Ack returns the next item is claimed, other consumers
+// pass it by, and the next TakeItem gets it. With nothing next, Ack claims
+// nothing, and nothing is left.
+func TestAckClaimsAhead(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/ahead/taken"
+		q := newQueue(t, c, path, queue.WithID("q"))
+		offer(t, ctx, q, "a", "b", "c")
+		rec := testkit.Record(t, q)
+		it, err := q.TakeItem(ctx)
+		if err != nil || string(it.Data()) != "a" {
+			t.Fatalf("TakeItem = %v, %v", it, err)
+		}
+		if err := it.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		kids := children(t, c, path)
+		if len(kids) != 2 || claimOf(t, ctx, c, path, kids[0]) != "q" {
+			t.Fatalf("after the Ack: items %v, the first claimed by %q; want b claimed by q", kids, claimOf(t, ctx, c, path, kids[0]))
+		}
+		other := newQueue(t, tg.Connect(t), path)
+		if got, err := other.Poll(ctx); err != nil || string(got) != "c" {
+			t.Fatalf("another consumer's Poll = %q, %v; want c (b is claimed)", got, err)
+		}
+		it, err = q.TakeItem(ctx)
+		if err != nil || string(it.Data()) != "b" {
+			t.Fatalf("TakeItem after the Ack = %v, %v; want b", it, err)
+		}
+		if err := it.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if kids := children(t, c, path); len(kids) != 0 {
+			t.Fatalf("left %v", kids)
+		}
+		rec.WaitFor(t, events.Acked)
+		rec.WaitFor(t, events.Acked)
+		if slices.ContainsFunc(rec.Events(), func(e events.Event) bool { return e.Type == events.Nacked || e.Type == events.Redelivered }) {
+			t.Fatalf("events %v: nothing was nacked or delivered again", rec.Events())
+		}
+	})
+}
+
+// The item claimed ahead is given back when no TakeItem comes within the
+// handle's ClaimAhead, with no NACKED event, and another consumer gets it;
+// Close gives it back at once; with WithClaimAhead(0) Ack claims nothing.
+func TestClaimAheadGivenBack(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/ahead/back"
+		q := newQueue(t, c, path, queue.WithClaimAhead(20*time.Millisecond))
+		rec := testkit.Record(t, q)
+		offer(t, ctx, q, "a", "b")
+		it, err := q.TakeItem(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := it.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		other := newQueue(t, tg.Connect(t), path)
+		it, err = other.TakeItem(ctx) // waits for the give-back
+		if err != nil || string(it.Data()) != "b" {
+			t.Fatalf("the other consumer's TakeItem = %v, %v; want b", it, err)
+		}
+		if err := it.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(rec.Events(), func(e events.Event) bool { return e.Type == events.Nacked }) {
+			t.Fatalf("events %v: a claim ahead given back is not a nack", rec.Events())
+		}
+
+		// Close gives the claim ahead back.
+		offer(t, ctx, q, "c", "d")
+		it, err = q.TakeItem(ctx)
+		if err != nil || string(it.Data()) != "c" {
+			t.Fatalf("TakeItem = %v, %v; want c", it, err)
+		}
+		if err := it.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		kids := children(t, c, path)
+		if len(kids) != 1 || claimOf(t, ctx, c, path, kids[0]) != "" {
+			t.Fatalf("after Close: %v, want d unclaimed", kids)
+		}
+
+		// Off: nothing is claimed ahead.
+		off := newQueue(t, c, path, queue.WithClaimAhead(0))
+		offer(t, ctx, off, "e")
+		it, err = off.TakeItem(ctx)
+		if err != nil || string(it.Data()) != "d" {
+			t.Fatalf("TakeItem = %v, %v; want d", it, err)
+		}
+		if err := it.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if kids := children(t, c, path); len(kids) != 1 || claimOf(t, ctx, c, path, kids[0]) != "" {
+			t.Fatalf("with WithClaimAhead(0), after the Ack: %v, want e unclaimed", kids)
+		}
+	})
+}
+
+// The item claimed ahead goes with the session, like any claim: another
+// consumer gets it, and the handle goes on with the next one.
+func TestClaimAheadLostWithTheSession(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/ahead/expiry"
+		q := newQueue(t, c, path, queue.WithClaimAhead(time.Hour))
+		offer(t, ctx, q, "a", "b", "c")
+		it, err := q.TakeItem(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := it.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		other := newQueue(t, tg.Connect(t), path, queue.WithClaimAhead(0))
+		got := make(chan *queue.Item, 1)
+		go func() {
+			it, err := other.TakeItem(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- it
+		}()
+		if kids := children(t, c, path); len(kids) != 2 || claimOf(t, ctx, c, path, kids[0]) == "" {
+			t.Fatalf("after the Ack: %v, want b claimed", kids)
+		}
+		tg.Expire(t, c)
+		again := <-got
+		if again == nil || string(again.Data()) != "b" {
+			t.Fatalf("the other consumer got %v, want b", again)
+		}
+		if err := again.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		it, err = q.TakeItem(ctx)
+		if err != nil || string(it.Data()) != "c" {
+			t.Fatalf("TakeItem on the next session = %v, %v; want c", it, err)
+		}
+		if err := it.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if kids := children(t, c, path); len(kids) != 0 {
+			t.Fatalf("left %v", kids)
+		}
+	})
+}
