@@ -143,6 +143,7 @@ func TestClaimAheadLostWithTheSession(t *testing.T) {
 		c := tg.Connect(t)
 		const path = "/queue/ahead/expiry"
 		q := newQueue(t, c, path, queue.WithClaimAhead(time.Hour))
+		rec := testkit.Record(t, q)
 		offer(t, ctx, q, "a", "b")
 		it, err := q.TakeItem(ctx)
 		if err != nil {
@@ -171,6 +172,7 @@ func TestClaimAheadLostWithTheSession(t *testing.T) {
 		if err := again.Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
+		rec.WaitFor(t, events.Lost) // the handle knows its session ended
 		offer(t, ctx, q, "c")
 		it, err = q.TakeItem(ctx)
 		if err != nil || string(it.Data()) != "c" {

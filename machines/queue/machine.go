@@ -948,9 +948,16 @@ func (m *Machine) claimNext(o *out, i ackCall, t *taker) bool {
 }
 
 // takeAhead gives TakeItem call req the item an Ack claimed ahead: at
-// once when its claim and read are done, else when they are.
+// once when its claim and read are done, else when they are. Not while
+// the connection is down: the session, and the claim with it, may be
+// ending, and a call given the item then would hold an item another
+// consumer may get; such a call waits, and gets it once the same session
+// is back (see aheadToTaker).
 func (m *Machine) takeAhead(o *out, req uint64) bool {
 	if e := m.ahead; e != nil {
+		if !m.connected {
+			return false
+		}
 		m.ahead = nil
 		m.handOut(o, e, req)
 		return true
@@ -962,6 +969,23 @@ func (m *Machine) takeAhead(o *out, req uint64) bool {
 		}
 	}
 	return false
+}
+
+// aheadToTaker gives the item claimed ahead to the first TakeItem that
+// came while the connection was down, now that the same session is back.
+func (m *Machine) aheadToTaker(o *out) {
+	if m.ahead == nil {
+		return
+	}
+	for _, t := range m.takers {
+		if t.kind == kindClaim && t.entry == nil && !t.withdrawn && t.req&claimPart == 0 {
+			e := m.ahead
+			m.ahead = nil
+			m.dropTaker(t)
+			m.handOut(o, e, t.req)
+			return
+		}
+	}
 }
 
 // aheadWaited: the item claimed ahead waited Config.ClaimAhead and no
@@ -1112,6 +1136,7 @@ func (m *Machine) sessionChange(o *out, i sessionChange) {
 		m.releaseAcks(o)
 		m.recheck(o)
 		m.giveBackClaims(o)
+		m.aheadToTaker(o)
 		for _, e := range m.order {
 			if !e.dead && e.others && !e.watching {
 				m.othersClaim(o, e)

@@ -630,3 +630,27 @@ func TestTranscriptClaimAheadAcrossSessionsAndClose(t *testing.T) {
 	}
 	tr.Check("claim_ahead_across_sessions_and_close")
 }
+
+// A TakeItem that comes while the connection is down does not get the
+// item claimed ahead (the claim may be ending with the session): it waits,
+// and gets it once the same session is back.
+func TestTranscriptClaimAheadWhileDisconnected(t *testing.T) {
+	tr := newTranscript(t)
+	tr.claimHead()
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Ahead: true})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	if out := tr.step(takeCall{Req: 3, Kind: kindClaim}); len(out.Replies) != 0 {
+		t.Fatalf("TakeItem while disconnected got %+v, want it to wait", out.Replies)
+	}
+	if out := tr.step(aheadWaited{Cmd: 6}); len(commands[endClaim](out)) != 0 {
+		t.Fatalf("the wait's end while disconnected: %v, want no request", out.Commands)
+	}
+	out := tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	if r, ok := replied(out, 3); !ok || string(r.Value.(taken).Data) != "b" || len(commands[claimItem](out)) != 0 {
+		t.Fatalf("RECONNECTED: %+v, want item b for the waiting TakeItem", out)
+	}
+	tr.Check("claim_ahead_while_disconnected")
+}
