@@ -27,6 +27,23 @@ func claimOf(t *testing.T, ctx context.Context, c zk.Conn, path, item string) st
 	return string(data)
 }
 
+// takeAck takes an item with TakeItem, checks that it is want, and acks it.
+func takeAck(t *testing.T, ctx context.Context, q *queue.Queue, want string) {
+	t.Helper()
+	it, err := q.TakeItem(ctx)
+	if err != nil || string(it.Data()) != want {
+		t.Fatalf("TakeItem = %v, %v; want %s", it, err, want)
+	}
+	if err := it.Ack(ctx); err != nil {
+		t.Fatalf("Ack of %s = %v", want, err)
+	}
+}
+
+// has: one of evs is of type typ.
+func has(evs []events.Event, typ events.Type) bool {
+	return slices.ContainsFunc(evs, func(e events.Event) bool { return e.Type == typ })
+}
+
 // An Ack claims the next item in its own multi, for the handle's next
 // TakeItem: when Ack returns the next item is claimed, other consumers
 // pass it by, and the next TakeItem gets it. With nothing next, Ack claims
@@ -39,13 +56,7 @@ func TestAckClaimsAhead(t *testing.T) {
 		q := newQueue(t, c, path, queue.WithID("q"))
 		offer(t, ctx, q, "a", "b", "c")
 		rec := testkit.Record(t, q)
-		it, err := q.TakeItem(ctx)
-		if err != nil || string(it.Data()) != "a" {
-			t.Fatalf("TakeItem = %v, %v", it, err)
-		}
-		if err := it.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
+		takeAck(t, ctx, q, "a")
 		kids := children(t, c, path)
 		if len(kids) != 2 || claimOf(t, ctx, c, path, kids[0]) != "q" {
 			t.Fatalf("after the Ack: items %v, the first claimed by %q; want b claimed by q", kids, claimOf(t, ctx, c, path, kids[0]))
@@ -54,19 +65,13 @@ func TestAckClaimsAhead(t *testing.T) {
 		if got, err := other.Poll(ctx); err != nil || string(got) != "c" {
 			t.Fatalf("another consumer's Poll = %q, %v; want c (b is claimed)", got, err)
 		}
-		it, err = q.TakeItem(ctx)
-		if err != nil || string(it.Data()) != "b" {
-			t.Fatalf("TakeItem after the Ack = %v, %v; want b", it, err)
-		}
-		if err := it.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
+		takeAck(t, ctx, q, "b")
 		if kids := children(t, c, path); len(kids) != 0 {
 			t.Fatalf("left %v", kids)
 		}
 		rec.WaitFor(t, events.Acked)
 		rec.WaitFor(t, events.Acked)
-		if slices.ContainsFunc(rec.Events(), func(e events.Event) bool { return e.Type == events.Nacked || e.Type == events.Redelivered }) {
+		if has(rec.Events(), events.Nacked) || has(rec.Events(), events.Redelivered) {
 			t.Fatalf("events %v: nothing was nacked or delivered again", rec.Events())
 		}
 	})
@@ -83,34 +88,15 @@ func TestClaimAheadGivenBack(t *testing.T) {
 		q := newQueue(t, c, path, queue.WithClaimAhead(20*time.Millisecond))
 		rec := testkit.Record(t, q)
 		offer(t, ctx, q, "a", "b")
-		it, err := q.TakeItem(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := it.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
-		other := newQueue(t, tg.Connect(t), path)
-		it, err = other.TakeItem(ctx) // waits for the give-back
-		if err != nil || string(it.Data()) != "b" {
-			t.Fatalf("the other consumer's TakeItem = %v, %v; want b", it, err)
-		}
-		if err := it.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if slices.ContainsFunc(rec.Events(), func(e events.Event) bool { return e.Type == events.Nacked }) {
+		takeAck(t, ctx, q, "a")
+		takeAck(t, ctx, newQueue(t, tg.Connect(t), path), "b") // waits for the give-back
+		if has(rec.Events(), events.Nacked) {
 			t.Fatalf("events %v: a claim ahead given back is not a nack", rec.Events())
 		}
 
 		// Close gives the claim ahead back.
 		offer(t, ctx, q, "c", "d")
-		it, err = q.TakeItem(ctx)
-		if err != nil || string(it.Data()) != "c" {
-			t.Fatalf("TakeItem = %v, %v; want c", it, err)
-		}
-		if err := it.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
+		takeAck(t, ctx, q, "c")
 		if err := q.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -122,13 +108,7 @@ func TestClaimAheadGivenBack(t *testing.T) {
 		// Off: nothing is claimed ahead.
 		off := newQueue(t, c, path, queue.WithClaimAhead(0))
 		offer(t, ctx, off, "e")
-		it, err = off.TakeItem(ctx)
-		if err != nil || string(it.Data()) != "d" {
-			t.Fatalf("TakeItem = %v, %v; want d", it, err)
-		}
-		if err := it.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
+		takeAck(t, ctx, off, "d")
 		if kids := children(t, c, path); len(kids) != 1 || claimOf(t, ctx, c, path, kids[0]) != "" {
 			t.Fatalf("with WithClaimAhead(0), after the Ack: %v, want e unclaimed", kids)
 		}
@@ -145,42 +125,25 @@ func TestClaimAheadLostWithTheSession(t *testing.T) {
 		q := newQueue(t, c, path, queue.WithClaimAhead(time.Hour))
 		rec := testkit.Record(t, q)
 		offer(t, ctx, q, "a", "b")
-		it, err := q.TakeItem(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := it.Ack(ctx); err != nil {
-			t.Fatal(err)
+		takeAck(t, ctx, q, "a")
+		if kids := children(t, c, path); len(kids) != 1 || claimOf(t, ctx, c, path, kids[0]) == "" {
+			t.Fatalf("after the Ack: %v, want b claimed", kids)
 		}
 		other := newQueue(t, tg.Connect(t), path, queue.WithClaimAhead(0))
 		got := make(chan *queue.Item, 1)
 		go func() {
-			it, err := other.TakeItem(ctx)
-			if err != nil {
-				t.Error(err)
-			}
+			it, _ := other.TakeItem(ctx) // waits for the claim to go with the session
 			got <- it
 		}()
-		if kids := children(t, c, path); len(kids) != 1 || claimOf(t, ctx, c, path, kids[0]) == "" {
-			t.Fatalf("after the Ack: %v, want b claimed", kids)
-		}
 		tg.Expire(t, c)
-		again := <-got
-		if again == nil || string(again.Data()) != "b" {
-			t.Fatalf("the other consumer got %v, want b", again)
-		}
-		if err := again.Ack(ctx); err != nil {
+		if it := <-got; it == nil || string(it.Data()) != "b" {
+			t.Fatalf("the other consumer got %v, want b", it)
+		} else if err := it.Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
 		rec.WaitFor(t, events.Lost) // the handle knows its session ended
 		offer(t, ctx, q, "c")
-		it, err = q.TakeItem(ctx)
-		if err != nil || string(it.Data()) != "c" {
-			t.Fatalf("TakeItem on the next session = %v, %v; want c", it, err)
-		}
-		if err := it.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
+		takeAck(t, ctx, q, "c")
 		if kids := children(t, c, path); len(kids) != 0 {
 			t.Fatalf("left %v", kids)
 		}

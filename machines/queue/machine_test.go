@@ -68,6 +68,17 @@ func (tr *transcript) claimHead() {
 	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
 }
 
+// claimAheadB has the Ack (req 2) of the head claimed by claimHead claim
+// qn-0000000002 ahead, its data "b" read behind the claim (commands 4 and
+// 5): the item waits for a TakeItem (WaitAhead, command 6).
+func (tr *transcript) claimAheadB() {
+	tr.claimHead()
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Ahead: true})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+}
+
 // replies returns the replies of out to req.
 func replied(out runtime.Output[Command], req uint64) (runtime.Reply, bool) {
 	for _, r := range out.Replies {
@@ -542,11 +553,7 @@ func TestTranscriptAckClaimsAhead(t *testing.T) {
 // it again as a first delivery (no REDELIVERED: it was never out).
 func TestTranscriptClaimAheadGivenBack(t *testing.T) {
 	tr := newTranscript(t)
-	tr.claimHead()
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Ahead: true})
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
-	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+	tr.claimAheadB()
 	out := tr.step(aheadWaited{Cmd: 6})
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000002" || !ends[0].Nack {
 		t.Fatalf("the wait's end: %v, want the claim of qn-0000000002 given back", out.Commands)
@@ -593,11 +600,7 @@ func TestTranscriptTakeDuringTheClaimAhead(t *testing.T) {
 // no NACKED event.
 func TestTranscriptClaimAheadAcrossSessionsAndClose(t *testing.T) {
 	tr := newTranscript(t)
-	tr.claimHead()
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Ahead: true})
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
-	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+	tr.claimAheadB()
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	tr.step(listed{Cmd: 7, Children: []string{"qn-0000000002", "qn-0000000003"}, Watched: true})
@@ -636,11 +639,7 @@ func TestTranscriptClaimAheadAcrossSessionsAndClose(t *testing.T) {
 // and gets it once the same session is back.
 func TestTranscriptClaimAheadWhileDisconnected(t *testing.T) {
 	tr := newTranscript(t)
-	tr.claimHead()
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Ahead: true})
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
-	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+	tr.claimAheadB()
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	if out := tr.step(takeCall{Req: 3, Kind: kindClaim}); len(out.Replies) != 0 {
 		t.Fatalf("TakeItem while disconnected got %+v, want it to wait", out.Replies)
