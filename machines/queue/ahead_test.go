@@ -149,3 +149,30 @@ func TestClaimAheadLostWithTheSession(t *testing.T) {
 		}
 	})
 }
+
+// The handle's own Peek and Poll see the item it claimed ahead: its claim
+// is given back at once, and they find it like any other item.
+func TestPlainCallsSeeTheItemClaimedAhead(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/ahead/plain"
+		q := newQueue(t, c, path, queue.WithClaimAhead(time.Hour))
+		offer(t, ctx, q, "a", "b")
+		takeAck(t, ctx, q, "a")
+		if got, err := q.Peek(ctx); err != nil || string(got) != "b" {
+			t.Fatalf("Peek after the Ack = %q, %v; want b", got, err)
+		}
+		if got, err := q.Poll(ctx); err != nil || string(got) != "b" {
+			t.Fatalf("Poll = %q, %v; want b", got, err)
+		}
+		offer(t, ctx, q, "c", "d")
+		takeAck(t, ctx, q, "c")
+		if got, err := q.Poll(ctx); err != nil || string(got) != "d" {
+			t.Fatalf("Poll after the Ack = %q, %v; want d", got, err)
+		}
+		if kids := children(t, c, path); len(kids) != 0 {
+			t.Fatalf("left %v", kids)
+		}
+	})
+}

@@ -233,6 +233,9 @@ func (m *Machine) Step(in Input) out {
 		if i.Kind == kindClaim && m.takeAhead(&o, i.Req) {
 			break
 		}
+		if i.Kind != kindClaim {
+			m.giveAheadBack(&o) // a plain take, poll or peek: it comes to it like any other item
+		}
 		m.takers = append(m.takers, &taker{req: i.Req, kind: i.Kind})
 	case offerCall:
 		if m.closing != 0 {
@@ -356,6 +359,9 @@ func (m *Machine) pump(o *out) {
 			if !t.fresh {
 				t.wantFresh, m.freshNext = true, true
 				continue
+			}
+			if m.aheadPending() {
+				continue // not empty: the item claimed ahead is on its way back
 			}
 			m.dropTaker(t)
 			m.reply(o, t.req, nil, errs.empty)
@@ -770,11 +776,11 @@ func (m *Machine) deliverClaim(o *out, e *entry) {
 	m.unbind(e)
 	m.dropTaker(t)
 	switch {
-	case t.ahead && !t.withdrawn:
+	case t.ahead && !t.withdrawn && !m.plainWaiting():
 		m.ahead = e
 		m.waitAhead(o)
 		return
-	case t.ahead:
+	case t.ahead: // the handle is closing, or a plain take, poll or peek waits (see giveAheadBack)
 		m.endClaim(o, e.name, ackOp{nack: true, back: true})
 		return
 	case t.withdrawn:
@@ -1002,6 +1008,35 @@ func (m *Machine) aheadWaited(o *out, i aheadWaited) {
 		m.ahead = nil
 		m.endClaim(o, e.name, ackOp{nack: true, back: true})
 	}
+}
+
+// giveAheadBack gives back the item claimed ahead, now: a plain take,
+// poll or peek came, which a claimed item is hidden from. (While the
+// connection is down it stays until its wait ends; see aheadWaited.)
+func (m *Machine) giveAheadBack(o *out) {
+	if e := m.ahead; e != nil && m.connected {
+		m.ahead = nil
+		m.endClaim(o, e.name, ackOp{nack: true, back: true})
+	}
+}
+
+// plainWaiting: a take, poll or peek waits.
+func (m *Machine) plainWaiting() bool {
+	return slices.ContainsFunc(m.takers, func(w *taker) bool { return w.kind != kindClaim })
+}
+
+// aheadPending: an item claimed ahead is held, or its claim or its
+// give-back is in flight.
+func (m *Machine) aheadPending() bool {
+	if m.ahead != nil || slices.ContainsFunc(m.takers, func(w *taker) bool { return w.ahead }) {
+		return true
+	}
+	for _, a := range m.acks {
+		if a.back {
+			return true
+		}
+	}
+	return false
 }
 
 // waitAhead starts the wait of the item claimed ahead.

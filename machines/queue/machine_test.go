@@ -653,3 +653,24 @@ func TestTranscriptClaimAheadWhileDisconnected(t *testing.T) {
 	}
 	tr.Check("claim_ahead_while_disconnected")
 }
+
+// A Poll on the handle that holds an item claimed ahead does not find the
+// queue empty: the claim is given back at once, and the Poll then takes
+// the item like any other, with a plain delete.
+func TestTranscriptPollGetsTheItemClaimedAhead(t *testing.T) {
+	tr := newTranscript(t)
+	tr.claimAheadB()
+	out := tr.step(takeCall{Req: 3, Kind: kindPoll})
+	if ends := commands[endClaim](out); len(ends) != 1 || !ends[0].Nack || len(out.Replies) != 0 {
+		t.Fatalf("Poll: %+v, want the claim ahead given back and no answer yet", out)
+	}
+	out = tr.step(acked{Cmd: 7, Name: "qn-0000000002"})
+	if rm := commands[removeItem](out); len(rm) != 1 || rm[0].Name != "qn-0000000002" || len(out.Replies) != 0 {
+		t.Fatalf("the give-back's reply: %+v, want the Poll's delete of qn-0000000002", out)
+	}
+	out = tr.step(removed{Cmd: commands[removeItem](out)[0].Cmd, Name: "qn-0000000002"})
+	if r, ok := replied(out, 3); !ok || r.Err != nil || string(r.Value.(taken).Data) != "b" {
+		t.Fatalf("Poll = %+v, want b", out.Replies)
+	}
+	tr.Check("poll_gets_the_item_claimed_ahead")
+}

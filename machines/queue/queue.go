@@ -144,9 +144,11 @@ func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.clos
 // item instead of two. That item is held for this handle: the next
 // TakeItem gets it at once, and when none comes within d its claim is
 // given back (no NACKED event: it was never out) and any consumer may
-// take it. Meanwhile other consumers pass it by, as they do any claimed
-// item, and if the session ends it comes again like every claim. Nack
-// claims nothing ahead. Default DefaultClaimAhead; 0 turns it off.
+// take it; the handle's own Take, Poll or Peek gives it back at once and
+// then finds it like any other item. Meanwhile other consumers pass it by,
+// as they do any claimed item, and if the session ends it comes again
+// like every claim. Nack claims nothing ahead. Default DefaultClaimAhead;
+// 0 turns it off.
 func WithClaimAhead(d time.Duration) Option { return func(o *options) { o.claimAhead = d } }
 
 // DefaultClaimAhead is how long an item claimed ahead waits for a
