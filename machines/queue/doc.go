@@ -56,7 +56,8 @@
 // its next call, and Ack for the handle's next TakeItem, which gets it at
 // once; an item an Ack claimed ahead and no TakeItem took within
 // WithClaimAhead's time is given back (other consumers see that as they
-// see a nack: REDELIVERED). If the next item was taken or claimed by
+// see a nack: REDELIVERED), and so is one the handle's own Take, Poll or
+// Peek would see. If the next item was taken or claimed by
 // another consumer first, nothing of the multi is applied, and the ack is
 // sent again alone. When the consumer's session ends, its claims go with
 // it and the items are delivered again (REDELIVERED). An Ack or Nack asked
