@@ -234,7 +234,9 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 			}
 			runtime.Fail(span, err, "handler")
 			span.End()
-			r := handled{Cmd: c.Cmd, Tx: c.Tx, Cancelled: hctx.Err() != nil || ctx.Err() != nil}
+			// A handler that returned nil did its work, even when Serve's
+			// ctx ended meanwhile: only a failure then counts as cut short.
+			r := handled{Cmd: c.Cmd, Tx: c.Tx, Cancelled: err != nil && (hctx.Err() != nil || ctx.Err() != nil)}
 			if err != nil {
 				r.Err = fmt.Errorf("twophase: handler: %w", err)
 			}

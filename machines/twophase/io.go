@@ -152,7 +152,10 @@ type decided struct {
 }
 
 // handled is the reply to handle: the handler's Commit or Abort returned
-// (Err), or was cut short by the end of Serve's ctx (Cancelled).
+// (Err), or failed after the end of Serve's ctx (Cancelled: it is called
+// again). One that returned nil is handled, whenever it returned: taken
+// for cut short, it was called again at once by a step that came before
+// the end of serving (TestOtelPropose's third commit span, seen in CI).
 type handled struct {
 	Cmd       uint64
 	Tx        string
