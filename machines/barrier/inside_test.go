@@ -38,8 +38,7 @@ func TestInsideCountsTheMemberThatMadeReady(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		do := func(ctx context.Context, _ string, f func(context.Context) error) error { return f(ctx) }
-		in, err := d.inside(ctx, do, []string{"a-1", "b-1"}, st.Czxid)
+		in, err := d.inside(ctx, direct, []string{"a-1", "b-1"}, st.Czxid)
 		if err != nil || !slices.Equal(in, []string{"a-1", "b-1"}) {
 			t.Fatalf("inside = %v, %v; want both members", in, err)
 		}

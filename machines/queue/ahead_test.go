@@ -66,9 +66,7 @@ func TestAckClaimsAhead(t *testing.T) {
 			t.Fatalf("another consumer's Poll = %q, %v; want c (b is claimed)", got, err)
 		}
 		takeAck(t, ctx, q, "b")
-		if kids := children(t, c, path); len(kids) != 0 {
-			t.Fatalf("left %v", kids)
-		}
+		nothingLeft(t, c, path)
 		rec.WaitFor(t, events.Acked)
 		rec.WaitFor(t, events.Acked)
 		if has(rec.Events(), events.Nacked) || has(rec.Events(), events.Redelivered) {
@@ -144,9 +142,7 @@ func TestClaimAheadLostWithTheSession(t *testing.T) {
 		rec.WaitFor(t, events.Lost) // the handle knows its session ended
 		offer(t, ctx, q, "c")
 		takeAck(t, ctx, q, "c")
-		if kids := children(t, c, path); len(kids) != 0 {
-			t.Fatalf("left %v", kids)
-		}
+		nothingLeft(t, c, path)
 	})
 }
 
@@ -171,8 +167,6 @@ func TestPlainCallsSeeTheItemClaimedAhead(t *testing.T) {
 		if got, err := q.Poll(ctx); err != nil || string(got) != "d" {
 			t.Fatalf("Poll after the Ack = %q, %v; want d", got, err)
 		}
-		if kids := children(t, c, path); len(kids) != 0 {
-			t.Fatalf("left %v", kids)
-		}
+		nothingLeft(t, c, path)
 	})
 }

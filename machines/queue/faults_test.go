@@ -35,9 +35,7 @@ func TestTakeDeleteReplyLost(t *testing.T) {
 		if got := take(t, ctx, q); got != "b" {
 			t.Fatalf("next Take = %q, want b", got)
 		}
-		if kids := children(t, c, path); len(kids) != 0 {
-			t.Fatalf("left %v", kids)
-		}
+		nothingLeft(t, c, path)
 	})
 }
 
@@ -63,9 +61,7 @@ func TestClaimReplyLost(t *testing.T) {
 		if err := it.Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if kids := children(t, c, path); len(kids) != 0 {
-			t.Fatalf("left %v", kids)
-		}
+		nothingLeft(t, c, path)
 	})
 }
 
@@ -87,9 +83,7 @@ func TestAckReplyLost(t *testing.T) {
 			t.Fatalf("Ack with its reply lost = %v", err)
 		}
 		<-f.Fired()
-		if kids := children(t, c, path); len(kids) != 0 {
-			t.Fatalf("left %v", kids)
-		}
+		nothingLeft(t, c, path)
 	})
 }
 
@@ -135,9 +129,7 @@ func TestSessionExpiryGivesTheItemBack(t *testing.T) {
 		if err := again.Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if kids := children(t, c, path); len(kids) != 0 {
-			t.Fatalf("left %v", kids)
-		}
+		nothingLeft(t, c, path)
 	})
 }
 
@@ -292,9 +284,7 @@ func TestAckAppliedThenSessionLost(t *testing.T) {
 		if errors.Is(err, queue.ErrClaimLost) || !errors.Is(err, queue.ErrUncertain) {
 			t.Fatalf("Ack applied, then the session ended: %v, want ErrUncertain", err)
 		}
-		if kids := children(t, c, path); len(kids) != 0 {
-			t.Fatalf("left %v", kids)
-		}
+		nothingLeft(t, c, path)
 	})
 }
 
@@ -325,9 +315,7 @@ func TestConsumeJointReplyLost(t *testing.T) {
 		if !slices.Equal(got, []string{"a", "b", "c"}) {
 			t.Fatalf("handled %v, want a, b, c once each", got)
 		}
-		if kids := children(t, c, path); len(kids) != 0 {
-			t.Fatalf("left %v", kids)
-		}
+		nothingLeft(t, c, path)
 	})
 }
 

@@ -57,9 +57,17 @@ type ackCall struct {
 	Name    string
 	Session int64
 	Nack    bool
-	Next    bool // the same multi claims the next item, for this call (Consume's)
-	Ahead   bool // the same multi claims the next item, for the next TakeItem (Ack's; see claimAhead)
+	Next    nextClaim // what the same multi claims besides
 }
+
+// nextClaim is what an ack's or nack's multi claims besides.
+type nextClaim uint8
+
+const (
+	claimNothing nextClaim = iota
+	claimForCall           // the next item, for this call (Consume's; see joinNext)
+	claimAheadOf           // the next item, for the handle's next TakeItem (Ack's; see claimAhead)
+)
 
 // cancelReq withdraws call Req: its caller stopped waiting.
 type cancelReq struct{ Req uint64 }
@@ -207,10 +215,10 @@ func (i ackCall) String() string {
 	if i.Nack {
 		verb = "Nack"
 	}
-	if i.Next {
+	switch i.Next {
+	case claimForCall:
 		verb += "+Next"
-	}
-	if i.Ahead {
+	case claimAheadOf:
 		verb += "+Ahead"
 	}
 	return fmt.Sprintf("%s req=%d item=%s session=%#x", verb, i.Req, i.Name, i.Session)

@@ -899,8 +899,8 @@ func (m *Machine) ack(o *out, i ackCall) {
 		m.reply(o, i.Req, nil, fmt.Errorf("%w: %s: an ack or nack is in flight", ErrAcked, m.node(i.Name)))
 	case !m.connected:
 		m.heldAcks = append(m.heldAcks, i)
-	case i.Next && m.joinNext(o, i):
-	case i.Ahead && !i.Nack && m.claimAhead(o, i):
+	case i.Next == claimForCall && m.joinNext(o, i):
+	case i.Next == claimAheadOf && !i.Nack && m.claimAhead(o, i):
 	default:
 		m.endClaim(o, i.Name, ackOp{req: i.Req, nack: i.Nack})
 	}
@@ -926,7 +926,7 @@ func (m *Machine) joinNext(o *out, i ackCall) bool {
 // NACKED event: it was never out. Meanwhile no other consumer can take it,
 // as with any claim. Not when a claim ahead is already out or in flight.
 func (m *Machine) claimAhead(o *out, i ackCall) bool {
-	if m.cfg.ClaimAhead <= 0 || m.ahead != nil || slices.ContainsFunc(m.takers, func(t *taker) bool { return t.ahead }) {
+	if m.cfg.ClaimAhead <= 0 || m.ahead != nil || m.aheadInFlight() != nil {
 		return false
 	}
 	return m.claimNext(o, i, &taker{kind: kindClaim, ahead: true})
@@ -968,13 +968,22 @@ func (m *Machine) takeAhead(o *out, req uint64) bool {
 		m.handOut(o, e, req)
 		return true
 	}
-	for _, t := range m.takers {
-		if t.ahead && !t.withdrawn {
-			t.ahead, t.req = false, req
-			return true
-		}
+	if t := m.aheadInFlight(); t != nil && !t.withdrawn {
+		t.ahead, t.req = false, req
+		return true
 	}
 	return false
+}
+
+// aheadInFlight is the claim ahead whose multi or read is in flight (nil:
+// none).
+func (m *Machine) aheadInFlight() *taker {
+	for _, t := range m.takers {
+		if t.ahead {
+			return t
+		}
+	}
+	return nil
 }
 
 // aheadToTaker gives the item claimed ahead to the first TakeItem that
@@ -1028,7 +1037,7 @@ func (m *Machine) plainWaiting() bool {
 // aheadPending: an item claimed ahead is held, or its claim or its
 // give-back is in flight.
 func (m *Machine) aheadPending() bool {
-	if m.ahead != nil || slices.ContainsFunc(m.takers, func(w *taker) bool { return w.ahead }) {
+	if m.ahead != nil || m.aheadInFlight() != nil {
 		return true
 	}
 	for _, a := range m.acks {

@@ -73,7 +73,7 @@ func (tr *transcript) claimHead() {
 // 5): the item waits for a TakeItem (WaitAhead, command 6).
 func (tr *transcript) claimAheadB() {
 	tr.claimHead()
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Ahead: true})
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
 	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
 	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
 	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
@@ -399,7 +399,7 @@ func TestTranscriptAckHeldWhileDisconnected(t *testing.T) {
 func TestTranscriptAckClaimsNextInOneMulti(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimHead()
-	out := tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: true})
+	out := tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimForCall})
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "qn-0000000002" {
 		t.Fatalf("the ack's commands %v, want one EndClaim with the next claim", out.Commands)
 	}
@@ -410,7 +410,7 @@ func TestTranscriptAckClaimsNextInOneMulti(t *testing.T) {
 		t.Fatalf("the joint call = %+v, want acked and item b", out.Replies)
 	}
 	// Nothing next in the cache: the ack alone, answered with no item.
-	out = tr.step(ackCall{Req: 3, Name: "qn-0000000002", Session: sess, Next: true})
+	out = tr.step(ackCall{Req: 3, Name: "qn-0000000002", Session: sess, Next: claimForCall})
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "" {
 		t.Fatalf("the ack's commands %v, want one EndClaim alone", out.Commands)
 	}
@@ -425,7 +425,7 @@ func TestTranscriptAckClaimsNextInOneMulti(t *testing.T) {
 func TestTranscriptJointClaimLostToAnother(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimHead()
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: true})
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimForCall})
 	if out := tr.step(acked{Cmd: 4, Name: "qn-0000000001", Err: errNotApplied}); len(out.Replies) != 0 {
 		t.Fatalf("answered before the ack went through: %v", out.Replies)
 	}
@@ -447,7 +447,7 @@ func TestTranscriptNoJointClaimWhileClosing(t *testing.T) {
 	tr.claimHead()
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	tr.step(shutdown{Req: 2})
-	tr.step(ackCall{Req: 3, Name: "qn-0000000001", Session: sess, Next: true})
+	tr.step(ackCall{Req: 3, Name: "qn-0000000001", Session: sess, Next: claimForCall})
 	out := tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "" || ends[0].Nack {
 		t.Fatalf("commands %v, want the ack alone", out.Commands)
@@ -496,7 +496,7 @@ func TestTranscriptStaleCheckDuringANewClaim(t *testing.T) {
 func TestTranscriptNoClaimWhileItsAckIsInFlight(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimHead()
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: true}) // cmd 4, read cmd 5
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimForCall}) // cmd 4, read cmd 5
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	tr.step(listed{Cmd: 6, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
@@ -521,7 +521,7 @@ func TestTranscriptNoClaimWhileItsAckIsInFlight(t *testing.T) {
 func TestTranscriptAckClaimsAhead(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimHead()
-	out := tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Ahead: true})
+	out := tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "qn-0000000002" {
 		t.Fatalf("the ack's commands %v, want one EndClaim with the next claim", out.Commands)
 	}
@@ -541,7 +541,7 @@ func TestTranscriptAckClaimsAhead(t *testing.T) {
 		t.Fatalf("the wait's end after the item was taken: %+v, want nothing", out)
 	}
 	// Nothing next in the cache: the ack alone.
-	out = tr.step(ackCall{Req: 4, Name: "qn-0000000002", Session: sess, Ahead: true})
+	out = tr.step(ackCall{Req: 4, Name: "qn-0000000002", Session: sess, Next: claimAheadOf})
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "" {
 		t.Fatalf("the ack's commands %v, want one EndClaim alone", out.Commands)
 	}
@@ -581,7 +581,7 @@ func TestTranscriptClaimAheadGivenBack(t *testing.T) {
 func TestTranscriptTakeDuringTheClaimAhead(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimHead()
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Ahead: true})
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
 	if out := tr.step(takeCall{Req: 3, Kind: kindClaim}); len(out.Commands) != 0 {
 		t.Fatalf("TakeItem during the claim ahead sent %v, want nothing", out.Commands)
 	}
@@ -616,7 +616,7 @@ func TestTranscriptClaimAheadAcrossSessionsAndClose(t *testing.T) {
 	} else if r.Value.(taken).Session != sess+1 {
 		t.Fatalf("claim session %#x, want the new one", r.Value.(taken).Session)
 	}
-	out = tr.step(ackCall{Req: 4, Name: "qn-0000000002", Session: sess + 1, Ahead: true})
+	out = tr.step(ackCall{Req: 4, Name: "qn-0000000002", Session: sess + 1, Next: claimAheadOf})
 	end := commands[endClaim](out)[0]
 	tr.step(acked{Cmd: end.Cmd, Name: "qn-0000000002"})
 	tr.step(claimed{Cmd: end.Cmd, Name: "qn-0000000003"})

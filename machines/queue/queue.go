@@ -446,15 +446,6 @@ func (it *Item) Nack(ctx context.Context) error {
 	return err
 }
 
-// nextClaim is what an ack's or nack's multi claims besides.
-type nextClaim uint8
-
-const (
-	claimNothing nextClaim = iota
-	claimForCall           // the next item, returned by end (Consume's)
-	claimAheadOf           // the next item, for the handle's next TakeItem (Ack's; see WithClaimAhead)
-)
-
 // end acks or nacks the item. With claimForCall, the same multi claims
 // the item TakeItem would get now, if the handle's cache has one, and end
 // returns it (nil: none; take one with TakeItem), even when the ack
@@ -473,7 +464,7 @@ func (it *Item) end(ctx context.Context, nack bool, next nextClaim) (*Item, erro
 		runtime.AttrNode.String(it.Node()))...)
 	defer span.End()
 	a, err := it.q.shell.Do(ctx, func(req uint64) Input {
-		return ackCall{Req: req, Name: it.name, Session: it.session, Nack: nack, Next: next == claimForCall, Ahead: next == claimAheadOf}
+		return ackCall{Req: req, Name: it.name, Session: it.session, Nack: nack, Next: next}
 	})
 	if err == nil || errors.Is(err, ErrClaimLost) {
 		it.done = true

@@ -67,6 +67,14 @@ func children(t *testing.T, c zk.Conn, path string) []string {
 	return kids
 }
 
+// nothingLeft fails the test if any item is left under path.
+func nothingLeft(t *testing.T, c zk.Conn, path string) {
+	t.Helper()
+	if kids := children(t, c, path); len(kids) != 0 {
+		t.Fatalf("left %v", kids)
+	}
+}
+
 func TestOfferTakeInOrder(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := ctxT(t)
@@ -273,9 +281,7 @@ func TestAckNack(t *testing.T) {
 		if err := again.Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if kids := children(t, c, path); len(kids) != 0 {
-			t.Fatalf("left %v", kids)
-		}
+		nothingLeft(t, c, path)
 	})
 }
 
