@@ -986,6 +986,28 @@ func (m *Machine) aheadInFlight() *taker {
 	return nil
 }
 
+// dropAheadInFlight drops, as its session ends, the claim ahead still in
+// flight: its claim goes with the session and no call waits for it. Kept,
+// it would be claimed again on the next session once its read came back,
+// and hold the item from every other consumer until its wait ended. When
+// its multi is still out, the multi's reply unbinds it (a claim whose
+// session is unknown is checked, then found not ours), and pump drops it.
+func (m *Machine) dropAheadInFlight() {
+	t := m.aheadInFlight()
+	if t == nil {
+		return
+	}
+	t.withdrawn = true
+	if e := t.entry; e != nil {
+		if e.busy || m.uncert[e.name] {
+			return
+		}
+		e.mine = false // never out: not a redelivery when it comes again
+		m.unbind(e)
+	}
+	m.dropTaker(t)
+}
+
 // aheadToTaker gives the item claimed ahead to the first TakeItem that
 // came while the connection was down, now that the same session is back.
 func (m *Machine) aheadToTaker(o *out) {
@@ -1228,6 +1250,7 @@ func (m *Machine) sessionLost(o *out) {
 	if m.ahead != nil {
 		m.ahead.mine, m.ahead = false, nil // never out: not a redelivery when it comes again
 	}
+	m.dropAheadInFlight()
 	for _, e := range m.order {
 		if e.mine || e.others {
 			e.again = true // it comes again, claimed by no one

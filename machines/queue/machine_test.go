@@ -674,3 +674,33 @@ func TestTranscriptPollGetsTheItemClaimedAhead(t *testing.T) {
 	}
 	tr.Check("poll_gets_the_item_claimed_ahead")
 }
+
+// A claim ahead whose read had not come back when the session ended is
+// dropped: its claim went with the session and no call waits for it. It is
+// not made again on the next session, where it would hold the item from
+// every other consumer for as long as the handle waits for a TakeItem.
+func TestTranscriptClaimAheadReadLostWithTheSession(t *testing.T) {
+	tr := newTranscript(t)
+	tr.claimHead()
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Err: zk.ErrSessionExpired})
+	connected := tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	out := tr.step(listed{Cmd: commands[listItems](connected)[0].Cmd, Children: []string{"qn-0000000002"}, Watched: true})
+	if n := len(commands[readItem](connected)) + len(commands[claimItem](out)) + len(commands[readItem](out)); n != 0 {
+		t.Fatalf("the next session: %v, then %v; want no claim nor read for the claim ahead gone with the session", connected.Commands, out.Commands)
+	}
+	out = tr.step(takeCall{Req: 3, Kind: kindClaim})
+	claim, read := commands[claimItem](out), commands[readItem](out)
+	if len(claim) != 1 || claim[0].Name != "qn-0000000002" {
+		t.Fatalf("TakeItem on the new session: %v, want a claim of qn-0000000002", out.Commands)
+	}
+	tr.step(claimed{Cmd: claim[0].Cmd, Name: "qn-0000000002"})
+	out = tr.step(dataRead{Cmd: read[0].Cmd, Name: "qn-0000000002", Data: []byte("b")})
+	if _, ok := replied(out, 3); !ok || slices.ContainsFunc(out.Events, func(e events.Event) bool { return e.Type == events.Redelivered }) {
+		t.Fatalf("TakeItem: %+v, want item b, not as a redelivery", out)
+	}
+	tr.Check("claim_ahead_read_lost_with_the_session")
+}
