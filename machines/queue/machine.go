@@ -351,6 +351,9 @@ func (m *Machine) pump(o *out) {
 			m.reply(o, t.req, nil, nil)
 			continue
 		}
+		if m.nackInFlight() {
+			continue // its item goes back to its place, before the one t would get now
+		}
 		e := m.candidate(t)
 		switch {
 		case e == nil && (!m.listed || m.stale || m.listing):
@@ -938,7 +941,7 @@ func (m *Machine) claimAhead(o *out, i ackCall) bool {
 // when it has a priority (choosing one needs a listing after a sync
 // first), or once the machine is shutting down.
 func (m *Machine) claimNext(o *out, i ackCall, t *taker) bool {
-	if m.closing != 0 {
+	if m.closing != 0 || m.nackInFlight() {
 		return false
 	}
 	e := m.candidate(t)
@@ -1054,6 +1057,20 @@ func (m *Machine) giveAheadBack(o *out) {
 // plainWaiting: a take, poll or peek waits.
 func (m *Machine) plainWaiting() bool {
 	return slices.ContainsFunc(m.takers, func(w *taker) bool { return w.kind != kindClaim })
+}
+
+// nackInFlight: a nack or give-back of ours is in flight. Its item goes
+// back to its place in the queue, before the items a take would get now
+// (the claim ahead given back when its wait ends, while the handle's next
+// TakeItem comes late): until it is back, takes and claims wait, or they
+// would hand the items out of order.
+func (m *Machine) nackInFlight() bool {
+	for _, a := range m.acks {
+		if a.nack {
+			return true
+		}
+	}
+	return false
 }
 
 // aheadPending: an item claimed ahead is held, or its claim or its

@@ -704,3 +704,51 @@ func TestTranscriptClaimAheadReadLostWithTheSession(t *testing.T) {
 	}
 	tr.Check("claim_ahead_read_lost_with_the_session")
 }
+
+// A TakeItem that comes while the claim ahead is being given back waits
+// for the give-back: the item goes back to its place at the head, and a
+// take of the next one meanwhile would hand the items out of order.
+func TestTranscriptTakeWaitsForTheGiveBack(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002", "qn-0000000003"}, Watched: true})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+	tr.step(aheadWaited{Cmd: 6})
+	if out := tr.step(takeCall{Req: 3, Kind: kindClaim}); len(commands[claimItem](out))+len(commands[endClaim](out)) != 0 {
+		t.Fatalf("TakeItem during the give-back: %v, want it to wait for the give-back", out.Commands)
+	}
+	out := tr.step(acked{Cmd: 7, Name: "qn-0000000002"})
+	if claim := commands[claimItem](out); len(claim) != 1 || claim[0].Name != "qn-0000000002" {
+		t.Fatalf("the give-back's reply: %v, want the claim of qn-0000000002, the head", out.Commands)
+	}
+	tr.Check("take_waits_for_the_give_back")
+}
+
+// A plain Take on the handle that holds a claim ahead gives the claim back
+// and waits for the give-back before it deletes the head, the item it gave
+// back, not the one after it.
+func TestTranscriptPlainTakeWaitsForTheGiveBack(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002", "qn-0000000003"}, Watched: true})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+	out := tr.step(takeCall{Req: 3, Kind: kindTake})
+	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000002" || len(commands[removeItem](out)) != 0 {
+		t.Fatalf("Take: %v, want the claim ahead given back and no delete yet", out.Commands)
+	}
+	out = tr.step(acked{Cmd: commands[endClaim](out)[0].Cmd, Name: "qn-0000000002"})
+	if rm := commands[removeItem](out); len(rm) != 1 || rm[0].Name != "qn-0000000002" {
+		t.Fatalf("the give-back's reply: %v, want the delete of qn-0000000002, the head", out.Commands)
+	}
+	tr.Check("plain_take_waits_for_the_give_back")
+}
