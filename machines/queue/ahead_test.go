@@ -170,3 +170,32 @@ func TestPlainCallsSeeTheItemClaimedAhead(t *testing.T) {
 		nothingLeft(t, c, path)
 	})
 }
+
+// A TakeItem that comes while the claim ahead is being given back (its
+// wait ended first) gets that item, the head, not the one after it.
+func TestTakeWaitsForTheClaimAheadGivenBack(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		const path = "/queue/ahead/giveback"
+		q := newQueue(t, c, path, queue.WithClaimAhead(20*time.Millisecond))
+		offer(t, ctx, q, "a", "b", "c")
+		f := tg.HoldNextReply(t, c, testkit.OpDelete, path+"/qn-") // the give-back's delete of b's claim
+		takeAck(t, ctx, q, "a")                                    // claims b ahead
+		<-f.Fired()
+		got := make(chan *queue.Item, 1)
+		go func() {
+			it, _ := q.TakeItem(ctx)
+			got <- it
+		}()
+		time.Sleep(50 * time.Millisecond) // the TakeItem reaches the handle while the give-back is held
+		f.Release()
+		if it := <-got; it == nil || string(it.Data()) != "b" {
+			t.Fatalf("TakeItem during the give-back = %v, want b", it)
+		} else if err := it.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		takeAck(t, ctx, q, "c")
+		nothingLeft(t, c, path)
+	})
+}
