@@ -57,7 +57,8 @@
 // once; an item an Ack claimed ahead and no TakeItem took within
 // WithClaimAhead's time is given back (other consumers see that as they
 // see a nack: REDELIVERED), and so is one the handle's own Take, Poll or
-// Peek would see. If the next item was taken or claimed by
+// Peek would see; the handle's takes wait until it is back at its place,
+// so they still take it first. If the next item was taken or claimed by
 // another consumer first, nothing of the multi is applied, and the ack is
 // sent again alone. When the consumer's session ends, its claims go with
 // it and the items are delivered again (REDELIVERED). An Ack or Nack asked
