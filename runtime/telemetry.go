@@ -51,13 +51,19 @@ var durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 // and meter under the recipe's scope, its instruments, and the attributes
 // every span of it carries. A nil *Telemetry makes nothing.
 type Telemetry struct {
-	recipe, path, instance string
-	conn                   zk.Conn
-	tracer                 trace.Tracer
-	meter                  metric.Meter
-	opDuration             metric.Float64Histogram
-	holdDuration           metric.Float64Histogram
+	recipe, path string
+	attrs        []attribute.KeyValue // recipeAttrs, made once
+	conn         zk.Conn
+	tracer       trace.Tracer
+	meter        metric.Meter
+	opDuration   metric.Float64Histogram
+	holdDuration metric.Float64Histogram
+	opAttrs      sync.Map // opKey → metric.MeasurementOption: a request's measurement attributes, made once
 }
+
+// opKey names the attributes of a request's measurement: its operation
+// and, when it failed, its error type.
+type opKey struct{ op, errType string }
 
 // TelemetryConfig says where a recipe instance's telemetry goes.
 type TelemetryConfig struct {
@@ -79,7 +85,7 @@ func NewTelemetry(conn zk.Conn, cfg TelemetryConfig) *Telemetry {
 	if cfg.MeterProvider == nil {
 		cfg.MeterProvider = otel.GetMeterProvider()
 	}
-	t := &Telemetry{recipe: cfg.Recipe, path: cfg.Path, instance: cfg.Instance, conn: conn,
+	t := &Telemetry{recipe: cfg.Recipe, path: cfg.Path, attrs: recipeAttrs(cfg), conn: conn,
 		tracer: cfg.TracerProvider.Tracer(cfg.Scope, trace.WithInstrumentationVersion(cfg.Version)),
 		meter:  cfg.MeterProvider.Meter(cfg.Scope, metric.WithInstrumentationVersion(cfg.Version)),
 	}
@@ -112,12 +118,18 @@ func (t *Telemetry) Recipe() string { return t.recipe }
 func (t *Telemetry) Path() string { return t.path }
 
 // recipeAttrs are on every span and measurement of the instance.
-func (t *Telemetry) recipeAttrs() []attribute.KeyValue {
-	kv := []attribute.KeyValue{AttrDBSystem.String(DBSystem), AttrRecipe.String(t.recipe), AttrPath.String(t.path)}
-	if t.instance != "" {
-		kv = append(kv, AttrInstance.String(t.instance))
+func recipeAttrs(cfg TelemetryConfig) []attribute.KeyValue {
+	kv := []attribute.KeyValue{AttrDBSystem.String(DBSystem), AttrRecipe.String(cfg.Recipe), AttrPath.String(cfg.Path)}
+	if cfg.Instance != "" {
+		kv = append(kv, AttrInstance.String(cfg.Instance))
 	}
 	return kv
+}
+
+// withRecipe returns the instance's attributes followed by attrs, in one
+// new slice.
+func (t *Telemetry) withRecipe(attrs ...attribute.KeyValue) []attribute.KeyValue {
+	return append(append(make([]attribute.KeyValue, 0, len(t.attrs)+len(attrs)), t.attrs...), attrs...)
 }
 
 // Start opens the span of a recipe operation: "<recipe>.<op> <dir>"
@@ -126,7 +138,7 @@ func (t *Telemetry) recipeAttrs() []attribute.KeyValue {
 // with the recipe's attributes and attrs.
 func (t *Telemetry) Start(ctx context.Context, op string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	ctx, span := t.tracer.Start(ctx, t.recipe+"."+op+" "+t.path, trace.WithSpanKind(kind),
-		trace.WithAttributes(append(t.recipeAttrs(), attrs...)...))
+		trace.WithAttributes(t.withRecipe(attrs...)...))
 	if !span.IsRecording() {
 		return ctx, span
 	}
@@ -260,23 +272,38 @@ func (t *Telemetry) Request(ctx context.Context, op string, typ func(error) stri
 	if t == nil {
 		return f(ctx)
 	}
-	attrs := append(t.recipeAttrs(), AttrDBOperation.String(op), AttrSessionID.String(SessionHex(t.conn.SessionID())))
+	attrs := t.withRecipe(AttrDBOperation.String(op), AttrSessionID.String(SessionHex(t.conn.SessionID())))
 	attrs = append(attrs, serverAttrs(t.conn)...)
 	start := time.Now()
 	ctx, span := t.startRequest(ctx, op+" "+t.path, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	err := f(ctx)
-	mattrs := []attribute.KeyValue{AttrDBSystem.String(DBSystem), AttrDBOperation.String(op), AttrRecipe.String(t.recipe)}
+	key := opKey{op: op}
 	switch {
 	case err == nil:
 	case expected(ctx, err):
 		span.SetAttributes(AttrResult.String(typ(err)))
 	default:
-		Fail(span, err, typ(err))
-		mattrs = append(mattrs, AttrErrorType.String(typ(err)))
+		key.errType = typ(err)
+		Fail(span, err, key.errType)
 	}
 	span.End()
-	t.opDuration.Record(context.WithoutCancel(ctx), time.Since(start).Seconds(), metric.WithAttributes(mattrs...))
+	t.opDuration.Record(context.WithoutCancel(ctx), time.Since(start).Seconds(), t.measurement(key))
 	return err
+}
+
+// measurement is the attribute set of a request's duration: the same few
+// for every request, so made once each (a set is sorted and allocated, on
+// every request otherwise).
+func (t *Telemetry) measurement(key opKey) metric.MeasurementOption {
+	if o, ok := t.opAttrs.Load(key); ok {
+		return o.(metric.MeasurementOption)
+	}
+	kv := []attribute.KeyValue{AttrDBSystem.String(DBSystem), AttrDBOperation.String(key.op), AttrRecipe.String(t.recipe)}
+	if key.errType != "" {
+		kv = append(kv, AttrErrorType.String(key.errType))
+	}
+	o, _ := t.opAttrs.LoadOrStore(key, metric.WithAttributeSet(attribute.NewSet(kv...)))
+	return o.(metric.MeasurementOption)
 }
 
 // held records a hold's duration, from its grant to its end, and how it
