@@ -1,15 +1,13 @@
 package lock_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/internal/benchzk"
 	"github.com/zkrecipes/zkrecipes/machines/lock"
-	"github.com/zkrecipes/zkrecipes/testkit"
 )
 
 // The uncontended lock against the bare round trips it is made of, each on
@@ -27,20 +25,8 @@ import (
 // its hot paths and the directory exists.
 const benchWarmup = 200
 
-func benchConn(b *testing.B) zk.Conn {
-	srv := testkit.StartServer(b, testkit.WithForceSync(true))
-	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Second)
-	defer cancel()
-	c, err := zk.Connect(ctx, []string{srv.Addr()}, zk.WithSessionTimeout(10*time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	return c
-}
-
 func BenchmarkUncontended(b *testing.B) {
-	c := benchConn(b)
+	c := benchzk.Conn(b)
 	l, err := lock.New(c, "/bench/lock")
 	if err != nil {
 		b.Fatal(err)
@@ -64,7 +50,7 @@ func BenchmarkUncontended(b *testing.B) {
 }
 
 func BenchmarkRawCreateChildrenDelete(b *testing.B) {
-	c := benchConn(b)
+	c := benchzk.Conn(b)
 	ctx := b.Context()
 	const dir = "/bench/raw"
 	for _, p := range []string{"/bench", dir} {

@@ -1,12 +1,11 @@
 package queue_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/internal/benchzk"
 	"github.com/zkrecipes/zkrecipes/machines/queue"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
@@ -26,18 +25,6 @@ import (
 // benchItems are offered per OfferBatch while the items to take are laid
 // down, before timing starts.
 const benchItems = 500
-
-func benchServerConn(b *testing.B) zk.Conn {
-	srv := testkit.StartServer(b, testkit.WithForceSync(true))
-	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Second)
-	defer cancel()
-	c, err := zk.Connect(ctx, []string{srv.Addr()}, zk.WithSessionTimeout(10*time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	return c
-}
 
 // benchTake times b.N Takes of items offered before the timer starts.
 func benchTake(b *testing.B, c zk.Conn) {
@@ -64,7 +51,7 @@ func benchTake(b *testing.B, c zk.Conn) {
 	}
 }
 
-func BenchmarkTake(b *testing.B) { benchTake(b, benchServerConn(b)) }
+func BenchmarkTake(b *testing.B) { benchTake(b, benchzk.Conn(b)) }
 
 func BenchmarkTakeSim(b *testing.B) {
 	sim := testkit.NewSim()
@@ -75,7 +62,7 @@ func BenchmarkTakeSim(b *testing.B) {
 // BenchmarkRawDelete deletes, one after the other, b.N persistent
 // sequential nodes created before the timer starts: the floor of a take.
 func BenchmarkRawDelete(b *testing.B) {
-	c := benchServerConn(b)
+	c := benchzk.Conn(b)
 	ctx := b.Context()
 	const dir = "/bench/raw"
 	for _, p := range []string{"/bench", dir} {

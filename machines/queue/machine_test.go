@@ -59,20 +59,22 @@ func (tr *transcript) step(in Input) runtime.Output[Command] {
 	return out
 }
 
-// claimHead has TakeItem (req 1) claim the head of qn-0000000001 and
-// qn-0000000002 and read its data, "a" (commands 1 to 3).
-func (tr *transcript) claimHead() {
+// claimHead has TakeItem (req 1) claim the head of qn-0000000001,
+// qn-0000000002 and the items more, and read its data, "a" (commands 1 to
+// 3).
+func (tr *transcript) claimHead(more ...string) {
 	tr.step(takeCall{Req: 1, Kind: kindClaim})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
+	tr.step(listed{Cmd: 1, Children: append([]string{"qn-0000000001", "qn-0000000002"}, more...), Watched: true})
 	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
 	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
 }
 
 // claimAheadB has the Ack (req 2) of the head claimed by claimHead claim
 // qn-0000000002 ahead, its data "b" read behind the claim (commands 4 and
-// 5): the item waits for a TakeItem (WaitAhead, command 6).
-func (tr *transcript) claimAheadB() {
-	tr.claimHead()
+// 5): the item waits for a TakeItem (WaitAhead, command 6). more are
+// further items in the listing.
+func (tr *transcript) claimAheadB(more ...string) {
+	tr.claimHead(more...)
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
 	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
 	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
@@ -710,14 +712,7 @@ func TestTranscriptClaimAheadReadLostWithTheSession(t *testing.T) {
 // take of the next one meanwhile would hand the items out of order.
 func TestTranscriptTakeWaitsForTheGiveBack(t *testing.T) {
 	tr := newTranscript(t)
-	tr.step(takeCall{Req: 1, Kind: kindClaim})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002", "qn-0000000003"}, Watched: true})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
-	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+	tr.claimAheadB("qn-0000000003")
 	tr.step(aheadWaited{Cmd: 6})
 	if out := tr.step(takeCall{Req: 3, Kind: kindClaim}); len(commands[claimItem](out))+len(commands[endClaim](out)) != 0 {
 		t.Fatalf("TakeItem during the give-back: %v, want it to wait for the give-back", out.Commands)
@@ -734,14 +729,7 @@ func TestTranscriptTakeWaitsForTheGiveBack(t *testing.T) {
 // back, not the one after it.
 func TestTranscriptPlainTakeWaitsForTheGiveBack(t *testing.T) {
 	tr := newTranscript(t)
-	tr.step(takeCall{Req: 1, Kind: kindClaim})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002", "qn-0000000003"}, Watched: true})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
-	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+	tr.claimAheadB("qn-0000000003")
 	out := tr.step(takeCall{Req: 3, Kind: kindTake})
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000002" || len(commands[removeItem](out)) != 0 {
 		t.Fatalf("Take: %v, want the claim ahead given back and no delete yet", out.Commands)
