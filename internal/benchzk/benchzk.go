@@ -5,6 +5,7 @@ package benchzk
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -23,4 +24,16 @@ func Conn(b *testing.B) zk.Conn {
 	}
 	b.Cleanup(func() { c.Close() })
 	return c
+}
+
+// Dir creates the persistent node dir and its parents, before timing.
+func Dir(b *testing.B, c zk.Conn, dir string) {
+	for i := 1; i <= len(dir); i++ {
+		if i < len(dir) && dir[i] != '/' {
+			continue
+		}
+		if _, err := c.Create(b.Context(), dir[:i], nil, zk.ModePersistent); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			b.Fatal(err)
+		}
+	}
 }

@@ -53,11 +53,7 @@ func BenchmarkRawCreateChildrenDelete(b *testing.B) {
 	c := benchzk.Conn(b)
 	ctx := b.Context()
 	const dir = "/bench/raw"
-	for _, p := range []string{"/bench", dir} {
-		if _, err := c.Create(ctx, p, nil, zk.ModePersistent); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchzk.Dir(b, c, dir)
 	prefix := dir + "/_c_" + uuid.NewString() + "-lock-"
 	cycle := func() {
 		node, err := c.Create(ctx, prefix, nil, zk.ModeEphemeralSequential)

@@ -65,11 +65,7 @@ func BenchmarkRawDelete(b *testing.B) {
 	c := benchzk.Conn(b)
 	ctx := b.Context()
 	const dir = "/bench/raw"
-	for _, p := range []string{"/bench", dir} {
-		if _, err := c.Create(ctx, p, nil, zk.ModePersistent); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchzk.Dir(b, c, dir)
 	nodes := make([]string, b.N)
 	for i := range nodes {
 		var err error

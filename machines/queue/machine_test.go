@@ -81,6 +81,25 @@ func (tr *transcript) claimAheadB(more ...string) {
 	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
 }
 
+// takeBOnTheNewSession has TakeItem (req 3) claim qn-0000000002 on the
+// session after sess, read it, and get it as a first delivery: the claim
+// ahead it had on sess was never out.
+func (tr *transcript) takeBOnTheNewSession() {
+	tr.T.Helper()
+	out := tr.step(takeCall{Req: 3, Kind: kindClaim})
+	claim, read := commands[claimItem](out), commands[readItem](out)
+	if len(claim) != 1 || claim[0].Name != "qn-0000000002" {
+		tr.T.Fatalf("TakeItem on the new session: %v, want a claim of qn-0000000002", out.Commands)
+	}
+	tr.step(claimed{Cmd: claim[0].Cmd, Name: "qn-0000000002"})
+	out = tr.step(dataRead{Cmd: read[0].Cmd, Name: "qn-0000000002", Data: []byte("b")})
+	if r, ok := replied(out, 3); !ok || slices.ContainsFunc(out.Events, func(e events.Event) bool { return e.Type == events.Redelivered }) {
+		tr.T.Fatalf("TakeItem: %+v, want item b, not as a redelivery", out)
+	} else if r.Value.(taken).Session != sess+1 {
+		tr.T.Fatalf("claim session %#x, want the new one", r.Value.(taken).Session)
+	}
+}
+
 // replies returns the replies of out to req.
 func replied(out runtime.Output[Command], req uint64) (runtime.Reply, bool) {
 	for _, r := range out.Replies {
@@ -606,19 +625,8 @@ func TestTranscriptClaimAheadAcrossSessionsAndClose(t *testing.T) {
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	tr.step(listed{Cmd: 7, Children: []string{"qn-0000000002", "qn-0000000003"}, Watched: true})
-	out := tr.step(takeCall{Req: 3, Kind: kindClaim})
-	claim, read := commands[claimItem](out), commands[readItem](out)
-	if len(claim) != 1 || claim[0].Name != "qn-0000000002" {
-		t.Fatalf("TakeItem on the new session: %v, want a claim of qn-0000000002", out.Commands)
-	}
-	tr.step(claimed{Cmd: claim[0].Cmd, Name: "qn-0000000002"})
-	out = tr.step(dataRead{Cmd: read[0].Cmd, Name: "qn-0000000002", Data: []byte("b")})
-	if r, ok := replied(out, 3); !ok || slices.ContainsFunc(out.Events, func(e events.Event) bool { return e.Type == events.Redelivered }) {
-		t.Fatalf("TakeItem: %+v, want item b, not as a redelivery", out)
-	} else if r.Value.(taken).Session != sess+1 {
-		t.Fatalf("claim session %#x, want the new one", r.Value.(taken).Session)
-	}
-	out = tr.step(ackCall{Req: 4, Name: "qn-0000000002", Session: sess + 1, Next: claimAheadOf})
+	tr.takeBOnTheNewSession()
+	out := tr.step(ackCall{Req: 4, Name: "qn-0000000002", Session: sess + 1, Next: claimAheadOf})
 	end := commands[endClaim](out)[0]
 	tr.step(acked{Cmd: end.Cmd, Name: "qn-0000000002"})
 	tr.step(claimed{Cmd: end.Cmd, Name: "qn-0000000003"})
@@ -694,16 +702,7 @@ func TestTranscriptClaimAheadReadLostWithTheSession(t *testing.T) {
 	if n := len(commands[readItem](connected)) + len(commands[claimItem](out)) + len(commands[readItem](out)); n != 0 {
 		t.Fatalf("the next session: %v, then %v; want no claim nor read for the claim ahead gone with the session", connected.Commands, out.Commands)
 	}
-	out = tr.step(takeCall{Req: 3, Kind: kindClaim})
-	claim, read := commands[claimItem](out), commands[readItem](out)
-	if len(claim) != 1 || claim[0].Name != "qn-0000000002" {
-		t.Fatalf("TakeItem on the new session: %v, want a claim of qn-0000000002", out.Commands)
-	}
-	tr.step(claimed{Cmd: claim[0].Cmd, Name: "qn-0000000002"})
-	out = tr.step(dataRead{Cmd: read[0].Cmd, Name: "qn-0000000002", Data: []byte("b")})
-	if _, ok := replied(out, 3); !ok || slices.ContainsFunc(out.Events, func(e events.Event) bool { return e.Type == events.Redelivered }) {
-		t.Fatalf("TakeItem: %+v, want item b, not as a redelivery", out)
-	}
+	tr.takeBOnTheNewSession()
 	tr.Check("claim_ahead_read_lost_with_the_session")
 }
 
