@@ -351,7 +351,7 @@ func (m *Machine) pump(o *out) {
 			m.reply(o, t.req, nil, nil)
 			continue
 		}
-		if m.nackInFlight() {
+		if m.givingBack() {
 			continue // its item goes back to its place, before the one t would get now
 		}
 		e := m.candidate(t)
@@ -941,7 +941,7 @@ func (m *Machine) claimAhead(o *out, i ackCall) bool {
 // when it has a priority (choosing one needs a listing after a sync
 // first), or once the machine is shutting down.
 func (m *Machine) claimNext(o *out, i ackCall, t *taker) bool {
-	if m.closing != 0 || m.nackInFlight() {
+	if m.closing != 0 || m.givingBack() {
 		return false
 	}
 	e := m.candidate(t)
@@ -1059,14 +1059,15 @@ func (m *Machine) plainWaiting() bool {
 	return slices.ContainsFunc(m.takers, func(w *taker) bool { return w.kind != kindClaim })
 }
 
-// nackInFlight: a nack or give-back of ours is in flight. Its item goes
-// back to its place in the queue, before the items a take would get now
-// (the claim ahead given back when its wait ends, while the handle's next
-// TakeItem comes late): until it is back, takes and claims wait, or they
-// would hand the items out of order.
-func (m *Machine) nackInFlight() bool {
+// givingBack: a claim ahead is being given back (its wait ended before
+// the handle's next TakeItem came, or a plain call of the handle came).
+// Its item was never out and goes back to its place, before the items a
+// take would get now: until it is back, takes and claims wait, or they
+// would hand the items out of order. (A nacked item was out: it comes
+// again later, as any redelivery does.)
+func (m *Machine) givingBack() bool {
 	for _, a := range m.acks {
-		if a.nack {
+		if a.back {
 			return true
 		}
 	}
@@ -1076,15 +1077,7 @@ func (m *Machine) nackInFlight() bool {
 // aheadPending: an item claimed ahead is held, or its claim or its
 // give-back is in flight.
 func (m *Machine) aheadPending() bool {
-	if m.ahead != nil || m.aheadInFlight() != nil {
-		return true
-	}
-	for _, a := range m.acks {
-		if a.back {
-			return true
-		}
-	}
-	return false
+	return m.ahead != nil || m.aheadInFlight() != nil || m.givingBack()
 }
 
 // waitAhead starts the wait of the item claimed ahead.
