@@ -332,6 +332,9 @@ func (m *Machine) pump(o *out) {
 		return
 	}
 	needList := !m.listed && len(m.takers) > 0
+	// A claim ahead being given back goes back to its place, before the
+	// item any taker would get now: they wait for it.
+	givingBack := m.givingBack()
 	for _, t := range slices.Clone(m.takers) {
 		if e := t.entry; e != nil {
 			m.read(o, e) // again, if a lost connection failed it
@@ -351,8 +354,8 @@ func (m *Machine) pump(o *out) {
 			m.reply(o, t.req, nil, nil)
 			continue
 		}
-		if m.givingBack() {
-			continue // its item goes back to its place, before the one t would get now
+		if givingBack {
+			continue
 		}
 		e := m.candidate(t)
 		switch {
@@ -363,8 +366,8 @@ func (m *Machine) pump(o *out) {
 				t.wantFresh, m.freshNext = true, true
 				continue
 			}
-			if m.aheadPending() {
-				continue // not empty: the item claimed ahead is on its way back
+			if m.aheadOut() {
+				continue // not empty: the item claimed ahead comes back
 			}
 			m.dropTaker(t)
 			m.reply(o, t.req, nil, errs.empty)
@@ -929,7 +932,7 @@ func (m *Machine) joinNext(o *out, i ackCall) bool {
 // NACKED event: it was never out. Meanwhile no other consumer can take it,
 // as with any claim. Not when a claim ahead is already out or in flight.
 func (m *Machine) claimAhead(o *out, i ackCall) bool {
-	if m.cfg.ClaimAhead <= 0 || m.ahead != nil || m.aheadInFlight() != nil {
+	if m.cfg.ClaimAhead <= 0 || m.aheadOut() {
 		return false
 	}
 	return m.claimNext(o, i, &taker{kind: kindClaim, ahead: true})
@@ -1074,10 +1077,10 @@ func (m *Machine) givingBack() bool {
 	return false
 }
 
-// aheadPending: an item claimed ahead is held, or its claim or its
-// give-back is in flight.
-func (m *Machine) aheadPending() bool {
-	return m.ahead != nil || m.aheadInFlight() != nil || m.givingBack()
+// aheadOut: an item claimed ahead is held, or its claim or read is in
+// flight.
+func (m *Machine) aheadOut() bool {
+	return m.ahead != nil || m.aheadInFlight() != nil
 }
 
 // waitAhead starts the wait of the item claimed ahead.
