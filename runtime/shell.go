@@ -84,6 +84,12 @@ type Spec[In any, C Command] struct {
 	// Withdraw is the input that withdraws a call whose caller stopped
 	// waiting (ok false: the call needs none).
 	Withdraw func(call In, req uint64) (withdraw In, ok bool)
+	// Refused is the input for an answer that no caller took (nil, or
+	// ok false: none): the machine answered call after its caller had
+	// stopped waiting, or just as it did. What the answer gave (an item
+	// taken, a claim) is the machine's again, to give back. Each answer
+	// is either taken by its caller or refused, never both.
+	Refused func(call In, r Reply) (refused In, ok bool)
 	// ErrorType names an error for a span's error.type, and a grant's end
 	// (its cause; nil is "released") for zkrecipes.hold.duration.
 	ErrorType func(error) string
@@ -115,7 +121,7 @@ type Shell[In any, C Command] struct {
 	unsubscribe func()
 
 	// Owned by the actor goroutine.
-	calls    map[uint64]*call
+	calls    map[uint64]*call[In]         // calls waiting for their answer
 	losses   map[uint64]*Loss             // per granted term
 	revokes  map[uint64]*Signal           // per granted term
 	spans    map[uint64]spanRef           // per command: the span it was made under
@@ -129,21 +135,24 @@ type message[In any] struct {
 	start bool
 	in    In
 	has   bool // in is set (a goroutine that gave up posts nothing)
-	call  *call
-	more  bool // another input for the same command follows: keep its span
+	call  *call[In]
+	gone  *call[In] // this call's caller stopped waiting; in, if any, withdraws it
+	more  bool      // another input for the same command follows: keep its span
 }
 
-type call struct {
+type call[In any] struct {
 	req   uint64
 	ctx   context.Context
-	reply chan Answer
+	in    In
+	reply chan Answer // the actor sends at most one answer
+	gone  bool        // its caller stopped waiting (actor-owned)
 }
 
 // Run starts m on conn. The Shell owns m from now on.
 func Run[In any, C Command](conn zk.Conn, m Machine[In, C], spec Spec[In, C]) *Shell[In, C] {
 	s := &Shell[In, C]{
 		spec: spec, m: m, conn: conn, bus: events.NewBus(),
-		calls: make(map[uint64]*call), losses: make(map[uint64]*Loss), revokes: make(map[uint64]*Signal),
+		calls: make(map[uint64]*call[In]), losses: make(map[uint64]*Loss), revokes: make(map[uint64]*Signal),
 		spans: make(map[uint64]spanRef), termSpan: make(map[uint64]trace.SpanContext),
 		curSpan: context.Background(), grantAt: make(map[uint64]time.Time),
 	}
@@ -165,24 +174,31 @@ func (s *Shell[In, C]) Subscribe(opts ...events.SubscribeOption) *events.Subscri
 }
 
 // Do sends the input made by mk (given a fresh request id) and waits for
-// its answer. When ctx ends first it returns ctx.Err() and posts the
-// call's Withdraw input, if it has one.
+// its answer. When ctx ends first it returns ctx.Err() and tells the actor
+// that the call's caller is gone, with the call's Withdraw input, if it
+// has one; an answer the call gets from then on, or got just before
+// without being read, goes to the machine as Spec.Refused says. An answer
+// already there when ctx ends is returned.
 func (s *Shell[In, C]) Do(ctx context.Context, mk func(req uint64) In) (Answer, error) {
 	if err := ctx.Err(); err != nil {
 		return Answer{}, err
 	}
-	c := &call{req: s.nextReq.Add(1), ctx: ctx, reply: make(chan Answer, 1)}
-	in := mk(c.req)
-	if !s.actor.Post(message[In]{in: in, has: true, call: c}) {
+	c := &call[In]{req: s.nextReq.Add(1), ctx: ctx, reply: make(chan Answer, 1)}
+	c.in = mk(c.req)
+	if !s.actor.Post(message[In]{in: c.in, has: true, call: c}) {
 		return Answer{}, s.spec.Closed
 	}
 	select {
 	case a := <-c.reply:
 		return a, a.Err
 	case <-ctx.Done():
-		if w, ok := s.spec.Withdraw(in, c.req); ok {
-			s.actor.Post(message[In]{in: w, has: true})
+		select {
+		case a := <-c.reply: // it came with the ctx's end
+			return a, a.Err
+		default:
 		}
+		w, ok := s.spec.Withdraw(c.in, c.req)
+		s.actor.Post(message[In]{in: w, has: ok, gone: c})
 		return Answer{}, ctx.Err()
 	case <-s.actor.Done():
 		select {
@@ -222,6 +238,9 @@ func (s *Shell[In, C]) Stop() {
 
 // handle runs on the actor goroutine.
 func (s *Shell[In, C]) handle(_ context.Context, msg message[In]) bool {
+	if msg.gone != nil {
+		s.callGone(msg.gone, msg.has)
+	}
 	var out Output[C]
 	switch {
 	case msg.start:
@@ -301,9 +320,13 @@ func (s *Shell[In, C]) apply(out Output[C]) {
 	for _, r := range out.Replies {
 		c, ok := s.calls[r.Req]
 		if !ok {
-			continue // its caller gave up (see Spec.Withdraw)
+			continue // not a call's, or its caller gave up: refused (callGone)
 		}
 		delete(s.calls, r.Req)
+		if c.gone {
+			s.refuse(c, r)
+			continue
+		}
 		a := Answer{Reply: r}
 		if r.Grant != 0 {
 			a.Loss = s.loss(r.Grant, out.Ended)
@@ -411,4 +434,35 @@ func (s *Shell[In, C]) spanEvent(e events.Event) {
 		attrs = append(attrs, AttrErrorType.String(s.spec.ErrorType(e.Err)))
 	}
 	sp.AddEvent(e.Type.String(), trace.WithAttributes(attrs...))
+}
+
+// callGone: c's caller stopped waiting. An answer the machine gave c
+// before, which the caller did not read, is refused now. A call still
+// waiting is forgotten when it has a Withdraw input (withdrawn, it gets
+// no answer); without one, the machine answers it later, and that answer
+// is refused (apply).
+func (s *Shell[In, C]) callGone(c *call[In], withdrawn bool) {
+	if _, waiting := s.calls[c.req]; waiting {
+		c.gone = true
+		if withdrawn {
+			delete(s.calls, c.req)
+		}
+		return
+	}
+	select {
+	case a := <-c.reply:
+		s.refuse(c, a.Reply)
+	default:
+	}
+}
+
+// refuse hands answer r, which c's caller did not take, back to the
+// machine (Spec.Refused), as an input after the one being handled.
+func (s *Shell[In, C]) refuse(c *call[In], r Reply) {
+	if s.spec.Refused == nil {
+		return
+	}
+	if in, ok := s.spec.Refused(c.in, r); ok {
+		s.actor.Post(message[In]{in: in, has: true})
+	}
 }

@@ -58,6 +58,9 @@ type ackCall struct {
 	Session int64
 	Nack    bool
 	Next    nextClaim // what the same multi claims besides
+	// Back: the machine's own give-back of a claim that an answer no
+	// caller took had given (see refused): no NACKED, not a redelivery.
+	Back bool
 }
 
 // nextClaim is what an ack's or nack's multi claims besides.
@@ -71,6 +74,11 @@ const (
 
 // cancelReq withdraws call Req: its caller stopped waiting.
 type cancelReq struct{ Req uint64 }
+
+// refused is an answer that no caller took (runtime.Spec.Refused): its
+// caller stopped waiting as it came. The item or claim it gave is the
+// machine's again.
+type refused struct{ Taken taken }
 
 // shutdown fails the waiting calls, gives back our claims and ends the
 // machine once nothing it still owes is in flight.
@@ -202,6 +210,7 @@ func (acked) isInput()           {}
 func (checked) isInput()         {}
 func (offered) isInput()         {}
 func (restored) isInput()        {}
+func (refused) isInput()         {}
 func (counted) isInput()         {}
 func (aheadWaited) isInput()     {}
 
@@ -215,6 +224,9 @@ func (i ackCall) String() string {
 	if i.Nack {
 		verb = "Nack"
 	}
+	if i.Back {
+		verb = "GiveBack"
+	}
 	switch i.Next {
 	case claimForCall:
 		verb += "+Next"
@@ -224,8 +236,14 @@ func (i ackCall) String() string {
 	return fmt.Sprintf("%s req=%d item=%s session=%#x", verb, i.Req, i.Name, i.Session)
 }
 func (i cancelReq) String() string { return fmt.Sprintf("Cancel req=%d", i.Req) }
-func (i shutdown) String() string  { return fmt.Sprintf("Shutdown req=%d", i.Req) }
-func (i handover) String() string  { return fmt.Sprintf("Handover req=%d", i.Req) }
+func (i refused) String() string {
+	if i.Taken.Session != 0 {
+		return fmt.Sprintf("Refused item=%s session=%#x", i.Taken.Name, i.Taken.Session)
+	}
+	return fmt.Sprintf("Refused item=%s data=%q", i.Taken.Name, i.Taken.Data)
+}
+func (i shutdown) String() string { return fmt.Sprintf("Shutdown req=%d", i.Req) }
+func (i handover) String() string { return fmt.Sprintf("Handover req=%d", i.Req) }
 func (i sessionChange) String() string {
 	return fmt.Sprintf("Session %s session=%#x", i.State, i.SessionID)
 }

@@ -123,6 +123,9 @@ type Machine struct {
 	closing   uint64            // the shutdown call, once one came
 	connGone  bool              // the connection was closed
 	restore   map[string][]byte // items taken for a withdrawn call, to put back
+	// restoreLater: put-backs the connection failed, sent again once it
+	// is up.
+	restoreLater []string
 }
 
 // entry is one cached item.
@@ -254,6 +257,8 @@ func (m *Machine) Step(in Input) out {
 		m.ack(&o, i)
 	case cancelReq:
 		m.cancel(&o, i.Req)
+	case refused:
+		m.refused(&o, i.Taken)
 	case shutdown:
 		m.shutdown(&o, i.Req)
 	case handover:
@@ -291,11 +296,7 @@ func (m *Machine) Step(in Input) out {
 	case offered:
 		m.offered(&o, i)
 	case restored:
-		m.owed--
-		delete(m.restore, i.Name)
-		if i.Err != nil && !errors.Is(i.Err, zk.ErrNodeExists) {
-			m.event(&o, events.Failed, m.node(i.Name), fmt.Errorf("%w: putting back an item taken for a withdrawn call: %w", ErrItemLost, i.Err))
-		}
+		m.restored(&o, i)
 	case aheadWaited:
 		m.aheadWaited(&o, i)
 	case counted:
@@ -734,10 +735,57 @@ func (m *Machine) deliverTaken(o *out, e *entry, uncertain error) {
 	m.reply(o, t.req, taken{Name: e.name, Data: e.data}, nil)
 }
 
-func (m *Machine) putBack(o *out, e *entry) {
-	m.restore[e.name] = e.data
+func (m *Machine) putBack(o *out, e *entry) { m.restoreItem(o, e.name, e.data) }
+
+// restoreItem creates again, at its place (its own name), an item we
+// removed for a caller that did not take it.
+func (m *Machine) restoreItem(o *out, name string, data []byte) {
+	m.restore[name] = data
 	m.owed++
-	o.Commands = append(o.Commands, restoreItem{Cmd: m.cmd(), Name: e.name, Data: e.data})
+	o.Commands = append(o.Commands, restoreItem{Cmd: m.cmd(), Name: name, Data: data})
+}
+
+// restored: an item put back is in the queue again, or, when the
+// connection failed first, is put back once it is up again (a create
+// applied before its reply was lost then finds the item there).
+func (m *Machine) restored(o *out, i restored) {
+	m.owed--
+	switch {
+	case i.Err == nil || errors.Is(i.Err, zk.ErrNodeExists):
+		delete(m.restore, i.Name)
+	case errors.Is(i.Err, zk.ErrConnectionLoss) || errors.Is(i.Err, zk.ErrSessionExpired):
+		if m.connected {
+			m.restoreItem(o, i.Name, m.restore[i.Name])
+		} else {
+			m.restoreLater = append(m.restoreLater, i.Name)
+		}
+	default:
+		delete(m.restore, i.Name)
+		m.event(o, events.Failed, m.node(i.Name), fmt.Errorf("%w: putting back an item taken for a withdrawn call: %w", ErrItemLost, i.Err))
+	}
+}
+
+// restoreAgain sends again, once connected, the put-backs the connection
+// failed.
+func (m *Machine) restoreAgain(o *out) {
+	later := m.restoreLater
+	m.restoreLater = nil
+	for _, name := range later {
+		m.restoreItem(o, name, m.restore[name])
+	}
+}
+
+// refused gives back what an answer no caller took had given (see
+// runtime.Spec.Refused): the item a take removed is put back at its
+// place; the claim a TakeItem, or an ack's next claim, made is given back
+// like a claim ahead no one took (no NACKED, not a redelivery; takes wait
+// for it).
+func (m *Machine) refused(o *out, t taken) {
+	if t.Session == 0 {
+		m.restoreItem(o, t.Name, t.Data)
+		return
+	}
+	m.ack(o, ackCall{Name: t.Name, Session: t.Session, Nack: true, Back: true})
 }
 
 func (m *Machine) claimed(o *out, i claimed) {
@@ -789,8 +837,8 @@ func (m *Machine) deliverClaim(o *out, e *entry) {
 	case t.ahead: // the handle is closing, or a plain take, poll or peek waits (see giveAheadBack)
 		m.endClaim(o, e.name, ackOp{nack: true, back: true})
 		return
-	case t.withdrawn:
-		m.endClaim(o, e.name, ackOp{nack: true})
+	case t.withdrawn: // never out: given back as a claim ahead is
+		m.endClaim(o, e.name, ackOp{nack: true, back: true})
 		return
 	}
 	m.handOut(o, e, t.req)
@@ -908,7 +956,7 @@ func (m *Machine) ack(o *out, i ackCall) {
 	case i.Next == claimForCall && m.joinNext(o, i):
 	case i.Next == claimAheadOf && !i.Nack && m.claimAhead(o, i):
 	default:
-		m.endClaim(o, i.Name, ackOp{req: i.Req, nack: i.Nack})
+		m.endClaim(o, i.Name, ackOp{req: i.Req, nack: i.Nack, back: i.Back})
 	}
 }
 
@@ -1214,6 +1262,7 @@ func (m *Machine) sessionChange(o *out, i sessionChange) {
 		m.event(o, events.Reconnected, "", nil)
 		m.releaseAcks(o)
 		m.recheck(o)
+		m.restoreAgain(o)
 		m.giveBackClaims(o)
 		m.aheadToTaker(o)
 		for _, e := range m.order {
@@ -1230,6 +1279,7 @@ func (m *Machine) sessionChange(o *out, i sessionChange) {
 		}
 		m.session, m.connected = i.SessionID, true
 		m.recheck(o)
+		m.restoreAgain(o)
 		if m.listed && !m.listing {
 			m.list(o, false) // the cache, and its watch, again
 		}
@@ -1331,7 +1381,7 @@ func (m *Machine) finishShutdown(o *out) {
 	if m.closing == 0 || m.owed > 0 || o.Done {
 		return
 	}
-	if (len(m.claims) > 0 || len(m.uncert) > 0) && !m.connGone {
+	if (len(m.claims) > 0 || len(m.uncert) > 0 || len(m.restoreLater) > 0) && !m.connGone {
 		return // until the session is back (or Close's timeout hands them over)
 	}
 	m.event(o, events.StopComplete, "", nil)

@@ -739,3 +739,52 @@ func TestTranscriptPlainTakeWaitsForTheGiveBack(t *testing.T) {
 	}
 	tr.Check("plain_take_waits_for_the_give_back")
 }
+
+// A take's answer that no caller took (its ctx ended as the answer came:
+// runtime.Spec.Refused) puts the item back at its place, under its own
+// name; a put-back whose connection failed is sent again once the
+// connection is back.
+func TestTranscriptRefusedTakePutsTheItemBack(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindTake})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
+	tr.step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
+	tr.step(removed{Cmd: 4, Name: "qn-0000000001"})
+	out := tr.step(refused{Taken: taken{Name: "qn-0000000001", Data: []byte("a")}})
+	put := commands[restoreItem](out)
+	if len(put) != 1 || put[0].Name != "qn-0000000001" || string(put[0].Data) != "a" {
+		t.Fatalf("refused take: %v, want qn-0000000001 put back with its data", out.Commands)
+	}
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	if out := tr.step(restored{Cmd: put[0].Cmd, Name: "qn-0000000001", Err: zk.ErrConnectionLoss}); len(out.Commands) != 0 || len(out.Events) != 0 {
+		t.Fatalf("put-back failed with the connection: %+v, want it held until the connection is back", out)
+	}
+	out = tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	if put := commands[restoreItem](out); len(put) != 1 || put[0].Name != "qn-0000000001" {
+		t.Fatalf("reconnected: %v, want the put-back sent again", out.Commands)
+	}
+	tr.step(restored{Cmd: commands[restoreItem](out)[0].Cmd, Name: "qn-0000000001", Err: zk.ErrNodeExists}) // the first one was applied
+	tr.Check("refused_take_puts_the_item_back")
+}
+
+// A TakeItem's answer that no caller took gives its claim back as a claim
+// ahead no one took is given back: no NACKED, and a TakeItem coming
+// meanwhile waits for it and claims that item, the head, not the next.
+func TestTranscriptRefusedClaimIsGivenBack(t *testing.T) {
+	tr := newTranscript(t)
+	tr.claimHead("qn-0000000003")
+	out := tr.step(refused{Taken: taken{Name: "qn-0000000001", Data: []byte("a"), Session: sess}})
+	ends := commands[endClaim](out)
+	if len(ends) != 1 || ends[0].Name != "qn-0000000001" || !ends[0].Nack || slices.ContainsFunc(out.Events, func(e events.Event) bool { return e.Type == events.Nacked }) {
+		t.Fatalf("refused claim: %+v, want its claim deleted, with no NACKED", out)
+	}
+	if out := tr.step(takeCall{Req: 2, Kind: kindClaim}); len(commands[claimItem](out)) != 0 {
+		t.Fatalf("TakeItem during the give-back: %v, want it to wait", out.Commands)
+	}
+	out = tr.step(acked{Cmd: ends[0].Cmd, Name: "qn-0000000001"})
+	if claim := commands[claimItem](out); len(claim) != 1 || claim[0].Name != "qn-0000000001" {
+		t.Fatalf("given back: %v, want the claim of qn-0000000001, the head", out.Commands)
+	}
+	tr.Check("refused_claim_is_given_back")
+}

@@ -217,6 +217,13 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 			_, take := call.(takeCall)
 			return cancelReq{Req: req}, take
 		},
+		Refused: func(call Input, r runtime.Reply) (Input, bool) {
+			t, ok := r.Value.(taken)
+			if c, take := call.(takeCall); !ok || t.Name == "" || take && c.Kind == kindPeek {
+				return nil, false // nothing was taken or claimed
+			}
+			return refused{Taken: t}, true
+		},
 		ErrorType: errorType,
 		Closed:    ErrClosed,
 	})
