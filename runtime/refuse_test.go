@@ -79,6 +79,12 @@ func (m *dealerMachine) Step(in dealerIn) Output[dealCmd] {
 // runDealer runs a dealer whose later commands are answered once gate is
 // closed; made is told of each.
 func runDealer(t *testing.T, m *dealerMachine, gate <-chan struct{}, made chan<- struct{}) *Shell[dealerIn, dealCmd] {
+	return runDealerWithdrawing(t, m, gate, made, false)
+}
+
+// runDealerWithdrawing is runDealer; with withdraw, a call whose caller
+// gave up is withdrawn (Spec.Withdraw), and the dealer never answers it.
+func runDealerWithdrawing(t *testing.T, m *dealerMachine, gate <-chan struct{}, made chan<- struct{}, withdraw bool) *Shell[dealerIn, dealCmd] {
 	s := sim.New()
 	conn := s.Connect()
 	t.Cleanup(func() { conn.Close() })
@@ -97,7 +103,7 @@ func runDealer(t *testing.T, m *dealerMachine, gate <-chan struct{}, made chan<-
 		},
 		Answers:  func(dealerIn) uint64 { return 0 },
 		Session:  func(zk.SessionEvent) dealerIn { return ping{} },
-		Withdraw: func(dealerIn, uint64) (dealerIn, bool) { return nil, false },
+		Withdraw: func(dealerIn, uint64) (dealerIn, bool) { return ping{}, withdraw },
 		Refused: func(_ dealerIn, r Reply) (dealerIn, bool) {
 			n, ok := r.Value.(int)
 			return returned{ticket: n}, ok
@@ -197,5 +203,32 @@ func TestEveryAnswerTakenOrRefused(t *testing.T) {
 	}
 	if len(taken) != dealt || dealt < calls/2 {
 		t.Fatalf("%d tickets dealt for %d calls, %d taken or handed back", dealt, calls, len(taken))
+	}
+}
+
+// A withdrawn call that the machine never answers is forgotten by the
+// shell: a handle whose callers give up again and again (a Take with a
+// timeout, in a loop, on an empty queue) does not grow.
+func TestWithdrawnCallsAreForgotten(t *testing.T) {
+	m := &dealerMachine{inStep: func() {}, returned: make(chan int, 1)}
+	made := make(chan struct{}, 1)
+	sh := runDealerWithdrawing(t, m, make(chan struct{}), made, true)
+	for range 100 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := sh.Do(ctx, func(req uint64) dealerIn { return later{req: req} })
+			done <- err
+		}()
+		<-made
+		cancel()
+		<-done
+	}
+	if _, err := sh.Do(context.Background(), func(req uint64) dealerIn { return ping{req: req} }); err != nil {
+		t.Fatal(err)
+	}
+	sh.Stop() // the actor's maps may be read once it has stopped
+	if n := len(sh.calls); n != 0 {
+		t.Fatalf("%d withdrawn calls still kept", n)
 	}
 }
