@@ -321,6 +321,12 @@ func (q *Queue) Poll(ctx context.Context) ([]byte, error) {
 // item is gone afterwards, it cannot tell whether its delete or another
 // consumer's removed it, and returns it (an item is never lost), with
 // ErrUncertain on its TAKEN event.
+//
+// When ctx ends while the item is being taken, Take either returns the
+// item or returns ctx's error and puts the item back at its place, under
+// its own name (a create of the node it deleted; sent again after a
+// connection loss). The same holds for Poll, and for TakeItem, whose
+// claim is given back.
 func (q *Queue) Take(ctx context.Context) ([]byte, error) {
 	t, err := q.take(ctx, kindTake, "take")
 	return t.Data, err
