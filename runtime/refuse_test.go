@@ -22,12 +22,14 @@ type later struct{ req uint64 }
 type dealt struct{ cmd, req uint64 }
 type ping struct{ req uint64 }
 type returned struct{ ticket int }
+type end struct{}
 
 func (deal) dealer()     {}
 func (later) dealer()    {}
 func (dealt) dealer()    {}
 func (ping) dealer()     {}
 func (returned) dealer() {}
+func (end) dealer()      {}
 
 type dealCmd struct{ id, req uint64 }
 
@@ -72,6 +74,8 @@ func (m *dealerMachine) Step(in dealerIn) Output[dealCmd] {
 		out.Replies = append(out.Replies, Reply{Req: in.req, Value: m.next}) // the tickets dealt so far
 	case returned:
 		m.returned <- in.ticket
+	case end:
+		out.Done = true
 	}
 	return out
 }
@@ -230,5 +234,31 @@ func TestWithdrawnCallsAreForgotten(t *testing.T) {
 	sh.Stop() // the actor's maps may be read once it has stopped
 	if n := len(sh.calls); n != 0 {
 		t.Fatalf("%d withdrawn calls still kept", n)
+	}
+}
+
+// An answer refused just before an input that ends the machine (a Close
+// right after a call gave up) is handed back before that input: the
+// machine still has what the answer gave to give back.
+func TestRefusedBeforeTheMachineEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	m := &dealerMachine{returned: make(chan int, 1)}
+	var sh *Shell[dealerIn, dealCmd]
+	ready := make(chan struct{})
+	m.inStep = func() {
+		cancel()
+		<-done // the caller gave up: its gone message is queued
+		<-ready
+		sh.Post(end{}, false) // behind it
+	}
+	sh = runDealer(t, m, nil, nil)
+	close(ready)
+	go func() {
+		_, err := sh.Do(ctx, func(req uint64) dealerIn { return deal{req: req} })
+		done <- err
+	}()
+	if n := m.handedBack(t); n != 1 {
+		t.Fatalf("ticket handed back: %d, want 1", n)
 	}
 }

@@ -129,6 +129,7 @@ type Shell[In any, C Command] struct {
 	curSpan  context.Context              // the span of the input being handled
 	curCall  uint64                       // the call whose span curSpan is (0: none)
 	grantAt  map[uint64]time.Time         // per granted term: when it was granted
+	refused  []In                         // inputs for answers no caller took, to step next (refuse)
 }
 
 type message[In any] struct {
@@ -240,6 +241,9 @@ func (s *Shell[In, C]) Stop() {
 func (s *Shell[In, C]) handle(_ context.Context, msg message[In]) bool {
 	if msg.gone != nil {
 		s.callGone(msg.gone, msg.has)
+		if !s.stepRefused() {
+			return false
+		}
 	}
 	var out Output[C]
 	switch {
@@ -264,7 +268,26 @@ func (s *Shell[In, C]) handle(_ context.Context, msg message[In]) bool {
 	}
 	s.state.Store(s.m.State())
 	s.apply(out)
-	return !out.Done
+	return !out.Done && s.stepRefused()
+}
+
+// stepRefused steps the machine on the answers refused since the last
+// step (refuse), at once: posted, they could come after an input that
+// ends the machine (a Close right after a call gave up), and what they
+// gave would be lost. It reports false once the machine is done.
+func (s *Shell[In, C]) stepRefused() bool {
+	for len(s.refused) > 0 {
+		in := s.refused[0]
+		s.refused = s.refused[1:]
+		s.curSpan, s.curCall = context.Background(), 0
+		out := s.m.Step(in)
+		s.state.Store(s.m.State())
+		s.apply(out)
+		if out.Done {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Shell[In, C]) apply(out Output[C]) {
@@ -457,12 +480,13 @@ func (s *Shell[In, C]) callGone(c *call[In], withdrawn bool) {
 }
 
 // refuse hands answer r, which c's caller did not take, back to the
-// machine (Spec.Refused), as an input after the one being handled.
+// machine (Spec.Refused): stepRefused steps it once the step being
+// applied is done.
 func (s *Shell[In, C]) refuse(c *call[In], r Reply) {
 	if s.spec.Refused == nil {
 		return
 	}
 	if in, ok := s.spec.Refused(c.in, r); ok {
-		s.actor.Post(message[In]{in: in, has: true})
+		s.refused = append(s.refused, in)
 	}
 }
