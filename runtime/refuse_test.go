@@ -119,13 +119,10 @@ func runDealerWithdrawing(t *testing.T, m *dealerMachine, gate <-chan struct{}, 
 	return sh
 }
 
-// An answer the machine gives after its caller stopped waiting is handed
-// back to the machine (Spec.Refused), not dropped.
-func TestAnswerAfterTheCallerGaveUpIsRefused(t *testing.T) {
-	gate := make(chan struct{})
-	m := &dealerMachine{inStep: func() {}, returned: make(chan int, 1)}
-	made := make(chan struct{}, 1)
-	sh := runDealer(t, m, gate, made)
+// giveUpLater makes a later call and gives it up once its command is
+// made (made is told).
+func giveUpLater(t *testing.T, sh *Shell[dealerIn, dealCmd], made <-chan struct{}) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -137,6 +134,16 @@ func TestAnswerAfterTheCallerGaveUpIsRefused(t *testing.T) {
 	if err := <-done; err != context.Canceled {
 		t.Fatalf("Do = %v, want Canceled", err)
 	}
+}
+
+// An answer the machine gives after its caller stopped waiting is handed
+// back to the machine (Spec.Refused), not dropped.
+func TestAnswerAfterTheCallerGaveUpIsRefused(t *testing.T) {
+	gate := make(chan struct{})
+	m := &dealerMachine{inStep: func() {}, returned: make(chan int, 1)}
+	made := make(chan struct{}, 1)
+	sh := runDealer(t, m, gate, made)
+	giveUpLater(t, sh, made)
 	// The mailbox is in order: once ping is answered, the actor knows
 	// the caller is gone.
 	if _, err := sh.Do(context.Background(), func(req uint64) dealerIn { return ping{req: req} }); err != nil {
@@ -218,15 +225,7 @@ func TestWithdrawnCallsAreForgotten(t *testing.T) {
 	made := make(chan struct{}, 1)
 	sh := runDealerWithdrawing(t, m, make(chan struct{}), made, true)
 	for range 100 {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			_, err := sh.Do(ctx, func(req uint64) dealerIn { return later{req: req} })
-			done <- err
-		}()
-		<-made
-		cancel()
-		<-done
+		giveUpLater(t, sh, made)
 	}
 	if _, err := sh.Do(context.Background(), func(req uint64) dealerIn { return ping{req: req} }); err != nil {
 		t.Fatal(err)
