@@ -118,6 +118,10 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 			}
 			return nil, false
 		},
+		Refused: func(call Input, r runtime.Reply) (Input, bool) {
+			_, enter := call.(enterCall)
+			return enterRefused{}, enter && r.Err == nil
+		},
 		ErrorType: errorType,
 		Closed:    ErrClosed,
 	})
@@ -159,7 +163,8 @@ func (d *DoubleBarrier) Subscribe(opts ...events.SubscribeOption) *events.Subscr
 // joins the next round: it makes no node and counts no one until that
 // round is over. When
 // ctx ends first, our member node is deleted and ctx's error returned: we
-// are not counted. ErrAlreadyEntered while entered;
+// are not counted (not even when ctx ends as we are let in: either Enter
+// returns nil, or we get out as the others pass). ErrAlreadyEntered while entered;
 // ErrMembersMismatch when the path records another count (nothing is
 // created); ErrSessionLost when the session ended while we waited.
 func (d *DoubleBarrier) Enter(ctx context.Context) error {

@@ -20,6 +20,11 @@ type leaveCall struct{ Req uint64 }
 // cancelReq withdraws call Req: its caller stopped waiting.
 type cancelReq struct{ Req uint64 }
 
+// enterRefused: the answer to an Enter that let us in came as its
+// caller's ctx ended, and no caller took it (runtime.Spec.Refused): we
+// get out, as for an Enter withdrawn before it was answered.
+type enterRefused struct{}
+
 // shutdown fails the waiting call, deletes our member node and ends the
 // machine.
 type shutdown struct{ Req uint64 }
@@ -120,6 +125,7 @@ type readyDeleted struct {
 }
 
 func (enterCall) isInput()     {}
+func (enterRefused) isInput()  {}
 func (leaveCall) isInput()     {}
 func (cancelReq) isInput()     {}
 func (shutdown) isInput()      {}
@@ -136,11 +142,12 @@ func (nodeWatched) isInput()   {}
 func (nodeGone) isInput()      {}
 func (readyDeleted) isInput()  {}
 
-func (i enterCall) String() string { return fmt.Sprintf("enter req=%d", i.Req) }
-func (i leaveCall) String() string { return fmt.Sprintf("leave req=%d", i.Req) }
-func (i cancelReq) String() string { return fmt.Sprintf("cancel req=%d", i.Req) }
-func (i shutdown) String() string  { return fmt.Sprintf("shutdown req=%d", i.Req) }
-func (i handover) String() string  { return fmt.Sprintf("handover req=%d", i.Req) }
+func (i enterCall) String() string  { return fmt.Sprintf("enter req=%d", i.Req) }
+func (i leaveCall) String() string  { return fmt.Sprintf("leave req=%d", i.Req) }
+func (i cancelReq) String() string  { return fmt.Sprintf("cancel req=%d", i.Req) }
+func (enterRefused) String() string { return "enter refused" }
+func (i shutdown) String() string   { return fmt.Sprintf("shutdown req=%d", i.Req) }
+func (i handover) String() string   { return fmt.Sprintf("handover req=%d", i.Req) }
 func (i sessionChange) String() string {
 	return fmt.Sprintf("session %s %#x", i.State, i.SessionID)
 }

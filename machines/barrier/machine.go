@@ -129,6 +129,10 @@ func (m *Machine) Step(in Input) out {
 			m.req = 0
 			m.getOut(&o)
 		}
+	case enterRefused:
+		if m.phase == inside && m.req == 0 {
+			m.getOut(&o)
+		}
 	case shutdown:
 		m.shutdown(&o, i.Req)
 	case handover:

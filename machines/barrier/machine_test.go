@@ -383,3 +383,18 @@ func TestTranscriptReadyInTheWayWent(t *testing.T) {
 	tr.Append(other.String())
 	tr.Check("ready_in_the_way_went")
 }
+
+// An Enter whose caller gave up just as it was let in (its answer
+// refused, runtime.Spec.Refused) gets out as a withdrawn Enter does: our
+// node is deleted, and the members leaving see us gone.
+func TestTranscriptRefusedEnterGetsOut(t *testing.T) {
+	tr := newTranscript(t, 3)
+	tr.step(enterCall{Req: 1})
+	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"x-1", "y-1"}})
+	tr.step(joined{Cmd: 2, Name: "me-1", ReadyCreated: true})
+	out := tr.step(enterRefused{})
+	if len(out.Commands) != 1 || tr.m.State() != events.StateStart {
+		t.Fatalf("refused Enter: %+v, state %s; want our node deleted, outside", out, tr.m.State())
+	}
+	tr.Check("refused_enter_gets_out")
+}
