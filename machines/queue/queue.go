@@ -248,7 +248,8 @@ func (q *Queue) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
 
 // Offer adds data at the tail of the queue: one create of a persistent
 // sequential node. When Offer returns nil, every session sees the item.
-// An Offer that fails with a connection loss may have been applied.
+// An Offer that fails with a connection loss, or whose ctx ended while
+// its create was out, may have been applied.
 func (q *Queue) Offer(ctx context.Context, data []byte) error {
 	return q.offer(ctx, itemPrefix(0, false), [][]byte{data})
 }
