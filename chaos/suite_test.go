@@ -718,7 +718,7 @@ func (s *suite) startQueue(runCtx, prodCtx context.Context, path string, nProd, 
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.runConsumer(runCtx, qs, q, w, who, nProd+i)
+			s.runConsumer(runCtx, qs, q, w, who, nProd+i, s.rng(200+i))
 		}()
 	}
 	return qs
@@ -755,12 +755,24 @@ func (s *suite) runProducer(ctx context.Context, qs *queueSet, q *queue.Queue, w
 	}
 }
 
-func (s *suite) runConsumer(ctx context.Context, qs *queueSet, q *queue.Queue, w *worker, who string, id int) {
-	for ctx.Err() == nil {
+func (s *suite) runConsumer(ctx context.Context, qs *queueSet, q *queue.Queue, w *worker, who string, id int, rng *rand.Rand) {
+	for n := 0; ctx.Err() == nil; n++ {
 		call := time.Now()
-		it, err := q.TakeItem(ctx)
+		// Every other TakeItem gives up after a few milliseconds, often
+		// just as its item comes: the claim is then given back, and the
+		// item must come again (to this consumer or another), in order.
+		tctx, cancel := ctx, context.CancelFunc(func() {})
+		if n%2 == 1 {
+			tctx, cancel = context.WithTimeout(ctx, time.Duration(rng.IntN(3000))*time.Microsecond)
+		}
+		it, err := q.TakeItem(tctx)
+		cancel()
 		if err != nil {
-			if ctx.Err() == nil {
+			switch {
+			case ctx.Err() != nil:
+			case errors.Is(err, context.DeadlineExceeded):
+				s.count("queue.take-timeout")
+			default:
 				s.count("queue.take-failed")
 				wait(ctx, 10*time.Millisecond)
 			}

@@ -233,7 +233,7 @@ func (m *Machine) Step(in Input) out {
 			m.reply(&o, i.Req, nil, errs.closed)
 			break
 		}
-		if i.Kind == kindClaim && m.takeAhead(&o, i.Req) {
+		if m.adopt(i) || i.Kind == kindClaim && m.takeAhead(&o, i.Req) {
 			break
 		}
 		if i.Kind != kindClaim {
@@ -752,6 +752,7 @@ func (m *Machine) restored(o *out, i restored) {
 	m.owed--
 	switch {
 	case i.Err == nil || errors.Is(i.Err, zk.ErrNodeExists):
+		m.cacheAgain(i.Name, m.restore[i.Name])
 		delete(m.restore, i.Name)
 	case errors.Is(i.Err, zk.ErrConnectionLoss) || errors.Is(i.Err, zk.ErrSessionExpired):
 		if m.connected {
@@ -763,6 +764,19 @@ func (m *Machine) restored(o *out, i restored) {
 		delete(m.restore, i.Name)
 		m.event(o, events.Failed, m.node(i.Name), fmt.Errorf("%w: putting back an item taken for a withdrawn call: %w", ErrItemLost, i.Err))
 	}
+}
+
+// cacheAgain puts an item we put back into the cache at once, with its
+// data: the takes that waited for it (givingBack) get it first, with no
+// listing.
+func (m *Machine) cacheAgain(name string, data []byte) {
+	delete(m.gone, name)
+	n, ok := parseItem(name)
+	if !ok || m.entries[name] != nil {
+		return
+	}
+	m.entries[name] = &entry{itemName: n, data: data, hasData: true}
+	m.sortOrder()
 }
 
 // restoreAgain sends again, once connected, the put-backs the connection
@@ -1110,15 +1124,37 @@ func (m *Machine) plainWaiting() bool {
 	return slices.ContainsFunc(m.takers, func(w *taker) bool { return w.kind != kindClaim })
 }
 
-// givingBack: a claim ahead is being given back (its wait ended before
-// the handle's next TakeItem came, or a plain call of the handle came).
-// Its item was never out and goes back to its place, before the items a
-// take would get now: until it is back, takes and claims wait, or they
-// would hand the items out of order. (A nacked item was out: it comes
-// again later, as any redelivery does.)
+// givingBack: an item that was never out is on its way back to its
+// place: a claim ahead or a claim no caller took being given back, an
+// item a take removed for no caller being put back, or the delete or
+// claim of a withdrawn call still in flight (what it brings is given
+// back). It comes before the items a take would get now: until it is
+// back, takes and claims wait, or they would hand the items out of order.
+// (A nacked item was out: it comes again later, as any redelivery does.)
 func (m *Machine) givingBack() bool {
+	if len(m.restore) > 0 {
+		return true
+	}
 	for _, a := range m.acks {
 		if a.back {
+			return true
+		}
+	}
+	return slices.ContainsFunc(m.takers, func(t *taker) bool { return t.withdrawn && t.entry != nil })
+}
+
+// adopt gives take call i the item whose delete or claim a withdrawn call
+// of the same kind left in flight: the item is the head, and it goes to
+// i once the write is through, as it would have to that call (given
+// back, it would come later than the items after it). Not a claim
+// ahead's (see takeAhead), nor a joint's.
+func (m *Machine) adopt(i takeCall) bool {
+	if i.Kind == kindPeek {
+		return false
+	}
+	for _, t := range m.takers {
+		if t.withdrawn && t.entry != nil && !t.ahead && t.req&claimPart == 0 && (t.kind == kindClaim) == (i.Kind == kindClaim) {
+			t.withdrawn, t.req, t.kind = false, i.Req, i.Kind
 			return true
 		}
 	}

@@ -788,3 +788,45 @@ func TestTranscriptRefusedClaimIsGivenBack(t *testing.T) {
 	}
 	tr.Check("refused_claim_is_given_back")
 }
+
+// A Take withdrawn while its delete is in flight leaves the item to the
+// next take of the handle, which adopts the delete: it gets the head, not
+// the item after it (given back, the head would come after that one).
+func TestTranscriptWithdrawnTakeAdoptedByTheNext(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindTake})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
+	tr.step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
+	tr.step(cancelReq{Req: 1})
+	if out := tr.step(takeCall{Req: 2, Kind: kindTake}); len(out.Commands) != 0 {
+		t.Fatalf("the next Take: %v, want it to wait for the delete in flight", out.Commands)
+	}
+	out := tr.step(removed{Cmd: 4, Name: "qn-0000000001"})
+	if r, ok := replied(out, 2); !ok || string(r.Value.(taken).Data) != "a" || len(commands[restoreItem](out)) != 0 {
+		t.Fatalf("the delete's reply: %+v, want item a for the next Take, nothing put back", out)
+	}
+	tr.Check("withdrawn_take_adopted_by_the_next")
+}
+
+// A TakeItem coming while an item taken for no caller is being put back
+// waits for it, and claims it: the item is back at its place, in the
+// cache, with no listing.
+func TestTranscriptClaimWaitsForThePutBack(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindTake})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
+	tr.step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
+	tr.step(removed{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(refused{Taken: taken{Name: "qn-0000000001", Data: []byte("a")}})
+	if out := tr.step(takeCall{Req: 2, Kind: kindClaim}); len(out.Commands) != 0 {
+		t.Fatalf("TakeItem during the put-back: %v, want it to wait", out.Commands)
+	}
+	out := tr.step(restored{Cmd: 5, Name: "qn-0000000001"})
+	if claim := commands[claimItem](out); len(claim) != 1 || claim[0].Name != "qn-0000000001" {
+		t.Fatalf("put back: %v, want the claim of qn-0000000001, the head", out.Commands)
+	}
+	tr.step(claimed{Cmd: 6, Name: "qn-0000000001"})
+	tr.Check("claim_waits_for_the_put_back")
+}
