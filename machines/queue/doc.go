@@ -65,6 +65,16 @@
 // while the connection is down waits for the same session to come back
 // (then it is sent) or to end (then ErrClaimLost: the item comes again).
 //
+// # Calls that give up
+//
+// A take whose ctx ends loses nothing and keeps the order. An item taken
+// or claimed for a call whose caller gave up before, or just as, the
+// answer came is the handle's again: the handle's next take of the same
+// kind gets it, if it comes while the delete or claim is still in flight;
+// otherwise a removed item is put back at its place (created again under
+// its own name) and a claim is given back, with no NACKED event. The
+// handle's takes wait until it is back, so they still take it first.
+//
 // # Length
 //
 // A listing of a long queue exceeds the Java client's packet limit
