@@ -100,6 +100,16 @@ func (tr *transcript) takeBOnTheNewSession() {
 	}
 }
 
+// takeHead has Take (req 1) list qn-0000000001 and qn-0000000002 and
+// read their data, "a" and "b" (commands 1 to 3): the delete of the head
+// (command 4) is in flight.
+func (tr *transcript) takeHead() {
+	tr.step(takeCall{Req: 1, Kind: kindTake})
+	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
+	tr.step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
+	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
+}
+
 // replies returns the replies of out to req.
 func replied(out runtime.Output[Command], req uint64) (runtime.Reply, bool) {
 	for _, r := range out.Replies {
@@ -746,10 +756,7 @@ func TestTranscriptPlainTakeWaitsForTheGiveBack(t *testing.T) {
 // connection is back.
 func TestTranscriptRefusedTakePutsTheItemBack(t *testing.T) {
 	tr := newTranscript(t)
-	tr.step(takeCall{Req: 1, Kind: kindTake})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
-	tr.step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
+	tr.takeHead()
 	tr.step(removed{Cmd: 4, Name: "qn-0000000001"})
 	out := tr.step(refused{Taken: taken{Name: "qn-0000000001", Data: []byte("a")}})
 	put := commands[restoreItem](out)
@@ -794,10 +801,7 @@ func TestTranscriptRefusedClaimIsGivenBack(t *testing.T) {
 // the item after it (given back, the head would come after that one).
 func TestTranscriptWithdrawnTakeAdoptedByTheNext(t *testing.T) {
 	tr := newTranscript(t)
-	tr.step(takeCall{Req: 1, Kind: kindTake})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
-	tr.step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
+	tr.takeHead()
 	tr.step(cancelReq{Req: 1})
 	if out := tr.step(takeCall{Req: 2, Kind: kindTake}); len(out.Commands) != 0 {
 		t.Fatalf("the next Take: %v, want it to wait for the delete in flight", out.Commands)
@@ -814,10 +818,7 @@ func TestTranscriptWithdrawnTakeAdoptedByTheNext(t *testing.T) {
 // cache, with no listing.
 func TestTranscriptClaimWaitsForThePutBack(t *testing.T) {
 	tr := newTranscript(t)
-	tr.step(takeCall{Req: 1, Kind: kindTake})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
-	tr.step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
+	tr.takeHead()
 	tr.step(removed{Cmd: 4, Name: "qn-0000000001"})
 	tr.step(refused{Taken: taken{Name: "qn-0000000001", Data: []byte("a")}})
 	if out := tr.step(takeCall{Req: 2, Kind: kindClaim}); len(out.Commands) != 0 {
