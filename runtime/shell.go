@@ -241,16 +241,13 @@ func (s *Shell[In, C]) Stop() {
 func (s *Shell[In, C]) handle(_ context.Context, msg message[In]) bool {
 	if msg.gone != nil {
 		s.callGone(msg.gone, msg.has)
-		if !s.stepRefused() {
-			return false
-		}
 	}
 	var out Output[C]
 	switch {
 	case msg.start:
 		out = s.m.Start()
 	case !msg.has:
-		return true // a goroutine that gave up
+		return s.stepRefused() // a goroutine that gave up, or a caller with no Withdraw
 	default:
 		s.curSpan, s.curCall = context.Background(), 0
 		if msg.call != nil {
@@ -266,24 +263,28 @@ func (s *Shell[In, C]) handle(_ context.Context, msg message[In]) bool {
 		}
 		out = s.m.Step(msg.in)
 	}
-	s.state.Store(s.m.State())
-	s.apply(out)
-	return !out.Done && s.stepRefused()
+	return s.settle(out) && s.stepRefused()
 }
 
-// stepRefused steps the machine on the answers refused since the last
-// step (refuse), at once: posted, they could come after an input that
-// ends the machine (a Close right after a call gave up), and what they
-// gave would be lost. It reports false once the machine is done.
+// settle applies a step's output; it reports false once the machine is
+// done.
+func (s *Shell[In, C]) settle(out Output[C]) bool {
+	s.state.Store(s.m.State())
+	s.apply(out)
+	return !out.Done
+}
+
+// stepRefused steps the machine on the answers refused while the
+// message was handled (refuse), before the next message: posted, they
+// could come after an input that ends the machine (a Close right after a
+// call gave up), and what they gave would be lost. It reports false once
+// the machine is done.
 func (s *Shell[In, C]) stepRefused() bool {
 	for len(s.refused) > 0 {
 		in := s.refused[0]
 		s.refused = s.refused[1:]
 		s.curSpan, s.curCall = context.Background(), 0
-		out := s.m.Step(in)
-		s.state.Store(s.m.State())
-		s.apply(out)
-		if out.Done {
+		if !s.settle(s.m.Step(in)) {
 			return false
 		}
 	}
@@ -480,8 +481,7 @@ func (s *Shell[In, C]) callGone(c *call[In], withdrawn bool) {
 }
 
 // refuse hands answer r, which c's caller did not take, back to the
-// machine (Spec.Refused): stepRefused steps it once the step being
-// applied is done.
+// machine (Spec.Refused): stepRefused steps it before the next message.
 func (s *Shell[In, C]) refuse(c *call[In], r Reply) {
 	if s.spec.Refused == nil {
 		return

@@ -333,8 +333,8 @@ func (m *Machine) pump(o *out) {
 		return
 	}
 	needList := !m.listed && len(m.takers) > 0
-	// A claim ahead being given back goes back to its place, before the
-	// item any taker would get now: they wait for it.
+	// An item on its way back to its place comes before the item any
+	// taker would get now: they wait for it.
 	givingBack := m.givingBack()
 	for _, t := range slices.Clone(m.takers) {
 		if e := t.entry; e != nil {
@@ -728,14 +728,12 @@ func (m *Machine) deliverTaken(o *out, e *entry, uncertain error) {
 	m.markGone(e)
 	m.dropTaker(t)
 	if t.withdrawn {
-		m.putBack(o, e)
+		m.restoreItem(o, e.name, e.data)
 		return
 	}
 	m.event(o, events.Taken, m.node(e.name), uncertain)
 	m.reply(o, t.req, taken{Name: e.name, Data: e.data}, nil)
 }
-
-func (m *Machine) putBack(o *out, e *entry) { m.restoreItem(o, e.name, e.data) }
 
 // restoreItem creates again, at its place (its own name), an item we
 // removed for a caller that did not take it.
