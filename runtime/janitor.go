@@ -179,14 +179,20 @@ func (j *janitor) sessionOver(id int64) bool {
 // connection loss stopped, for the next reconnect. Any other answer is
 // final: gone already (NoNode), or nothing a retry would change. The
 // deletes go out together, so that all of them (a node and its hold mark)
-// are done within one round trip; only a lost create's prefix takes one
-// more, to list its directory first.
+// are done within one round trip; only a lost create's prefix takes two
+// more, to sync and list its directory first.
 func (j *janitor) attempt(ctx context.Context, l Leftovers) Leftovers {
 	var left Leftovers
 	left.Session = l.Session
 	for _, p := range l.Prefixes {
 		dir := zk.Parent(p)
-		kids, _, err := j.conn.Children(ctx, dir)
+		// The lost create may not be applied yet on the server read
+		// from: the sync makes it catch up, so the listing shows it.
+		err := j.conn.Sync(ctx, dir)
+		var kids []string
+		if err == nil {
+			kids, _, err = j.conn.Children(ctx, dir)
+		}
 		switch {
 		case errors.Is(err, zk.ErrConnectionLoss):
 			left.Prefixes = append(left.Prefixes, p)

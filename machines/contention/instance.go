@@ -416,6 +416,20 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 	case listDir:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := dirListed{Cmd: c.Cmd}
+			if !c.Relist {
+				// The hunt for a create whose reply was lost: that create
+				// may be committed and not yet applied on the server we
+				// now talk to (another one, after a reconnect). Listed
+				// without the sync, it could be missed, made again, and
+				// the first one left below ours as a ghost we wait on.
+				op(ctx, "sync", func(ctx context.Context) error {
+					r.Err = conn.Sync(ctx, c.Dir)
+					return r.Err
+				})
+				if r.Err != nil {
+					return r, true
+				}
+			}
 			op(ctx, "children", func(ctx context.Context) error {
 				r.Children, _, r.Err = conn.Children(ctx, c.Dir)
 				return r.Err

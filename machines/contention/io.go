@@ -276,9 +276,10 @@ type readDir struct {
 }
 
 // listDir lists Dir's children: to find our node by uuid after a lost
-// create reply, or, with Relist, for a waiter that must see nodes made
-// below it since DETERMINE (our node's watch, set then, is still armed).
-// Reply: dirListed.
+// create reply (after a sync: the create may not be applied yet on the
+// server read from), or, with Relist, for a waiter that must see nodes
+// made below it since DETERMINE (our node's watch, set then, is still
+// armed). Reply: dirListed.
 type listDir struct {
 	Cmd    uint64
 	Dir    string

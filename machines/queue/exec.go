@@ -113,17 +113,31 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 	case checkItem:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := checked{Cmd: c.Cmd, Name: c.Name}
+			// The write whose reply was lost may be committed and not yet
+			// applied on the server we read from now (another one than
+			// the write went to, after a reconnect): the sync makes it
+			// catch up first, or the reads could miss the write and it be
+			// sent again or the item taken for gone.
+			op(ctx, "sync", func(ctx context.Context) error {
+				r.Err = conn.Sync(ctx, item(c.Name))
+				return r.Err
+			})
+			if r.Err != nil {
+				return r, true
+			}
 			op(ctx, "exists", func(ctx context.Context) error {
 				runtime.SetNode(ctx, item(c.Name))
-				var st zk.Stat
-				var ok bool
-				if _, r.ItemExists, r.Err = conn.Exists(ctx, item(c.Name)); r.Err != nil {
-					return r.Err
+				// The claim first: an ack removes both in one multi, so a
+				// claim seen before the item was looked at means the item
+				// seen gone went with it.
+				st, ok, err := conn.Exists(ctx, zk.Join(item(c.Name), ClaimName))
+				if r.Err = err; err != nil {
+					return err
 				}
-				st, ok, r.Err = conn.Exists(ctx, zk.Join(item(c.Name), ClaimName))
 				if ok {
 					r.ClaimOwner = st.EphemeralOwner
 				}
+				_, r.ItemExists, r.Err = conn.Exists(ctx, item(c.Name))
 				return r.Err
 			})
 			return r, true
