@@ -90,6 +90,20 @@
 //     ErrSessionLost (transcripts ready_before_our_join_reply,
 //     node_gone_before_leave).
 //
+//   - queue: after an ack whose reply was lost, the consumer looked for
+//     the item and then for its claim, without a sync, on the server it
+//     had reconnected to. That server could still be applying the ack's
+//     multi: it showed the item, then no claim, and the Ack said
+//     ErrClaimLost for an item gone for good (CI, seed
+//     3239071864897113548: "offered but never acked"). The same missed
+//     write could make a take drop an item its own delete removed, or a
+//     lock hunting for its lost create make it again and wait on the
+//     first as a ghost. Each read after a lost reply now syncs first, and
+//     the queue reads the claim before the item; internal/lagging makes
+//     the late write happen every time (TestAckReplyLostReadFromALaggingServer,
+//     TestTakeDeleteReplyLostReadFromALaggingServer,
+//     TestGhostNodeAdoptedFromALaggingServer fail without the sync).
+//
 // ZooKeeper 3.8 itself loses or diverges committed data when members are
 // killed in quick succession (ZOOKEEPER-4646, -4643, -4785): in a run that
 // killed a member every few seconds, deleted nodes came back (queue items

@@ -41,8 +41,9 @@
 //
 // # Failures
 //
-// A create whose reply is lost is found again by its uuid and adopted only
-// if it belongs to the current session. Any other request whose reply is
+// A create whose reply is lost is found again by its uuid, in a listing
+// made after a sync (the server reconnected to may not have applied it
+// yet), and adopted only if it belongs to the current session. Any other request whose reply is
 // lost to a connection loss is sent again once the same session is back:
 // a failed read says nothing about our node, and is never taken for its
 // deletion. Everything a Lock created and no

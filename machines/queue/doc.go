@@ -44,7 +44,8 @@
 // Take and Poll remove the item before returning it: if the process dies
 // before handling it, it is gone. They return every item at most once,
 // except when the reply to their delete was lost and the item was gone
-// when looked at again: the item is returned (never lost), with
+// when looked at again (after a sync: the server reconnected to may not
+// have applied the delete yet): the item is returned (never lost), with
 // ErrUncertain on its TAKEN event, and may have been returned to another
 // consumer too.
 //

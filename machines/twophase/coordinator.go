@@ -622,16 +622,29 @@ func (c *Coordinator) janitor() {
 }
 
 // decide creates the decision node with want, or reads the decision made
-// first; either way every reader gets the same one.
+// first; either way every reader gets the same one. A commit is made only
+// while the coordinator's node is there, in one multi with a check of it:
+// a coordinator whose session has ended (its node went with it) may have
+// read every vote just before, on its new session, but the participants
+// may be aborting for the session's end, and it does not race them; its
+// commit fails, and it aborts too.
 func decide(ctx context.Context, conn zk.Conn, p paths, txID string, want Outcome) (Outcome, error) {
 	var b backoff
 	for {
 		var err error
-		if want.Committed || want.Reason != "" {
-			_, err = conn.Create(ctx, p.decision(txID), encodeDecision(want), zk.ModePersistent)
-			if err == nil {
-				return want, nil
+		switch {
+		case want.Committed:
+			_, err = conn.Multi(ctx, &zk.CheckOp{Path: p.coordinator(txID), Version: zk.AnyVersion},
+				&zk.CreateOp{Path: p.decision(txID), Data: encodeDecision(want), Mode: zk.ModePersistent})
+			if errors.Is(err, zk.ErrNoNode) { // the coordinator's node is gone (or the transaction)
+				want = Outcome{Reason: ReasonCoordinatorGone}
+				continue
 			}
+		case want.Reason != "":
+			_, err = conn.Create(ctx, p.decision(txID), encodeDecision(want), zk.ModePersistent)
+		}
+		if err == nil && want != (Outcome{}) {
+			return want, nil
 		}
 		if err == nil || errors.Is(err, zk.ErrNodeExists) || retryable(err) {
 			data, _, gerr := conn.Get(ctx, p.decision(txID))

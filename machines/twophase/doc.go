@@ -19,7 +19,10 @@
 // participant, not one per transaction and every participant).
 //
 // The decision node is created exactly once: the coordinator creates
-// "commit" only when every participant voted yes; "abort" is created by a
+// "commit" only when every participant voted yes, and only while its own
+// node is there (a check of it in one multi with the create: a
+// coordinator whose session ended never commits, even on votes it read
+// just before); "abort" is created by a
 // participant voting no (in one multi with its vote, so that a no vote is
 // never there without an abort decision, and the coordinator counts the
 // votes by name, without reading them), by the coordinator on the vote
