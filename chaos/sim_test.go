@@ -20,7 +20,8 @@ const simDuration = 3 * time.Second
 // runSim runs the lock workers (and unless brokenLock, the FIFO queue's
 // two producers and consumer) on the simulator under seeded faults:
 // disconnections, expiries (of a session that no longer holds, as a server
-// expires one that has been away), and lost replies. It returns the lock
+// expires one that has been away), lost replies, and writes applied only
+// after the client's next read (testkit's Sim.LateNextWrite). It returns the lock
 // and queue histories and what the checks found.
 func runSim(t *testing.T, seed uint64, brokenLock bool) *report {
 	sim := testkit.NewSim(testkit.WithSeed(int64(seed)), testkit.WithAutoReap())
@@ -46,7 +47,7 @@ func runSim(t *testing.T, seed uint64, brokenLock bool) *report {
 	faults := map[string]int{}
 	for deadline := time.Now().Add(simDuration); time.Now().Before(deadline); {
 		cl := s.simClients[rng.IntN(len(s.simClients))]
-		switch k := rng.IntN(4); k {
+		switch k := rng.IntN(6); k {
 		case 0:
 			sim.Disconnect(cl.conn)
 			wait(ctx, time.Duration(rng.IntN(30))*time.Millisecond)
@@ -72,6 +73,19 @@ func runSim(t *testing.T, seed uint64, brokenLock bool) *report {
 				faults["lost-"+string(op)+"-reply"]++
 			case <-time.After(200 * time.Millisecond):
 				f.Disarm()
+			}
+		case 4, 5:
+			// A write applied only after the client's next read: a
+			// server behind the leader, after the reconnect.
+			op := []testkit.OpKind{testkit.OpCreate, testkit.OpDelete, testkit.OpMulti}[rng.IntN(3)]
+			f := sim.LateNextWrite(cl.conn, op, cl.prefix)
+			select {
+			case <-f.Fired():
+				faults["late-"+string(op)]++
+			case <-time.After(200 * time.Millisecond):
+				if !f.Disarm() {
+					faults["late-"+string(op)]++ // taken, applied on the client's next request
+				}
 			}
 		}
 		wait(ctx, time.Duration(10+rng.IntN(40))*time.Millisecond)

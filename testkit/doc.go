@@ -32,8 +32,10 @@
 // Faults are small verbs: Disconnect and Reconnect (SUSPENDED, requests
 // wait, then RECONNECTED and the watches replayed from the last zxid the
 // conn saw), Expire (the ephemerals go; LOST, then CONNECTED with a new
-// session, as go-zookeeper does), LoseNextReply and HoldNextReply, and
-// ReapContainers (one pass of the server's reaper; WithAutoReap reaps at
+// session, as go-zookeeper does), LoseNextReply and HoldNextReply,
+// LateNextWrite (a write lost and applied only after the conn's next read,
+// as when a client reconnects to a server behind the leader: code that
+// syncs before it looks for its lost write finds it), and ReapContainers (one pass of the server's reaper; WithAutoReap reaps at
 // once). SetSequence moves a parent's counter, to test wrap-around. Sim's
 // Target is the "sim" of ForEachTarget; conformance_test.go runs one table
 // of ZooKeeper behaviours on it and on a real server, and where they differ

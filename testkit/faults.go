@@ -32,10 +32,15 @@ const (
 	// FaultDelay holds back the reply to a connection's next request of a
 	// random kind, and everything after it on that connection, for a pause.
 	FaultDelay FaultKind = "delay"
+	// FaultLateWrite loses the reply to a connection's next write of a
+	// random kind and applies the write only after the connection's next
+	// read, unless a write or a sync comes first (see Sim.LateNextWrite):
+	// a server behind the leader, after a reconnect.
+	FaultLateWrite FaultKind = "late-write"
 )
 
 // FaultKinds are every kind Faults knows, in the order they are listed.
-var FaultKinds = []FaultKind{FaultDisconnect, FaultExpire, FaultLoseReply, FaultDelay}
+var FaultKinds = []FaultKind{FaultDisconnect, FaultExpire, FaultLoseReply, FaultDelay, FaultLateWrite}
 
 // FaultSeedEnv is the environment variable that replays a schedule: when it
 // is set, NewFaults takes its seed from it.
@@ -178,8 +183,12 @@ func fired(r *ReplyFault) bool {
 	}
 }
 
-// replyKinds are the requests a reply fault picks from.
-var replyKinds = []OpKind{OpCreate, OpDelete, OpExists, OpGet, OpChildren, OpSet, OpMulti}
+// replyKinds are the requests a reply fault picks from; writeKinds, those
+// a late write does.
+var (
+	replyKinds = []OpKind{OpCreate, OpDelete, OpExists, OpGet, OpChildren, OpSet, OpMulti}
+	writeKinds = []OpKind{OpCreate, OpDelete, OpSet, OpMulti}
+)
 
 // next draws the next step of the schedule for n connections.
 func (f *Faults) next(n int) plannedFault {
@@ -190,6 +199,9 @@ func (f *Faults) next(n int) plannedFault {
 	}
 	p := plannedFault{wait: between(f.interval), kind: f.kinds[f.rng.IntN(len(f.kinds))], conn: f.rng.IntN(n)}
 	p.op = replyKinds[f.rng.IntN(len(replyKinds))]
+	if p.kind == FaultLateWrite {
+		p.op = writeKinds[f.rng.IntN(len(writeKinds))]
+	}
 	p.pause = between(f.pause)
 	return p
 }
@@ -251,6 +263,9 @@ func (f *Faults) Run(ctx context.Context, conns ...zk.Conn) {
 		case FaultDelay:
 			r := f.sim.HoldNextReply(c, p.op, "/")
 			after(p.pause, r.Release)
+		case FaultLateWrite:
+			armed = slices.DeleteFunc(armed, fired)
+			armed = append(armed, f.sim.LateNextWrite(c, p.op, "/"))
 		}
 		f.mu.Lock()
 		f.counts[p.kind]++

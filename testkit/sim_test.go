@@ -304,6 +304,53 @@ func TestSimLoseNextReply(t *testing.T) {
 	}
 }
 
+// A late write is lost, then applied after the conn's next read (which
+// misses it), or before its next write or sync, or before its session ends.
+func TestSimLateNextWrite(t *testing.T) {
+	s := NewSim()
+	defer s.Close()
+	ss := simSessions(t, s, 2)
+	a, b := ss[0], ss[1]
+	a.mkdir("/p")
+	log := recordSession(t, a)
+
+	f := s.LateNextWrite(a.Conn, OpCreate, "/p/")
+	_, err := a.Create(a.ctx, "/p/n-", nil, zk.ModeEphemeralSequential)
+	wantErr(t, "late create", err, zk.ErrConnectionLoss)
+	if got := log.states(); !slices.Equal(got, []zk.SessionState{zk.StateSuspended, zk.StateReconnected}) {
+		t.Fatalf("session events %v", got)
+	}
+	if names := b.children("/p"); len(names) != 0 {
+		t.Fatalf("applied at once: %v", names)
+	}
+	if names := a.children("/p"); len(names) != 0 {
+		t.Fatalf("the next read saw the late write: %v", names)
+	}
+	<-f.Fired()
+	if names := b.children("/p"); !slices.Equal(names, []string{"n-0000000000"}) {
+		t.Fatalf("after the read: %v", names)
+	}
+
+	f = s.LateNextWrite(a.Conn, OpDelete, "/p/")
+	wantErr(t, "late delete", a.Delete(a.ctx, "/p/n-0000000000", -1), zk.ErrConnectionLoss)
+	if err := a.Sync(a.ctx, "/p"); err != nil {
+		t.Fatal(err)
+	}
+	<-f.Fired()
+	if names := a.children("/p"); len(names) != 0 {
+		t.Fatalf("a sync did not apply the late delete first: %v", names)
+	}
+
+	f = s.LateNextWrite(a.Conn, OpCreate, "/p/")
+	_, err = a.Create(a.ctx, "/p/e", nil, zk.ModeEphemeral)
+	wantErr(t, "late create", err, zk.ErrConnectionLoss)
+	s.Expire(a.Conn)
+	<-f.Fired() // applied on the old session, whose end removed it
+	if names := b.children("/p"); len(names) != 0 {
+		t.Fatalf("after the expiry: %v", names)
+	}
+}
+
 func TestSimHoldNextReply(t *testing.T) {
 	s := NewSim()
 	defer s.Close()

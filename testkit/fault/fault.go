@@ -33,6 +33,7 @@ type Reply struct {
 	op     OpKind
 	prefix string
 	hold   bool
+	late   bool
 
 	fired       chan struct{} // closed once a matching request was applied
 	release     chan struct{} // closed by Release
@@ -60,9 +61,22 @@ func New(op OpKind, prefix string, hold bool, onRelease func()) *Reply {
 	return &Reply{op: op, prefix: prefix, hold: hold, fired: make(chan struct{}), release: make(chan struct{}), onRelease: onRelease}
 }
 
+// NewLate returns an armed fault on the next write of kind op whose path
+// starts with prefix that is lost and applied later (the simulator's
+// LateNextWrite): Fired closes once it is applied.
+func NewLate(op OpKind, prefix string) *Reply {
+	f := New(op, prefix, false, nil)
+	f.late = true
+	return f
+}
+
 // Hold reports whether the fault holds the reply back (HoldNextReply)
 // rather than losing it.
 func (f *Reply) Hold() bool { return f.hold }
+
+// Late reports whether the request is applied later, not at once (see
+// NewLate).
+func (f *Reply) Late() bool { return f.late }
 
 // Matches reports whether a request of kind op on paths (a multi has one
 // per op) is one the fault is for: of its kind, with a path that starts with

@@ -27,6 +27,7 @@ type simConn struct {
 	lastZxid int64         // the zxid of the last reply received (SetWatches' relZxid)
 	watches  map[watchKey][]chan zk.WatchEvent
 	faults   []*fault.Reply    // armed, in arming order; some perhaps disarmed since
+	late     []lateWrite       // writes lost by LateNextWrite, not applied yet, in order
 	holds    []<-chan struct{} // release channels of the replies held now, in request order
 	parked   []delivery        // watch events that came after a held reply, held with it
 	subs     []subscriber
@@ -86,6 +87,28 @@ func (c *simConn) restore() {
 	c.replay()
 }
 
+// lateWrite is a write LateNextWrite lost: applied when c's next request
+// comes (see call), or before c's session ends.
+type lateWrite struct {
+	apply func(watch bool) error
+	f     *fault.Reply
+}
+
+// applyLate applies c's late writes, in order, as the server the write went
+// to did before c could hear of it. A lost reply leaves no watch.
+func (c *simConn) applyLate() {
+	for _, w := range c.late {
+		_ = w.apply(false)
+		w.f.MarkFired()
+	}
+	c.late = nil
+}
+
+// isRead reports whether op only reads.
+func isRead(op fault.OpKind) bool {
+	return op == fault.OpExists || op == fault.OpGet || op == fault.OpChildren
+}
+
 // request describes a request for the fault and frame checks: its kind
 // (empty for sync, which no fault matches), its paths, its frame size.
 type request struct {
@@ -135,10 +158,25 @@ func (c *simConn) call(ctx context.Context, req request, apply func(watch bool) 
 		s.deliver()
 		return fmt.Errorf("%w: request of %d bytes exceeds jute.maxbuffer", zk.ErrConnectionLoss, req.frame)
 	}
+	// A late write is applied before c's next write or sync (the session's
+	// requests are applied in order; a sync makes the server catch up),
+	// and after its next read (a server behind answered it).
+	if !isRead(req.op) {
+		c.applyLate()
+	}
 	f := c.takeFault(req)
+	if f != nil && f.Late() {
+		c.cut(zk.ErrConnectionLoss)
+		c.late = append(c.late, lateWrite{apply: apply, f: f})
+		c.restore()
+		s.mu.Unlock()
+		s.deliver()
+		return zk.ErrConnectionLoss
+	}
 	if f != nil && !f.Hold() {
 		c.cut(zk.ErrConnectionLoss)
 		_ = apply(false)
+		c.applyLate()
 		f.MarkFired()
 		c.restore()
 		s.mu.Unlock()
@@ -147,6 +185,7 @@ func (c *simConn) call(ctx context.Context, req request, apply func(watch bool) 
 	}
 	wait := slices.Clone(c.holds)
 	err := apply(true)
+	c.applyLate()
 	zxid, l := s.zxid, c.link
 	if f != nil {
 		// Held from here on: the reply, and what follows it.
@@ -480,6 +519,7 @@ func (c *simConn) Close() error {
 		return nil // Close is idempotent, as on the adapter
 	}
 	c.drop(zk.ErrClosed)
+	c.applyLate() // committed before the session's end
 	s.closeSession(c.session)
 	c.dropWatches(zk.ErrClosed)
 	if c.state == zk.StateSuspended {

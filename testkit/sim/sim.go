@@ -193,6 +193,7 @@ func (s *Sim) Expire(c zk.Conn) {
 			sc.cut(zk.ErrSessionExpired)
 		}
 		old := sc.session
+		sc.applyLate() // committed before the session's end
 		sc.emit(zk.StateLost, old)
 		sc.dropWatches(zk.ErrSessionExpired)
 		s.closeSession(old)
@@ -226,6 +227,31 @@ func (s *Sim) closeSession(session int64) {
 func (s *Sim) LoseNextReply(c zk.Conn, op fault.OpKind, pathPrefix string) *fault.Reply {
 	sc := s.own(c)
 	f := fault.New(op, pathPrefix, false, nil)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc.faults = append(sc.faults, f)
+	return f
+}
+
+// LateNextWrite arms a one-shot fault on c: the next write of kind op
+// (create, delete, set or multi) whose path (any op's path, for a multi)
+// starts with pathPrefix is lost as LoseNextReply loses one, but applied
+// only later, as happens in an ensemble when the client reconnects to a
+// server that has not applied it yet, or when the write was still on its
+// way to the leader: once c makes its next request, before it if that is a
+// write or a sync (which makes the server catch up), after it if it is a
+// read (so the read misses the write); and before c's session ends. The
+// fault's Fired closes when it is applied. The real server's target has
+// no such fault: code that syncs before it looks for a write whose reply
+// was lost finds it on both.
+func (s *Sim) LateNextWrite(c zk.Conn, op fault.OpKind, pathPrefix string) *fault.Reply {
+	switch op {
+	case fault.OpCreate, fault.OpDelete, fault.OpSet, fault.OpMulti:
+	default:
+		panic(fmt.Sprintf("sim: LateNextWrite of a %s: only writes are applied late", op))
+	}
+	sc := s.own(c)
+	f := fault.NewLate(op, pathPrefix)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sc.faults = append(sc.faults, f)
