@@ -155,7 +155,8 @@ func TestPropertyRandomSteps(t *testing.T) {
 		}
 		var wg sync.WaitGroup
 		var faultMu sync.Mutex // one fault at a time
-		var faults atomic.Int32
+		var faults, lateWrites atomic.Int32
+		sim, onSim := tg.(interface{ Sim() *testkit.Sim })
 		perParticipant := steps / participants
 		for i, rw := range rws {
 			wg.Add(1)
@@ -179,6 +180,13 @@ func TestPropertyRandomSteps(t *testing.T) {
 					}
 				}
 				for step := range perParticipant {
+					if onSim && rng.IntN(perParticipant/8) == 0 {
+						// On the simulator, one of this participant's writes
+						// is applied only after its connection's next read.
+						op := []testkit.OpKind{testkit.OpCreate, testkit.OpDelete}[rng.IntN(2)]
+						sim.Sim().LateNextWrite(cs[i%conns], op, path)
+						lateWrites.Add(1)
+					}
 					if rng.IntN(perParticipant/4) == 0 && i < conns {
 						// A fault on this participant's connection: a cut, or
 						// a cut then an expiry. Every grant on it is lost.
@@ -297,7 +305,7 @@ func TestPropertyRandomSteps(t *testing.T) {
 		if faults.Load() == 0 {
 			t.Error("no fault was injected")
 		}
-		t.Logf("%d steps, %d faults: %d write grants, at most %d readers together", steps, faults.Load(), len(chk.writeTokens), chk.maxReaders)
+		t.Logf("%d steps, %d faults, %d late writes armed: %d write grants, at most %d readers together", steps, faults.Load(), lateWrites.Load(), len(chk.writeTokens), chk.maxReaders)
 	})
 }
 

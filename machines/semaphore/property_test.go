@@ -178,7 +178,9 @@ func TestProperty(t *testing.T) {
 				}
 			}()
 		}
-		var counts [8]int
+		var counts [9]int
+		sim, onSim := tg.(interface{ Sim() *testkit.Sim })
+		var late []*testkit.ReplyFault
 		for range steps {
 			h := hs[rng.IntN(handles)]
 			switch p := rng.IntN(1000); {
@@ -243,7 +245,12 @@ func TestProperty(t *testing.T) {
 					h.disconnected = true
 					counts[5]++
 				}
-			case p < 997: // nothing: the reconnects come below
+			case p < 990: // nothing: the reconnects come below
+			case p < 997: // on the simulator, a write applied only after the next read
+				if onSim && !h.disconnected {
+					op := []testkit.OpKind{testkit.OpCreate, testkit.OpDelete}[rng.IntN(2)]
+					late = append(late, sim.Sim().LateNextWrite(h.c, op, path))
+				}
 			default: // expire the session of a connected handle
 				if h.disconnected {
 					continue
@@ -281,11 +288,16 @@ func TestProperty(t *testing.T) {
 				h.disconnected = false
 			}
 		}
+		for _, f := range late {
+			if !f.Disarm() {
+				counts[8]++ // taken by a write
+			}
+		}
 		m.mu.Lock()
 		failures, grants := m.failures, m.grants
 		m.mu.Unlock()
-		t.Logf("%d steps: acquire %d, AcquireN %d, try %d, release %d, cancel %d, disconnect %d, reconnect %d, expire %d; %d leases granted",
-			steps, counts[0], counts[1], counts[2], counts[3], counts[4], counts[5], counts[6], counts[7], grants)
+		t.Logf("%d steps: acquire %d, AcquireN %d, try %d, release %d, cancel %d, disconnect %d, reconnect %d, expire %d, late write %d; %d leases granted",
+			steps, counts[0], counts[1], counts[2], counts[3], counts[4], counts[5], counts[6], counts[7], counts[8], grants)
 		if len(failures) > 0 {
 			t.Fatalf("%d failures, first: %s", len(failures), failures[0])
 		}

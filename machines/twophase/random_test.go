@@ -76,7 +76,9 @@ func TestRandomized(t *testing.T) {
 			sessionTimeout = 2 * time.Second // testkit's real-server targets' (the simulator's sessions end at once)
 		)
 		outcomes := map[string]twophase.Outcome{}
-		var unknown, expiries, disconnects, crashes int
+		var unknown, expiries, disconnects, crashes, lateWrites int
+		sim, onSim := tg.(interface{ Sim() *testkit.Sim })
+		var late []*testkit.ReplyFault
 		crashed := map[string]time.Time{} // tx -> when its coordinator's session ended under it
 		start := time.Now()
 		for i := 0; i < n; i += batch {
@@ -111,6 +113,16 @@ func TestRandomized(t *testing.T) {
 				tg.Disconnect(t, conns[id])
 				tg.Reconnect(t, conns[id])
 				disconnects++
+			case 3: // on the simulator, a write applied only after the next read
+				if !onSim {
+					break
+				}
+				conn := cc
+				if k := rng.IntN(len(ids) + 1); k < len(ids) {
+					conn = conns[ids[k]]
+				}
+				op := []testkit.OpKind{testkit.OpCreate, testkit.OpDelete, testkit.OpSet, testkit.OpMulti}[rng.IntN(4)]
+				late = append(late, sim.Sim().LateNextWrite(conn, op, root))
 			case 2: // the coordinator crashes: its session ends under the batch
 				if p, ok := preparing(t, ctx, recs[first.ps[0]], first.id, chans[first.id]); !ok {
 					results[first.id] = p // refused (a participant re-registering): not held
@@ -142,9 +154,15 @@ func TestRandomized(t *testing.T) {
 			if expired != "" {
 				waitExists(t, cc, root+"/participants/"+expired)
 			}
+			for _, f := range late {
+				if !f.Disarm() {
+					lateWrites++ // taken by a write
+				}
+			}
+			late = nil
 		}
-		t.Logf("%d transactions decided in %v, %d refused for an unknown participant, %d participant expiries, %d disconnects, %d coordinator crashes",
-			len(outcomes), time.Since(start), unknown, expiries, disconnects, crashes)
+		t.Logf("%d transactions decided in %v, %d refused for an unknown participant, %d participant expiries, %d disconnects, %d coordinator crashes, %d late writes",
+			len(outcomes), time.Since(start), unknown, expiries, disconnects, crashes, lateWrites)
 		if n > 3*batch && (crashes == 0 || expiries == 0) {
 			t.Errorf("%d coordinator crashes and %d participant expiries: want some of each", crashes, expiries)
 		}
