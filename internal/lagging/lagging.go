@@ -5,7 +5,9 @@
 // not applied on the server the client reconnects to: reads there miss it
 // for a while, and a sync makes that server catch up. ZooKeeper's own
 // servers do this for a few milliseconds at most, too rarely to hit on
-// purpose; the simulator never does. Conn makes it happen every time:
+// purpose. The simulator has it as a fault (Sim.LateNextWrite, which the
+// property and chaos tests inject at random); Conn makes it happen on any
+// target, a real server included, in a test that asks for it:
 // the write it is told to lose is not sent, answers ErrConnectionLoss,
 // and is made for real only once a Sync comes or a read of one of its
 // paths (or of their parent) has answered, whichever is first. Code that

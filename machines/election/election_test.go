@@ -382,8 +382,9 @@ func TestObserveEveryChangeInOrder(t *testing.T) {
 }
 
 // TestLifecyclePairingUnderRandomFaults drives participants through random
-// campaigns, resigns, cancels, disconnects and expiries on the simulator and
-// checks the pairing rules of the package doc on every event stream.
+// campaigns, resigns, cancels, disconnects, expiries and late writes on the
+// simulator and checks the pairing rules of the package doc on every event
+// stream.
 func TestLifecyclePairingUnderRandomFaults(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -406,7 +407,7 @@ func TestLifecyclePairingUnderRandomFaults(t *testing.T) {
 			var wg sync.WaitGroup
 			for step := 0; step < 60; step++ {
 				p := ps[rng.IntN(len(ps))]
-				switch rng.IntN(6) {
+				switch rng.IntN(7) {
 				case 0, 1:
 					cctx, cancel := context.WithTimeout(ctx, time.Duration(rng.IntN(3))*time.Millisecond)
 					wg.Add(1)
@@ -424,6 +425,9 @@ func TestLifecyclePairingUnderRandomFaults(t *testing.T) {
 					sim.Expire(p.c)
 				case 5:
 					wg.Wait()
+				case 6: // a write applied only after the conn's next read
+					op := []testkit.OpKind{testkit.OpCreate, testkit.OpDelete, testkit.OpMulti}[rng.IntN(3)]
+					sim.LateNextWrite(p.c, op, "/election/")
 				}
 			}
 			wg.Wait()
