@@ -3,6 +3,7 @@ package sim
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -462,7 +463,9 @@ func (c *simConn) Multi(ctx context.Context, ops ...zk.Op) ([]zk.OpResult, error
 		})
 		return opErr
 	})
-	if err != nil && err != opErr {
+	// A late write's closure runs after call returned ErrConnectionLoss
+	// (see LateNextWrite): opErr is not read then.
+	if errors.Is(err, zk.ErrConnectionLoss) || err != nil && err != opErr {
 		return nil, err
 	}
 	return res, err
