@@ -225,15 +225,8 @@ func (c *Call) matches(op OpKind, pattern string) bool {
 func multiPaths(ops []zk.Op) []string {
 	var out []string
 	for _, op := range ops {
-		switch o := op.(type) {
-		case *zk.CreateOp:
-			out = append(out, o.Path)
-		case *zk.DeleteOp:
-			out = append(out, o.Path)
-		case *zk.SetOp:
-			out = append(out, o.Path)
-		case *zk.CheckOp:
-			out = append(out, o.Path)
+		if p, ok := zk.OpPath(op); ok {
+			out = append(out, p)
 		}
 	}
 	return out

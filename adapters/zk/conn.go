@@ -236,6 +236,29 @@ type CheckOp struct {
 	Version int32
 }
 
+// OpPath returns the path op acts on, or false for a nil or unknown op.
+func OpPath(op Op) (string, bool) {
+	switch op := op.(type) {
+	case *CreateOp:
+		if op != nil {
+			return op.Path, true
+		}
+	case *DeleteOp:
+		if op != nil {
+			return op.Path, true
+		}
+	case *SetOp:
+		if op != nil {
+			return op.Path, true
+		}
+	case *CheckOp:
+		if op != nil {
+			return op.Path, true
+		}
+	}
+	return "", false
+}
+
 func (*CreateOp) isOp() {}
 func (*DeleteOp) isOp() {}
 func (*SetOp) isOp()    {}

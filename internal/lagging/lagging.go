@@ -146,15 +146,8 @@ func (c *Conn) Delete(ctx context.Context, path string, version int32) error {
 func (c *Conn) Multi(ctx context.Context, ops ...zk.Op) ([]zk.OpResult, error) {
 	var paths []string
 	for _, op := range ops {
-		switch o := op.(type) {
-		case *zk.CreateOp:
-			paths = append(paths, o.Path)
-		case *zk.DeleteOp:
-			paths = append(paths, o.Path)
-		case *zk.SetOp:
-			paths = append(paths, o.Path)
-		case *zk.CheckOp:
-			paths = append(paths, o.Path)
+		if p, ok := zk.OpPath(op); ok {
+			paths = append(paths, p)
 		}
 	}
 	apply := func() error { _, err := c.Conn.Multi(context.WithoutCancel(ctx), ops...); return err }

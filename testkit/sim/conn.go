@@ -451,7 +451,7 @@ func (c *simConn) Multi(ctx context.Context, ops ...zk.Op) ([]zk.OpResult, error
 	}
 	paths := make([]string, len(ops))
 	for i, op := range ops {
-		paths[i], _ = opPath(op)
+		paths[i], _ = zk.OpPath(op)
 	}
 	var res []zk.OpResult
 	var opErr error

@@ -324,7 +324,7 @@ func validateCreate(path string, mode zk.CreateMode) error {
 // (the server applies it but go-zookeeper cannot read the reply).
 func validateOps(ops []zk.Op) error {
 	for i, op := range ops {
-		path, ok := opPath(op)
+		path, ok := zk.OpPath(op)
 		if !ok {
 			return fmt.Errorf("%w: op %d: %T", zk.ErrBadArguments, i, op)
 		}
@@ -341,29 +341,6 @@ func validateOps(ops []zk.Op) error {
 		}
 	}
 	return nil
-}
-
-// opPath returns op's path, or false for a nil or unknown op.
-func opPath(op zk.Op) (string, bool) {
-	switch op := op.(type) {
-	case *zk.CreateOp:
-		if op != nil {
-			return op.Path, true
-		}
-	case *zk.DeleteOp:
-		if op != nil {
-			return op.Path, true
-		}
-	case *zk.SetOp:
-		if op != nil {
-			return op.Path, true
-		}
-	case *zk.CheckOp:
-		if op != nil {
-			return op.Path, true
-		}
-	}
-	return "", false
 }
 
 // clone copies b, keeping nil and empty distinct.
