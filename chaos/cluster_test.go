@@ -151,6 +151,7 @@ const (
 	fStallLong                     // ... longer: the session expires
 	fLoseCreate                    // the reply to a create lost (applied, connection cut)
 	fLoseDelete                    // the reply to a delete lost
+	fLoseMulti                     // the reply to a multi lost (a queue's ack, a lock's release, a barrier's join)
 	fDelay                         // a reply held back for a while
 	fKillLeader                    // the ensemble's leader killed, then restarted
 	fKillFollower                  // a follower killed, then restarted
@@ -160,7 +161,7 @@ const (
 
 var faultNames = [numFaultKinds]string{
 	fCut: "cut", fStallShort: "stall<timeout", fStallLong: "stall>timeout", fLoseCreate: "lost-create-reply",
-	fLoseDelete: "lost-delete-reply", fDelay: "delayed-reply", fKillLeader: "kill-leader",
+	fLoseDelete: "lost-delete-reply", fLoseMulti: "lost-multi-reply", fDelay: "delayed-reply", fKillLeader: "kill-leader",
 	fKillFollower: "kill-follower", fExpire: "session-closed",
 }
 
@@ -308,6 +309,8 @@ func (in *injector) launch(ctx context.Context, kind faultKind) {
 		do = func() { in.loseReply(ctx, cl, kind, testkit.OpCreate) }
 	case fLoseDelete:
 		do = func() { in.loseReply(ctx, cl, kind, testkit.OpDelete) }
+	case fLoseMulti:
+		do = func() { in.loseReply(ctx, cl, kind, testkit.OpMulti) }
 	case fDelay:
 		do = func() { in.delay(ctx, cl, delayOp, held) }
 	case fExpire:

@@ -10,9 +10,9 @@
 //	CHAOS_SEED=42 go test -run 'TestChaos$' ./chaos/   # replay a schedule
 //
 // The faults are connection cuts, stalls shorter and longer than the
-// session timeout, lost replies to creates and deletes, delayed replies, an
-// ensemble member killed and restarted (its leader and a follower), and a
-// session closed on the server. The test prints how many of each it
+// session timeout, lost replies to creates, deletes and multis, delayed
+// replies, an ensemble member killed and restarted (its leader and a
+// follower), and a session closed on the server. The test prints how many of each it
 // injected and how many operations each worker did. It keeps injecting past
 // the duration (for up to 30 s) until every kind was injected once, and
 // fails if one still was not.
