@@ -92,12 +92,12 @@ func quiet(t *testing.T, tg Target, s session, chans ...<-chan zk.WatchEvent) {
 // simulator pass by pass, a real server on its own (every 200 ms).
 func awaitReaped(t *testing.T, tg Target, ch <-chan zk.WatchEvent) zk.WatchEvent {
 	t.Helper()
-	sim, ok := tg.(interface{ Sim() *Sim })
+	sim, ok := SimOf(tg)
 	if !ok {
 		return await(t, ch)
 	}
 	for range 10 {
-		sim.Sim().ReapContainers()
+		sim.ReapContainers()
 		select {
 		case ev := <-ch:
 			return ev

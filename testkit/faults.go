@@ -187,7 +187,7 @@ func fired(r *ReplyFault) bool {
 // a late write does.
 var (
 	replyKinds = []OpKind{OpCreate, OpDelete, OpExists, OpGet, OpChildren, OpSet, OpMulti}
-	writeKinds = []OpKind{OpCreate, OpDelete, OpSet, OpMulti}
+	writeKinds = slices.DeleteFunc(slices.Clone(replyKinds), func(op OpKind) bool { return !op.Write() })
 )
 
 // next draws the next step of the schedule for n connections.

@@ -20,6 +20,16 @@ func (simTarget) Name() string { return "sim" }
 // Sim returns the simulator behind the target.
 func (tg simTarget) Sim() *Sim { return tg.s }
 
+// SimOf returns the simulator behind tg, and false when tg is not the
+// simulator's target: for a test that adds the simulator's own faults
+// (LateNextWrite) when it runs there.
+func SimOf(tg Target) (*Sim, bool) {
+	if st, ok := tg.(simTarget); ok {
+		return st.s, true
+	}
+	return nil, false
+}
+
 func (tg simTarget) Connect(t testing.TB) zk.Conn {
 	c := tg.s.Connect()
 	t.Cleanup(func() { _ = c.Close() })

@@ -9,7 +9,8 @@
 // property and chaos tests inject at random); Conn makes it happen on any
 // target, a real server included, in a test that asks for it:
 // the write it is told to lose is not sent, answers ErrConnectionLoss,
-// and is made for real only once a Sync comes or a read of one of its
+// and is made for real before the connection's next write or Sync (a
+// session's requests are applied in order), or once a read of one of its
 // paths (or of their parent) has answered, whichever is first. Code that
 // syncs before looking for its write finds it; code that reads first
 // misses it and sees it appear afterwards.
@@ -124,8 +125,10 @@ func (c *Conn) catchUp(path string) {
 	}
 }
 
-// Create loses the create when one is armed for it.
+// Create loses the create when one is armed for it; the lost writes
+// before it are made first.
 func (c *Conn) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (string, error) {
+	c.catchUp("")
 	apply := func() error { _, err := c.Conn.Create(context.WithoutCancel(ctx), path, data, mode); return err }
 	if c.lose(OpCreate, apply, path) {
 		return "", zk.ErrConnectionLoss
@@ -133,8 +136,10 @@ func (c *Conn) Create(ctx context.Context, path string, data []byte, mode zk.Cre
 	return c.Conn.Create(ctx, path, data, mode)
 }
 
-// Delete loses the delete when one is armed for it.
+// Delete loses the delete when one is armed for it; the lost writes
+// before it are made first.
 func (c *Conn) Delete(ctx context.Context, path string, version int32) error {
+	c.catchUp("")
 	apply := func() error { return c.Conn.Delete(context.WithoutCancel(ctx), path, version) }
 	if c.lose(OpDelete, apply, path) {
 		return zk.ErrConnectionLoss
@@ -142,8 +147,10 @@ func (c *Conn) Delete(ctx context.Context, path string, version int32) error {
 	return c.Conn.Delete(ctx, path, version)
 }
 
-// Multi loses the multi when one is armed for any of its ops' paths.
+// Multi loses the multi when one is armed for any of its ops' paths; the
+// lost writes before it are made first.
 func (c *Conn) Multi(ctx context.Context, ops ...zk.Op) ([]zk.OpResult, error) {
+	c.catchUp("")
 	var paths []string
 	for _, op := range ops {
 		if p, ok := zk.OpPath(op); ok {
@@ -155,6 +162,12 @@ func (c *Conn) Multi(ctx context.Context, ops ...zk.Op) ([]zk.OpResult, error) {
 		return nil, zk.ErrConnectionLoss
 	}
 	return c.Conn.Multi(ctx, ops...)
+}
+
+// Set makes the lost writes first.
+func (c *Conn) Set(ctx context.Context, path string, data []byte, version int32) (zk.Stat, error) {
+	c.catchUp("")
+	return c.Conn.Set(ctx, path, data, version)
 }
 
 // Sync makes the lost writes first, as a server catching up would.

@@ -30,7 +30,7 @@ func TestDoubleBarrierRoundsWithFaults(t *testing.T) {
 		for r := range rounds {
 			victim := rng.IntN(n)
 			kind := []string{"expire-waiting", "expire-inside", "cut", "late-write"}[rng.IntN(4)]
-			if _, onSim := tg.(interface{ Sim() *testkit.Sim }); !onSim && kind == "late-write" {
+			if _, onSim := testkit.SimOf(tg); !onSim && kind == "late-write" {
 				kind = "cut"
 			}
 			counts[kind]++
@@ -55,7 +55,8 @@ func faultyRound(ctx context.Context, t *testing.T, tg testkit.Target, g *group,
 		// One of the victim's writes in the round is applied only after
 		// its next read (on the simulator: a server behind the leader).
 		op := []testkit.OpKind{testkit.OpCreate, testkit.OpDelete, testkit.OpMulti}[victim%3]
-		f := tg.(interface{ Sim() *testkit.Sim }).Sim().LateNextWrite(g.conns[victim], op, "/barrier/")
+		sim, _ := testkit.SimOf(tg)
+		f := sim.LateNextWrite(g.conns[victim], op, "/barrier/")
 		defer func() {
 			if !f.Disarm() {
 				counts["late-write taken"]++

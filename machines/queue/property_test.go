@@ -148,11 +148,11 @@ func (f *faulter) run(ctx context.Context) {
 			}
 			f.n++
 			f.tg.Expire(f.t, f.conns[f.rng.IntN(len(f.conns))])
-			if sim, ok := f.tg.(interface{ Sim() *testkit.Sim }); ok {
+			if sim, ok := testkit.SimOf(f.tg); ok {
 				// On the simulator, also a write of another consumer's
 				// applied only after its connection's next read.
 				op := []testkit.OpKind{testkit.OpCreate, testkit.OpDelete, testkit.OpMulti}[f.rng.IntN(3)]
-				sim.Sim().LateNextWrite(f.conns[f.rng.IntN(len(f.conns))], op, "/")
+				sim.LateNextWrite(f.conns[f.rng.IntN(len(f.conns))], op, "/")
 				f.late++
 			}
 		case <-ctx.Done():

@@ -156,7 +156,7 @@ func TestPropertyRandomSteps(t *testing.T) {
 		var wg sync.WaitGroup
 		var faultMu sync.Mutex // one fault at a time
 		var faults, lateWrites atomic.Int32
-		sim, onSim := tg.(interface{ Sim() *testkit.Sim })
+		sim, onSim := testkit.SimOf(tg)
 		perParticipant := steps / participants
 		for i, rw := range rws {
 			wg.Add(1)
@@ -184,7 +184,7 @@ func TestPropertyRandomSteps(t *testing.T) {
 						// On the simulator, one of this participant's writes
 						// is applied only after its connection's next read.
 						op := []testkit.OpKind{testkit.OpCreate, testkit.OpDelete}[rng.IntN(2)]
-						sim.Sim().LateNextWrite(cs[i%conns], op, path)
+						sim.LateNextWrite(cs[i%conns], op, path)
 						lateWrites.Add(1)
 					}
 					if rng.IntN(perParticipant/4) == 0 && i < conns {

@@ -179,7 +179,7 @@ func TestProperty(t *testing.T) {
 			}()
 		}
 		var counts [9]int
-		sim, onSim := tg.(interface{ Sim() *testkit.Sim })
+		sim, onSim := testkit.SimOf(tg)
 		var late []*testkit.ReplyFault
 		for range steps {
 			h := hs[rng.IntN(handles)]
@@ -249,7 +249,7 @@ func TestProperty(t *testing.T) {
 			case p < 997: // on the simulator, a write applied only after the next read
 				if onSim && !h.disconnected {
 					op := []testkit.OpKind{testkit.OpCreate, testkit.OpDelete}[rng.IntN(2)]
-					late = append(late, sim.Sim().LateNextWrite(h.c, op, path))
+					late = append(late, sim.LateNextWrite(h.c, op, path))
 				}
 			default: // expire the session of a connected handle
 				if h.disconnected {

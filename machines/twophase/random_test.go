@@ -77,7 +77,7 @@ func TestRandomized(t *testing.T) {
 		)
 		outcomes := map[string]twophase.Outcome{}
 		var unknown, expiries, disconnects, crashes, lateWrites int
-		sim, onSim := tg.(interface{ Sim() *testkit.Sim })
+		sim, onSim := testkit.SimOf(tg)
 		var late []*testkit.ReplyFault
 		crashed := map[string]time.Time{} // tx -> when its coordinator's session ended under it
 		start := time.Now()
@@ -122,7 +122,7 @@ func TestRandomized(t *testing.T) {
 					conn = conns[ids[k]]
 				}
 				op := []testkit.OpKind{testkit.OpCreate, testkit.OpDelete, testkit.OpSet, testkit.OpMulti}[rng.IntN(4)]
-				late = append(late, sim.Sim().LateNextWrite(conn, op, root))
+				late = append(late, sim.LateNextWrite(conn, op, root))
 			case 2: // the coordinator crashes: its session ends under the batch
 				if p, ok := preparing(t, ctx, recs[first.ps[0]], first.id, chans[first.id]); !ok {
 					results[first.id] = p // refused (a participant re-registering): not held

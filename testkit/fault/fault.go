@@ -24,6 +24,12 @@ const (
 	OpMulti    OpKind = "multi"
 )
 
+// Write reports whether a request of kind op writes (create, delete, set,
+// multi); the others read. A sync has no kind: it does neither.
+func (op OpKind) Write() bool {
+	return op == OpCreate || op == OpDelete || op == OpSet || op == OpMulti
+}
+
 // Reply is one armed one-shot fault on the reply to a request: lost
 // (LoseNextReply) or held back (HoldNextReply). It is armed until a request
 // matches it or Disarm or Release disarms it, whichever comes first; a

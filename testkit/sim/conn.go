@@ -105,11 +105,6 @@ func (c *simConn) applyLate() {
 	c.late = nil
 }
 
-// isRead reports whether op only reads.
-func isRead(op fault.OpKind) bool {
-	return op == fault.OpExists || op == fault.OpGet || op == fault.OpChildren
-}
-
 // request describes a request for the fault and frame checks: its kind
 // (empty for sync, which no fault matches), its paths, its frame size.
 type request struct {
@@ -162,7 +157,7 @@ func (c *simConn) call(ctx context.Context, req request, apply func(watch bool) 
 	// A late write is applied before c's next write or sync (the session's
 	// requests are applied in order; a sync makes the server catch up),
 	// and after its next read (a server behind answered it).
-	if !isRead(req.op) {
+	if req.op.Write() || req.op == "" {
 		c.applyLate()
 	}
 	f := c.takeFault(req)

@@ -245,9 +245,7 @@ func (s *Sim) LoseNextReply(c zk.Conn, op fault.OpKind, pathPrefix string) *faul
 // no such fault: code that syncs before it looks for a write whose reply
 // was lost finds it on both.
 func (s *Sim) LateNextWrite(c zk.Conn, op fault.OpKind, pathPrefix string) *fault.Reply {
-	switch op {
-	case fault.OpCreate, fault.OpDelete, fault.OpSet, fault.OpMulti:
-	default:
+	if !op.Write() {
 		panic(fmt.Sprintf("sim: LateNextWrite of a %s: only writes are applied late", op))
 	}
 	sc := s.own(c)
