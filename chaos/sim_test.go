@@ -92,7 +92,7 @@ func runSim(t *testing.T, seed uint64, brokenLock bool) *report {
 	}
 	t.Logf("simulator faults: %v", faults)
 
-	stopProducers()
+	s.stopProducers(ctx, stopProducers)
 	if s.fifo != nil {
 		s.drain(ctx, obs, s.fifo)
 	}

@@ -112,6 +112,10 @@ type suite struct {
 	// barrierWG: the barrier members, which stop between rounds once the
 	// producers stop.
 	barrierWG sync.WaitGroup
+	// producers: the queues' producers and the 2PC proposer. drain and
+	// settleTwoPhase wait for them first: an Offer or Propose still in
+	// flight when they stop may land after the queue looked empty.
+	producers sync.WaitGroup
 	parts     []*twophase.Participant
 	coord     *twophase.Coordinator
 	tpc       *tpcLedger
@@ -217,7 +221,7 @@ func runSuite(t *testing.T, cfg config) *report {
 	}
 
 	// Drain the queues, then stop everything.
-	stopProducers()
+	s.stopProducers(ctx, stopProducers)
 	if !cfg.locksOnly {
 		s.drain(ctx, obs, s.queue)
 		s.drain(ctx, obs, s.fifo)
@@ -707,8 +711,10 @@ func (s *suite) startQueue(runCtx, prodCtx context.Context, path string, nProd, 
 		who := fmt.Sprintf("%s.producer%d", name, i)
 		q, _, w := open(who)
 		s.wg.Add(1)
+		s.producers.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer s.producers.Done()
 			s.runProducer(prodCtx, qs, q, w, who, i)
 		}()
 	}
@@ -924,6 +930,26 @@ func (s *suite) settleTwoPhase(ctx context.Context, obs zk.Conn) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// stopProducers stops the producers and waits (up to the session timeout
+// + 2 s) until their last Offer or Propose has returned: its ctx ended, so
+// it must return promptly, applied or not.
+func (s *suite) stopProducers(ctx context.Context, stop context.CancelFunc) {
+	stop()
+	done := make(chan struct{})
+	go func() {
+		s.producers.Wait()
+		close(done)
+	}()
+	tm := time.NewTimer(sessionTimeout + 2*time.Second)
+	defer tm.Stop()
+	select {
+	case <-done:
+	case <-tm.C:
+		s.rep.violate("a producer's Offer or Propose had not returned %v after its ctx ended", sessionTimeout+2*time.Second)
+	case <-ctx.Done():
 	}
 }
 

@@ -397,8 +397,10 @@ func (s *suite) startTwoPhase(ctx, propose context.Context) {
 	s.coord = c
 	w := s.newWorker("2pc.coordinator")
 	s.wg.Add(1)
+	s.producers.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer s.producers.Done()
 		for n := 0; propose.Err() == nil; n++ {
 			tx := fmt.Sprintf("tx%05d", n)
 			out, err := c.Propose(propose, tx, []byte(tx), ids)
