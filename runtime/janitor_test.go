@@ -2,11 +2,14 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/internal/lagging"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
 
@@ -106,6 +109,37 @@ func TestJanitorRetriesAfterALossMidRequest(t *testing.T) {
 		within(t, done, "the janitor's second try after the reconnect")
 		if exists(t, look, "/_c_u1-lock-0000000001") {
 			t.Fatal("the lost create's node is still there")
+		}
+	})
+}
+
+// A lost create may not be applied yet on the server the janitor reads
+// from (internal/lagging makes it so: the create is made only before the
+// connection's next write or sync, or after a read of its directory has
+// answered). The janitor syncs before it lists the directory, so it finds
+// the node and deletes it; a listing alone would miss it and leave it
+// behind until the session ends.
+func TestJanitorFindsALostCreateAppliedLate(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := context.Background()
+		c, look := lagging.Wrap(tg.Connect(t)), tg.Connect(t)
+		w := c.LoseNext(lagging.OpCreate, "/_c_u3-lock-")
+		if _, err := c.Create(ctx, "/_c_u3-lock-", nil, zk.ModeEphemeralSequential); !errors.Is(err, zk.ErrConnectionLoss) {
+			t.Fatalf("the lost create answered %v, want a connection loss", err)
+		}
+		within(t, HandOver(c, Leftovers{Session: c.SessionID(), Prefixes: []string{"/_c_u3-lock-"}}), "the janitor")
+		within(t, w.Applied(), "the lost create, made late")
+		if err := w.Err(); err != nil {
+			t.Fatalf("the lost create, made late: %v", err)
+		}
+		kids, _, err := look.Children(ctx, "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range kids {
+			if strings.HasPrefix(k, "_c_u3-lock-") {
+				t.Fatalf("the lost create's node %s is left behind", k)
+			}
 		}
 	})
 }
