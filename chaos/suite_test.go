@@ -938,18 +938,8 @@ func (s *suite) settleTwoPhase(ctx context.Context, obs zk.Conn) {
 // it must return promptly, applied or not.
 func (s *suite) stopProducers(ctx context.Context, stop context.CancelFunc) {
 	stop()
-	done := make(chan struct{})
-	go func() {
-		s.producers.Wait()
-		close(done)
-	}()
-	tm := time.NewTimer(sessionTimeout + 2*time.Second)
-	defer tm.Stop()
-	select {
-	case <-done:
-	case <-tm.C:
+	if !waitWithin(ctx, &s.producers, sessionTimeout+2*time.Second) && ctx.Err() == nil {
 		s.rep.violate("a producer's Offer or Propose had not returned %v after its ctx ended", sessionTimeout+2*time.Second)
-	case <-ctx.Done():
 	}
 }
 
@@ -957,19 +947,28 @@ func (s *suite) stopProducers(ctx context.Context, stop context.CancelFunc) {
 // members to stop between rounds. A member waiting in Enter for a round
 // the others will not join is stopped by the end of the run.
 func (s *suite) finishBarrier(ctx context.Context) {
+	if !waitWithin(ctx, &s.barrierWG, sessionTimeout+2*time.Second) && ctx.Err() == nil {
+		s.t.Logf("barrier: some members did not finish their round; they are stopped inside it")
+	}
+}
+
+// waitWithin waits for wg until d has passed or ctx ends, and reports
+// whether wg was done.
+func waitWithin(ctx context.Context, wg *sync.WaitGroup, d time.Duration) bool {
 	done := make(chan struct{})
 	go func() {
-		s.barrierWG.Wait()
+		wg.Wait()
 		close(done)
 	}()
-	tm := time.NewTimer(sessionTimeout + 2*time.Second)
+	tm := time.NewTimer(d)
 	defer tm.Stop()
 	select {
 	case <-done:
+		return true
 	case <-tm.C:
-		s.t.Logf("barrier: some members did not finish their round; they are stopped inside it")
 	case <-ctx.Done():
 	}
+	return false
 }
 
 // logStuck logs, for a liveness failure, the lock handles' states and
