@@ -510,7 +510,7 @@ func (c *Coordinator) expire(e expiry, now time.Time) (expiry, bool) {
 		e.at = now.Add(c.o.retention) // a participant has not had its call yet
 		return e, true
 	}
-	if err := deleteAll(c.life, c.conn, c.p.tx(e.tx)); err != nil {
+	if err := deleteTx(c.life, c.conn, c.p, e.tx); err != nil {
 		e.at = now.Add(time.Second)
 		return e, true
 	}

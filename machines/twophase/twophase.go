@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -221,6 +222,44 @@ func ensurePath(ctx context.Context, conn zk.Conn, path string) error {
 	_, err := conn.Create(ctx, path, nil, zk.ModePersistent)
 	if errors.Is(err, zk.ErrNodeExists) {
 		return nil
+	}
+	return err
+}
+
+// deleteTx deletes a finished transaction: its node, its votes and
+// whatever else is under it (the decision, the coordinator node), in one
+// multi once the node and its votes directory are listed (two reads at
+// once and one write, where deleteAll reads and writes once per node). A
+// node that came or went since the listing fails the multi, and deleteAll
+// does it node by node.
+func deleteTx(ctx context.Context, conn zk.Conn, p paths, tx string) error {
+	var (
+		kids, votes       []string
+		kidsErr, votesErr error
+		wg                sync.WaitGroup
+	)
+	wg.Go(func() { kids, _, kidsErr = conn.Children(ctx, p.tx(tx)) })
+	wg.Go(func() { votes, _, votesErr = conn.Children(ctx, p.votes(tx)) })
+	wg.Wait()
+	switch {
+	case errors.Is(kidsErr, zk.ErrNoNode):
+		return nil // deleted already
+	case kidsErr != nil:
+		return kidsErr
+	case votesErr != nil && !errors.Is(votesErr, zk.ErrNoNode):
+		return votesErr
+	}
+	ops := make([]zk.Op, 0, len(votes)+len(kids)+1)
+	for _, id := range votes {
+		ops = append(ops, &zk.DeleteOp{Path: p.vote(tx, id), Version: zk.AnyVersion})
+	}
+	for _, k := range kids { // the votes directory after its votes
+		ops = append(ops, &zk.DeleteOp{Path: zk.Join(p.tx(tx), k), Version: zk.AnyVersion})
+	}
+	ops = append(ops, &zk.DeleteOp{Path: p.tx(tx), Version: zk.AnyVersion})
+	_, err := conn.Multi(ctx, ops...)
+	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNotEmpty) {
+		return deleteAll(ctx, conn, p.tx(tx))
 	}
 	return err
 }
