@@ -16,18 +16,10 @@ import (
 // demo's crashed coordinator sometimes committed order-3.
 func TestCommitNeedsTheCoordinatorsNode(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		c := tg.Connect(t)
-		p := paths{root: "/app/2pc-decide"}
-		for _, n := range []string{"/app", p.root, p.txs(), p.tx("gone"), p.tx("alive")} {
-			if _, err := c.Create(ctx, n, nil, zk.ModePersistent); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := c.Create(ctx, p.coordinator("alive"), nil, zk.ModeEphemeral); err != nil {
-			t.Fatal(err)
-		}
+		ctx, c, p, mk := onTarget(t, tg, "/app/2pc-decide")
+		mk(p.tx("gone"), zk.ModePersistent)
+		mk(p.tx("alive"), zk.ModePersistent)
+		mk(p.coordinator("alive"), zk.ModeEphemeral)
 		for tx, want := range map[string]Outcome{
 			"gone":  {Reason: ReasonCoordinatorGone},
 			"alive": {Committed: true},
@@ -42,4 +34,24 @@ func TestCommitNeedsTheCoordinatorsNode(t *testing.T) {
 			}
 		}
 	})
+}
+
+// onTarget connects to tg and returns a ctx that ends within 30 s, the
+// connection, the paths under root (made, with the transactions'
+// directory), and mk, which makes a node with the mode given.
+func onTarget(t *testing.T, tg testkit.Target, root string) (context.Context, zk.Conn, paths, func(string, zk.CreateMode)) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	c := tg.Connect(t)
+	mk := func(n string, mode zk.CreateMode) {
+		t.Helper()
+		if _, err := c.Create(ctx, n, nil, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := paths{root: root}
+	for _, n := range []string{zk.Parent(root), root, p.txs()} {
+		mk(n, zk.ModePersistent)
+	}
+	return ctx, c, p, mk
 }

@@ -3,7 +3,6 @@ package twophase
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/testkit"
@@ -31,19 +30,7 @@ func (w *writeCounter) Multi(ctx context.Context, ops ...zk.Op) ([]zk.OpResult, 
 // goes, node by node, and one already gone is no error.
 func TestDeleteTxInOneWrite(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		c := tg.Connect(t)
-		p := paths{root: "/app/2pc-delete"}
-		mk := func(n string, mode zk.CreateMode) {
-			t.Helper()
-			if _, err := c.Create(ctx, n, nil, mode); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, n := range []string{"/app", p.root, p.txs()} {
-			mk(n, zk.ModePersistent)
-		}
+		ctx, c, p, mk := onTarget(t, tg, "/app/2pc-delete")
 		for _, tx := range []string{"plain", "odd"} {
 			mk(p.tx(tx), zk.ModePersistent)
 			mk(p.votes(tx), zk.ModePersistent)
