@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/events"
@@ -187,11 +189,22 @@ type queueLedger struct {
 	ackedAt   map[string]time.Time
 	pending   int // offered for sure and not settled by an ack yet
 	problems  []string
+	start     time.Time
+	trail     map[string][]string // item → its offer, deliveries and acks, for a report
 }
 
 func newQueueLedger() *queueLedger {
 	return &queueLedger{offered: map[string]bool{}, delivered: map[string]int{}, acked: map[string]int{},
-		ackMaybe: map[string]int{}, ackedAt: map[string]time.Time{}}
+		ackMaybe: map[string]int{}, ackedAt: map[string]time.Time{}, start: time.Now(), trail: map[string][]string{}}
+}
+
+// note adds what just happened to item to its trail, timed from the
+// ledger's start.
+func (l *queueLedger) note(item, format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at := time.Since(l.start).Seconds()
+	l.trail[item] = append(l.trail[item], fmt.Sprintf("%.3fs ", at)+fmt.Sprintf(format, args...))
 }
 
 func (l *queueLedger) offer(item string, ok bool) {
@@ -265,7 +278,10 @@ func (l *queueLedger) check() []string {
 	}
 	l.mu.Unlock()
 	for _, it := range l.unacked() {
-		bad = append(bad, fmt.Sprintf("%s offered but never acked (lost)", it))
+		l.mu.Lock()
+		trail := strings.Join(l.trail[it], "; ")
+		l.mu.Unlock()
+		bad = append(bad, fmt.Sprintf("%s offered but never acked (lost): %s", it, trail))
 	}
 	if len(bad) > 30 {
 		bad = append(bad[:30], fmt.Sprintf("... and %d more", len(bad)-30))
@@ -290,4 +306,26 @@ func (l *queueLedger) counts() (offered, uncertain, delivered, acked int) {
 		acked += n
 	}
 	return
+}
+
+// A lost item is reported with its trail: who offered it, who took it
+// and what each Ack said.
+func TestLedgerReportsALostItemsTrail(t *testing.T) {
+	l := newQueueLedger()
+	l.offer("a", true)
+	l.note("a", "producer0: Offer: %v", nil)
+	l.deliver("a", "consumer1")
+	l.note("a", "consumer1: TakeItem: /q/qn-0000000001")
+	l.note("a", "consumer1: Ack: %v", "queue: claim lost")
+	l.offer("b", true)
+	l.ack("b", true)
+	bad := l.check()
+	if len(bad) != 1 {
+		t.Fatalf("check() = %q, want one report (a lost)", bad)
+	}
+	for _, want := range []string{"a offered but never acked (lost): ", "producer0: Offer: <nil>; ", "consumer1: TakeItem: /q/qn-0000000001; ", "consumer1: Ack: queue: claim lost"} {
+		if !strings.Contains(bad[0], want) {
+			t.Errorf("the report %q lacks %q", bad[0], want)
+		}
+	}
 }

@@ -747,6 +747,7 @@ func (s *suite) runProducer(ctx context.Context, qs *queueSet, q *queue.Queue, w
 		err := q.Offer(ctx, []byte(v))
 		ret := time.Now()
 		qs.ledger.offer(v, err == nil)
+		qs.ledger.note(v, "%s: Offer: %v", who, err)
 		qs.record(queueRecord{client: id, value: v, call: call, ret: ret, certain: err == nil})
 		if err != nil {
 			s.count("queue.offer-uncertain")
@@ -788,10 +789,12 @@ func (s *suite) runConsumer(ctx context.Context, qs *queueSet, q *queue.Queue, w
 		v := string(it.Data())
 		seq := itemSeq(it.Node())
 		qs.ledger.deliver(v, who)
+		qs.ledger.note(v, "%s: TakeItem: %s", who, it.Node())
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		err = it.Ack(actx)
 		cancel()
 		ret := time.Now()
+		qs.ledger.note(v, "%s: Ack: %v", who, err)
 		switch {
 		case err == nil:
 			qs.ledger.ack(v, true)
