@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/queue"
 )
 
 // holdKind says what a hold conflicts with.
@@ -199,39 +201,48 @@ func newQueueLedger() *queueLedger {
 }
 
 // note adds what just happened to item to its trail, timed from the
-// ledger's start.
+// ledger's start. The caller holds l.mu.
 func (l *queueLedger) note(item, format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	at := time.Since(l.start).Seconds()
 	l.trail[item] = append(l.trail[item], fmt.Sprintf("%.3fs ", at)+fmt.Sprintf(format, args...))
 }
 
-func (l *queueLedger) offer(item string, ok bool) {
+// offer records who's Offer of item and its answer: nil, the item is in
+// the queue; an error, its outcome is unknown.
+func (l *queueLedger) offer(item, who string, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.offered[item] = ok
-	if ok && l.acked[item] == 0 && l.ackMaybe[item] == 0 {
+	l.note(item, "%s: Offer: %v", who, err)
+	l.offered[item] = err == nil
+	if err == nil && l.acked[item] == 0 && l.ackMaybe[item] == 0 {
 		l.pending++
 	}
 }
 
-func (l *queueLedger) deliver(item, who string) {
+// deliver records that who's TakeItem returned item, as node.
+func (l *queueLedger) deliver(item, who, node string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.note(item, "%s: TakeItem: %s", who, node)
 	l.delivered[item]++
 	if _, ok := l.ackedAt[item]; ok && len(l.problems) < 20 {
 		l.problems = append(l.problems, fmt.Sprintf("%s delivered to %s after its ack succeeded", item, who))
 	}
 }
 
-func (l *queueLedger) ack(item string, certain bool) {
+// ack records who's Ack of item and its answer: nil, acked; ErrClaimLost,
+// nothing was removed (the item comes again); another error, maybe acked.
+func (l *queueLedger) ack(item, who string, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.note(item, "%s: Ack: %v", who, err)
+	if errors.Is(err, queue.ErrClaimLost) {
+		return
+	}
 	if l.offered[item] && l.acked[item] == 0 && l.ackMaybe[item] == 0 {
 		l.pending--
 	}
-	if certain {
+	if err == nil {
 		l.acked[item]++
 		l.ackedAt[item] = time.Now()
 	} else {
@@ -277,12 +288,12 @@ func (l *queueLedger) check() []string {
 		}
 	}
 	l.mu.Unlock()
-	for _, it := range l.unacked() {
-		l.mu.Lock()
-		trail := strings.Join(l.trail[it], "; ")
-		l.mu.Unlock()
-		bad = append(bad, fmt.Sprintf("%s offered but never acked (lost): %s", it, trail))
+	lost := l.unacked()
+	l.mu.Lock()
+	for _, it := range lost {
+		bad = append(bad, fmt.Sprintf("%s offered but never acked (lost): %s", it, strings.Join(l.trail[it], "; ")))
 	}
+	l.mu.Unlock()
 	if len(bad) > 30 {
 		bad = append(bad[:30], fmt.Sprintf("... and %d more", len(bad)-30))
 	}
@@ -312,13 +323,11 @@ func (l *queueLedger) counts() (offered, uncertain, delivered, acked int) {
 // and what each Ack said.
 func TestLedgerReportsALostItemsTrail(t *testing.T) {
 	l := newQueueLedger()
-	l.offer("a", true)
-	l.note("a", "producer0: Offer: %v", nil)
-	l.deliver("a", "consumer1")
-	l.note("a", "consumer1: TakeItem: /q/qn-0000000001")
-	l.note("a", "consumer1: Ack: %v", "queue: claim lost")
-	l.offer("b", true)
-	l.ack("b", true)
+	l.offer("a", "producer0", nil)
+	l.deliver("a", "consumer1", "/q/qn-0000000001")
+	l.ack("a", "consumer1", fmt.Errorf("%w: /q/qn-0000000001", queue.ErrClaimLost))
+	l.offer("b", "producer0", nil)
+	l.ack("b", "consumer1", nil)
 	bad := l.check()
 	if len(bad) != 1 {
 		t.Fatalf("check() = %q, want one report (a lost)", bad)

@@ -746,8 +746,7 @@ func (s *suite) runProducer(ctx context.Context, qs *queueSet, q *queue.Queue, w
 		call := time.Now()
 		err := q.Offer(ctx, []byte(v))
 		ret := time.Now()
-		qs.ledger.offer(v, err == nil)
-		qs.ledger.note(v, "%s: Offer: %v", who, err)
+		qs.ledger.offer(v, who, err)
 		qs.record(queueRecord{client: id, value: v, call: call, ret: ret, certain: err == nil})
 		if err != nil {
 			s.count("queue.offer-uncertain")
@@ -788,22 +787,19 @@ func (s *suite) runConsumer(ctx context.Context, qs *queueSet, q *queue.Queue, w
 		got := time.Now()
 		v := string(it.Data())
 		seq := itemSeq(it.Node())
-		qs.ledger.deliver(v, who)
-		qs.ledger.note(v, "%s: TakeItem: %s", who, it.Node())
+		qs.ledger.deliver(v, who, it.Node())
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		err = it.Ack(actx)
 		cancel()
 		ret := time.Now()
-		qs.ledger.note(v, "%s: Ack: %v", who, err)
+		qs.ledger.ack(v, who, err)
 		switch {
 		case err == nil:
-			qs.ledger.ack(v, true)
 			s.count("queue.ack")
 			w.progress()
 		case errors.Is(err, queue.ErrClaimLost):
 			s.count("queue.claim-lost")
 		default:
-			qs.ledger.ack(v, false)
 			s.count("queue.ack-uncertain")
 		}
 		qs.record(queueRecord{take: true, client: id, value: v, seq: seq, call: call, got: got, ret: ret, certain: err == nil, claimEnd: errors.Is(err, queue.ErrClaimLost)})

@@ -8,21 +8,17 @@ import (
 
 // Target returns the Sim as a Target named "sim". Its Connect closes the
 // conn at the end of the test, and HoldNextReply releases at the end of the
-// test. Its fault verbs return once c has seen their session events. The
-// Target also has a method Sim() *Sim, for tests that need the simulator's
-// own hooks (ReapContainers, SetSequence).
+// test. Its fault verbs return once c has seen their session events.
+// SimOf gets the Sim back from it, for tests that need the simulator's own
+// hooks (ReapContainers, SetSequence, LateNextWrite).
 func (s *Sim) Target() Target { return simTarget{s} }
 
 type simTarget struct{ s *Sim }
 
 func (simTarget) Name() string { return "sim" }
 
-// Sim returns the simulator behind the target.
-func (tg simTarget) Sim() *Sim { return tg.s }
-
 // SimOf returns the simulator behind tg, and false when tg is not the
-// simulator's target: for a test that adds the simulator's own faults
-// (LateNextWrite) when it runs there.
+// simulator's target (Sim.Target).
 func SimOf(tg Target) (*Sim, bool) {
 	if st, ok := tg.(simTarget); ok {
 		return st.s, true

@@ -505,7 +505,7 @@ func TestSimTarget(t *testing.T) {
 	s := NewSim()
 	defer s.Close()
 	tg := s.Target()
-	if tg.Name() != "sim" || tg.(interface{ Sim() *Sim }).Sim() != s {
+	if got, ok := SimOf(tg); tg.Name() != "sim" || !ok || got != s {
 		t.Fatal("target name or Sim")
 	}
 	var c zk.Conn
