@@ -189,7 +189,9 @@ type queueLedger struct {
 	acked     map[string]int  // item → Acks that returned nil
 	ackMaybe  map[string]int  // item → Acks whose outcome is unknown
 	ackedAt   map[string]time.Time
-	pending   int // offered for sure and not settled by an ack yet
+	node      map[string]string // item → the node TakeItem first returned it as
+	item      map[string]string // node → the item TakeItem first returned from it
+	pending   int               // offered for sure and not settled by an ack yet
 	problems  []string
 	start     time.Time
 	trail     map[string][]string // item → its offer, deliveries and acks, for a report
@@ -197,7 +199,8 @@ type queueLedger struct {
 
 func newQueueLedger() *queueLedger {
 	return &queueLedger{offered: map[string]bool{}, delivered: map[string]int{}, acked: map[string]int{},
-		ackMaybe: map[string]int{}, ackedAt: map[string]time.Time{}, start: time.Now(), trail: map[string][]string{}}
+		ackMaybe: map[string]int{}, ackedAt: map[string]time.Time{}, node: map[string]string{}, item: map[string]string{},
+		start: time.Now(), trail: map[string][]string{}}
 }
 
 // note adds what just happened to item to its trail, timed from the
@@ -219,14 +222,35 @@ func (l *queueLedger) offer(item, who string, err error) {
 	}
 }
 
-// deliver records that who's TakeItem returned item, as node.
+// deliver records that who's TakeItem returned item, as node. An item
+// has one node (it comes again at its place), and a node one item: a
+// delivery that pairs them otherwise gave one item's data for another's
+// node, whose ack then removes the other item, counted for this one.
 func (l *queueLedger) deliver(item, who, node string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.note(item, "%s: TakeItem: %s", who, node)
 	l.delivered[item]++
-	if _, ok := l.ackedAt[item]; ok && len(l.problems) < 20 {
-		l.problems = append(l.problems, fmt.Sprintf("%s delivered to %s after its ack succeeded", item, who))
+	if _, ok := l.ackedAt[item]; ok {
+		l.problem("%s delivered to %s after its ack succeeded", item, who)
+	}
+	if n, ok := l.node[item]; !ok {
+		l.node[item] = node
+	} else if n != node {
+		l.problem("%s delivered to %s as %s, before as %s", item, who, node, n)
+	}
+	if it, ok := l.item[node]; !ok {
+		l.item[node] = item
+	} else if it != item {
+		l.problem("%s delivered to %s with %s's data, before with %s's", node, who, item, it)
+	}
+}
+
+// problem keeps a report of something that must not happen, up to 20.
+// The caller holds l.mu.
+func (l *queueLedger) problem(format string, args ...any) {
+	if len(l.problems) < 20 {
+		l.problems = append(l.problems, fmt.Sprintf(format, args...))
 	}
 }
 
@@ -335,6 +359,28 @@ func TestLedgerReportsALostItemsTrail(t *testing.T) {
 	for _, want := range []string{"a offered but never acked (lost): ", "producer0: Offer: <nil>; ", "consumer1: TakeItem: /q/qn-0000000001; ", "consumer1: Ack: queue: claim lost"} {
 		if !strings.Contains(bad[0], want) {
 			t.Errorf("the report %q lacks %q", bad[0], want)
+		}
+	}
+}
+
+// A delivery that pairs an item with another item's node is reported.
+func TestLedgerReportsAnItemDeliveredFromAnotherNode(t *testing.T) {
+	l := newQueueLedger()
+	l.offer("a", "producer0", nil)
+	l.offer("b", "producer0", nil)
+	l.deliver("a", "consumer0", "/q/qn-0000000001")
+	l.deliver("a", "consumer1", "/q/qn-0000000001") // again at its place: fine
+	l.deliver("b", "consumer1", "/q/qn-0000000001")
+	l.deliver("a", "consumer0", "/q/qn-0000000002")
+	l.ack("a", "consumer0", nil)
+	l.ack("b", "consumer1", nil)
+	bad := strings.Join(l.check(), "\n")
+	for _, want := range []string{
+		"/q/qn-0000000001 delivered to consumer1 with b's data, before with a's",
+		"a delivered to consumer0 as /q/qn-0000000002, before as /q/qn-0000000001",
+	} {
+		if !strings.Contains(bad, want) {
+			t.Errorf("check() = %q, lacks %q", bad, want)
 		}
 	}
 }
