@@ -121,7 +121,14 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 		})
 	case readDecision:
 		sh.Go(func(ctx context.Context) (Input, bool) {
-			r, w, err := p.readDecision(ctx, do, c.Tx)
+			var r decisionRead
+			var w <-chan zk.WatchEvent
+			var err error
+			if c.Made {
+				r, err = p.getDecision(ctx, do, c.Tx)
+			} else {
+				r, w, err = p.readDecision(ctx, do, c.Tx)
+			}
 			r.Cmd, r.Tx, r.Err = c.Cmd, c.Tx, err
 			if err != nil || w == nil {
 				return r, true
@@ -334,8 +341,15 @@ func (p *Participant) readDecision(ctx context.Context, do func(context.Context,
 	if !ok {
 		return r, w, nil
 	}
+	r, err = p.getDecision(ctx, do, tx)
+	return r, nil, err
+}
+
+// getDecision reads tx's decision, known to have been made.
+func (p *Participant) getDecision(ctx context.Context, do func(context.Context, string, func(context.Context) error) error, tx string) (decisionRead, error) {
+	var r decisionRead
 	var data []byte
-	err = do(ctx, "get", func(ctx context.Context) (err error) {
+	err := do(ctx, "get", func(ctx context.Context) (err error) {
 		data, _, err = p.conn.Get(ctx, p.p.decision(tx))
 		return err
 	})
@@ -343,11 +357,11 @@ func (p *Participant) readDecision(ctx context.Context, do func(context.Context,
 	case errors.Is(err, zk.ErrNoNode):
 		r.Gone = true // deleted after its retention
 	case err != nil:
-		return r, nil, err
+		return r, err
 	default:
 		r.Exists, r.Outcome = true, decodeDecision(data)
 	}
-	return r, nil, nil
+	return r, nil
 }
 
 // handlerCtx is the ctx of a handler call on tx, named name: Serve's ctx

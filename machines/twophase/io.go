@@ -281,9 +281,12 @@ type load struct {
 }
 
 // readDecision reads Tx's decision, leaving a watch when it is not made.
+// Made: a watch just said it was created, so it is read alone (one round
+// trip, and no watch left on a node that changes only when deleted).
 type readDecision struct {
-	Cmd uint64
-	Tx  string
+	Cmd  uint64
+	Tx   string
+	Made bool
 }
 
 // watchCoord reads whether Tx's coordinator node exists, leaving a watch.
@@ -356,7 +359,12 @@ func (c sleep) ID() uint64        { return c.Cmd }
 func (c listInbox) String() string    { return fmt.Sprintf("list inbox cmd=%d", c.Cmd) }
 func (c register) String() string     { return fmt.Sprintf("register cmd=%d", c.Cmd) }
 func (c load) String() string         { return fmt.Sprintf("load cmd=%d %s", c.Cmd, c.Tx) }
-func (c readDecision) String() string { return fmt.Sprintf("read decision cmd=%d %s", c.Cmd, c.Tx) }
+func (c readDecision) String() string {
+	if c.Made {
+		return fmt.Sprintf("read decision cmd=%d %s (made)", c.Cmd, c.Tx)
+	}
+	return fmt.Sprintf("read decision cmd=%d %s", c.Cmd, c.Tx)
+}
 func (c watchCoord) String() string   { return fmt.Sprintf("watch coordinator cmd=%d %s", c.Cmd, c.Tx) }
 func (c prepare) String() string {
 	return fmt.Sprintf("prepare cmd=%d %s payload=%q", c.Cmd, c.Tx, c.Payload)

@@ -65,6 +65,7 @@ type ptx struct {
 	outcome  Outcome
 	decCmd   uint64 // the read of the decision in flight, or its watch
 	decArmed bool   // decCmd is a watch
+	decMade  bool   // the decision's watch fired on its creation: read it alone
 	coordCmd uint64 // the watch on the coordinator node (or its request)
 }
 
@@ -181,7 +182,7 @@ func (m *Machine) Step(in Input) out {
 		if t == nil || t.decCmd != i.Cmd {
 			break
 		}
-		t.decCmd, t.decArmed = 0, false
+		t.decCmd, t.decArmed, t.decMade = 0, false, i.Type == zk.EventNodeCreated
 		m.advance(&o, t)
 	case coordWatched:
 		t := m.txs[i.Tx]
@@ -456,7 +457,8 @@ func (m *Machine) advance(o *out, t *ptx) {
 			m.advance(o, t)
 		case t.decCmd == 0:
 			t.decCmd, t.decArmed = m.cmd(), false
-			o.Commands = append(o.Commands, readDecision{Cmd: t.decCmd, Tx: t.id})
+			o.Commands = append(o.Commands, readDecision{Cmd: t.decCmd, Tx: t.id, Made: t.decMade})
+			t.decMade = false
 		case t.decArmed && t.coordCmd == 0:
 			t.coordCmd = m.cmd()
 			o.Commands = append(o.Commands, watchCoord{Cmd: t.coordCmd, Tx: t.id})
