@@ -356,16 +356,16 @@ func (c deleteEntry) ID() uint64  { return c.Cmd }
 func (c deregister) ID() uint64   { return c.Cmd }
 func (c sleep) ID() uint64        { return c.Cmd }
 
-func (c listInbox) String() string    { return fmt.Sprintf("list inbox cmd=%d", c.Cmd) }
-func (c register) String() string     { return fmt.Sprintf("register cmd=%d", c.Cmd) }
-func (c load) String() string         { return fmt.Sprintf("load cmd=%d %s", c.Cmd, c.Tx) }
+func (c listInbox) String() string { return fmt.Sprintf("list inbox cmd=%d", c.Cmd) }
+func (c register) String() string  { return fmt.Sprintf("register cmd=%d", c.Cmd) }
+func (c load) String() string      { return fmt.Sprintf("load cmd=%d %s", c.Cmd, c.Tx) }
 func (c readDecision) String() string {
 	if c.Made {
 		return fmt.Sprintf("read decision cmd=%d %s (made)", c.Cmd, c.Tx)
 	}
 	return fmt.Sprintf("read decision cmd=%d %s", c.Cmd, c.Tx)
 }
-func (c watchCoord) String() string   { return fmt.Sprintf("watch coordinator cmd=%d %s", c.Cmd, c.Tx) }
+func (c watchCoord) String() string { return fmt.Sprintf("watch coordinator cmd=%d %s", c.Cmd, c.Tx) }
 func (c prepare) String() string {
 	return fmt.Sprintf("prepare cmd=%d %s payload=%q", c.Cmd, c.Tx, c.Payload)
 }
