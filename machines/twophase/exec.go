@@ -126,7 +126,12 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 			var err error
 			if c.Made {
 				r, err = p.getDecision(ctx, do, c.Tx)
-			} else {
+			}
+			// Not made as far as this server knows: it may be behind the
+			// one that sent the event (a watch event does not move the
+			// session's last seen zxid, and the connection may have moved
+			// since), so look again the way that leaves a watch.
+			if !c.Made || err == nil && r.Gone {
 				r, w, err = p.readDecision(ctx, do, c.Tx)
 			}
 			r.Cmd, r.Tx, r.Err = c.Cmd, c.Tx, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -348,6 +349,50 @@ func TestNoWatchLeftAfterTransactions(t *testing.T) {
 					t.Errorf("%s still watches %s", name, p)
 				}
 			}
+		}
+	})
+}
+
+// behindOnce answers the first read of a decision NoNode, as a server
+// behind the one that sent the decision's event would.
+type behindOnce struct {
+	zk.Conn
+	mu     sync.Mutex
+	missed bool
+}
+
+func (b *behindOnce) Get(ctx context.Context, path string) ([]byte, zk.Stat, error) {
+	b.mu.Lock()
+	miss := !b.missed && strings.HasSuffix(path, "/decision")
+	b.missed = b.missed || miss
+	b.mu.Unlock()
+	if miss {
+		return nil, zk.Stat{}, zk.ErrNoNode
+	}
+	return b.Conn.Get(ctx, path)
+}
+
+// A participant woken by its decision's creation reads it alone; a
+// server behind the event's that does not have it yet makes it look again,
+// not take the transaction for one deleted after its retention.
+func TestDecisionReadFromAServerBehindItsEvent(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		r := newRec()
+		behind := &behindOnce{Conn: connect(t, tg)}
+		serve(t, behind, "a", r)
+		c := newCoordinator(t, connect(t, tg))
+		out, err := c.Propose(ctx, "tx1", []byte("pay"), []string{"a"})
+		if err != nil || !out.Committed {
+			t.Fatalf("Propose: %+v, %v", out, err)
+		}
+		if o := r.outcome(t, ctx, "tx1"); !o.Committed {
+			t.Errorf("a saw %+v", o)
+		}
+		behind.mu.Lock()
+		defer behind.mu.Unlock()
+		if !behind.missed {
+			t.Error("the decision was never read alone")
 		}
 	})
 }
