@@ -195,6 +195,15 @@ type queueLedger struct {
 	problems  []string
 	start     time.Time
 	trail     map[string][]string // item → its offer, deliveries and acks, for a report
+	events    []consumerEvent     // every consumer's lifecycle events, for a report
+}
+
+// consumerEvent is a lifecycle event of consumer who, at its time from the
+// ledger's start.
+type consumerEvent struct {
+	at  time.Duration
+	who string
+	ev  events.Event
 }
 
 func newQueueLedger() *queueLedger {
@@ -208,6 +217,46 @@ func newQueueLedger() *queueLedger {
 func (l *queueLedger) note(item, format string, args ...any) {
 	at := time.Since(l.start).Seconds()
 	l.trail[item] = append(l.trail[item], fmt.Sprintf("%.3fs ", at)+fmt.Sprintf(format, args...))
+}
+
+// record keeps consumer who's lifecycle events until its handle closes.
+func (l *queueLedger) record(who string, q *queue.Queue) {
+	sub := q.Subscribe()
+	go func() {
+		for ev := range sub.C {
+			l.mu.Lock()
+			l.events = append(l.events, consumerEvent{at: ev.Time.Sub(l.start), who: who, ev: ev})
+			l.mu.Unlock()
+		}
+	}()
+}
+
+// eventsAround lists the events of node, and the session events of the
+// consumers it went to, from 3 s before its first to 3 s after its last.
+// The caller holds l.mu.
+func (l *queueLedger) eventsAround(node string) []string {
+	var first, last time.Duration = -1, -1
+	whos := map[string]bool{}
+	for _, c := range l.events {
+		if c.ev.Node == node {
+			if first < 0 {
+				first = c.at
+			}
+			last = c.at
+			whos[c.who] = true
+		}
+	}
+	var out []string
+	for _, c := range l.events {
+		if c.ev.Node == node || whos[c.who] && c.ev.Node == "" && c.at >= first-3*time.Second && c.at <= last+3*time.Second {
+			line := fmt.Sprintf("%.3fs %s: %s session=%x", c.at.Seconds(), c.who, c.ev.Type, c.ev.SessionID)
+			if c.ev.Err != nil {
+				line += fmt.Sprintf(" (%v)", c.ev.Err)
+			}
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // offer records who's Offer of item and its answer: nil, the item is in
@@ -315,7 +364,11 @@ func (l *queueLedger) check() []string {
 	lost := l.unacked()
 	l.mu.Lock()
 	for _, it := range lost {
-		bad = append(bad, fmt.Sprintf("%s offered but never acked (lost): %s", it, strings.Join(l.trail[it], "; ")))
+		report := fmt.Sprintf("%s offered but never acked (lost): %s", it, strings.Join(l.trail[it], "; "))
+		if node, ok := l.node[it]; ok {
+			report += fmt.Sprintf("; the events of %s and its consumers' sessions: %s", node, strings.Join(l.eventsAround(node), "; "))
+		}
+		bad = append(bad, report)
 	}
 	l.mu.Unlock()
 	if len(bad) > 30 {
@@ -350,13 +403,23 @@ func TestLedgerReportsALostItemsTrail(t *testing.T) {
 	l.offer("a", "producer0", nil)
 	l.deliver("a", "consumer1", "/q/qn-0000000001")
 	l.ack("a", "consumer1", fmt.Errorf("%w: /q/qn-0000000001", queue.ErrClaimLost))
+	l.events = []consumerEvent{
+		{at: time.Second, who: "consumer1", ev: events.Event{Type: events.Suspended, SessionID: 0x1f}},
+		{at: 2 * time.Second, who: "consumer1", ev: events.Event{Type: events.Claimed, Node: "/q/qn-0000000001", SessionID: 0x1f}},
+		{at: 9 * time.Second, who: "consumer1", ev: events.Event{Type: events.Reconnected, SessionID: 0x1f}},
+		{at: 3 * time.Second, who: "consumer2", ev: events.Event{Type: events.Suspended, SessionID: 0x2f}},
+	}
 	l.offer("b", "producer0", nil)
 	l.ack("b", "consumer1", nil)
 	bad := l.check()
 	if len(bad) != 1 {
 		t.Fatalf("check() = %q, want one report (a lost)", bad)
 	}
-	for _, want := range []string{"a offered but never acked (lost): ", "producer0: Offer: <nil>; ", "consumer1: TakeItem: /q/qn-0000000001; ", "consumer1: Ack: queue: claim lost"} {
+	if strings.Contains(bad[0], "RECONNECTED") || strings.Contains(bad[0], "consumer2") {
+		t.Errorf("the report %q has events more than 3 s away, or of a consumer the item never went to", bad[0])
+	}
+	for _, want := range []string{"a offered but never acked (lost): ", "producer0: Offer: <nil>; ", "consumer1: TakeItem: /q/qn-0000000001; ", "consumer1: Ack: queue: claim lost",
+		"the events of /q/qn-0000000001 and its consumers' sessions: 1.000s consumer1: SUSPENDED session=1f; 2.000s consumer1: CLAIMED session=1f"} {
 		if !strings.Contains(bad[0], want) {
 			t.Errorf("the report %q lacks %q", bad[0], want)
 		}

@@ -721,6 +721,7 @@ func (s *suite) startQueue(runCtx, prodCtx context.Context, path string, nProd, 
 	for i := range nCons {
 		who := fmt.Sprintf("%s.consumer%d", name, i)
 		q, _, w := open(who)
+		qs.ledger.record(who, q)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
