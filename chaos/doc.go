@@ -110,6 +110,27 @@
 //     TestTakeDeleteReplyLostReadFromALaggingServer,
 //     TestGhostNodeAdoptedFromALaggingServer fail without the sync).
 //
+//   - queue: an ack whose reply was lost was checked (sync, claim, item),
+//     found still to hold its claim and sent again; the first multi then
+//     landed just before the second, which found the claim gone, and the
+//     Ack said ErrClaimLost (the item comes again) for an item gone for
+//     good (a 2-minute run, seed 6212693029425474666, 0 digest
+//     mismatches: "offered but never acked"; its trail showed one TakeItem
+//     and that Ack). How the first came to land after the sync and reads
+//     of the check is not known: a request on a connection the client had
+//     left, read by the server after the next connection's, or a read the
+//     sync did not bring up to date, would do it.
+//     A write made again after a lost reply now takes a miss of its
+//     target (a claim gone, a claim there, an item gone) as a sign the
+//     first landed and checks again (TestAckLandingAfterItsCheck,
+//     TestClaimLandingAfterItsCheck, TestTakeDeleteLandingAfterItsCheck,
+//     transcript ack_sent_again_finds_its_first_landed); and a check
+//     whose reads were made on another session than the machine's says
+//     nothing is ours (transcript ack_checked_on_the_next_session_first).
+//     The queue ledger now also reports an item delivered from two nodes
+//     or a node with two items' data, and prints a lost item's lifecycle
+//     events with its trail.
+//
 // ZooKeeper 3.8 itself loses or diverges committed data when members are
 // killed in quick succession (ZOOKEEPER-4646, -4643, -4785): in a run that
 // killed a member every few seconds, deleted nodes came back (queue items

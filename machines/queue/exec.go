@@ -112,34 +112,11 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 		})
 	case checkItem:
 		sh.Go(func(ctx context.Context) (Input, bool) {
-			r := checked{Cmd: c.Cmd, Name: c.Name}
-			// The write whose reply was lost may be committed and not yet
-			// applied on the server we read from now (another one than
-			// the write went to, after a reconnect): the sync makes it
-			// catch up first, or the reads could miss the write and it be
-			// sent again or the item taken for gone.
-			op(ctx, "sync", func(ctx context.Context) error {
-				r.Err = conn.Sync(ctx, item(c.Name))
-				return r.Err
-			})
-			if r.Err != nil {
-				return r, true
+			session := conn.SessionID()
+			r := q.check(ctx, c, op)
+			if conn.SessionID() == session {
+				r.Session = session
 			}
-			op(ctx, "exists", func(ctx context.Context) error {
-				runtime.SetNode(ctx, item(c.Name))
-				// The claim first: an ack removes both in one multi, so a
-				// claim seen before the item was looked at means the item
-				// seen gone went with it.
-				st, ok, err := conn.Exists(ctx, zk.Join(item(c.Name), ClaimName))
-				if r.Err = err; err != nil {
-					return err
-				}
-				if ok {
-					r.ClaimOwner = st.EphemeralOwner
-				}
-				_, r.ItemExists, r.Err = conn.Exists(ctx, item(c.Name))
-				return r.Err
-			})
 			return r, true
 		})
 	case createItems:
@@ -238,6 +215,40 @@ func (q *Queue) list(ctx context.Context, c listItems, op runtime.Op) (listed, <
 // create creates items under the queue's path (one create, or a multi for
 // several), creating the path (and its parents) as containers first when
 // it is missing.
+// check looks at what became of our write on c.Name whose reply was lost:
+// whether the item and its claim exist, and the claim's owner.
+func (q *Queue) check(ctx context.Context, c checkItem, op runtime.Op) checked {
+	r := checked{Cmd: c.Cmd, Name: c.Name}
+	item := zk.Join(q.path, c.Name)
+	// The write may be committed and not yet applied on the server we
+	// read from now (another one than the write went to, after a
+	// reconnect): the sync makes it catch up first, or the reads could
+	// miss the write and it be sent again or the item taken for gone.
+	op(ctx, "sync", func(ctx context.Context) error {
+		r.Err = q.conn.Sync(ctx, item)
+		return r.Err
+	})
+	if r.Err != nil {
+		return r
+	}
+	op(ctx, "exists", func(ctx context.Context) error {
+		runtime.SetNode(ctx, item)
+		// The claim first: an ack removes both in one multi, so a claim
+		// seen before the item was looked at means the item seen gone
+		// went with it.
+		st, ok, err := q.conn.Exists(ctx, zk.Join(item, ClaimName))
+		if r.Err = err; err != nil {
+			return err
+		}
+		if ok {
+			r.ClaimOwner = st.EphemeralOwner
+		}
+		_, r.ItemExists, r.Err = q.conn.Exists(ctx, item)
+		return r.Err
+	})
+	return r
+}
+
 func (q *Queue) create(ctx context.Context, prefix string, items [][]byte) ([]string, error) {
 	for attempt := 0; ; attempt++ {
 		names, err := q.createOnce(ctx, prefix, items)

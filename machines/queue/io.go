@@ -164,7 +164,10 @@ type checked struct {
 	Name       string
 	ItemExists bool
 	ClaimOwner int64 // 0: no claim
-	Err        error
+	// Session is the session the reads were made on (0: it changed while
+	// they were made). Its change may reach the machine after this reply.
+	Session int64
+	Err     error
 }
 
 // offered is the reply to createItems.
@@ -274,7 +277,7 @@ func (i acked) String() string {
 	return fmt.Sprintf("Acked cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
 }
 func (i checked) String() string {
-	return fmt.Sprintf("Checked cmd=%d item=%s exists=%t claim=%#x%s", i.Cmd, i.Name, i.ItemExists, i.ClaimOwner, errText(i.Err))
+	return fmt.Sprintf("Checked cmd=%d item=%s exists=%t claim=%#x session=%#x%s", i.Cmd, i.Name, i.ItemExists, i.ClaimOwner, i.Session, errText(i.Err))
 }
 func (i offered) String() string {
 	return fmt.Sprintf("Offered cmd=%d names=%v%s", i.Cmd, i.Names, errText(i.Err))

@@ -1,9 +1,14 @@
 package queue_test
 
 import (
+	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/internal/lagging"
 	"github.com/zkrecipes/zkrecipes/machines/queue"
@@ -88,6 +93,150 @@ func TestClaimReplyLostReadFromALaggingServer(t *testing.T) {
 		<-w.Applied()
 		if err := it.Ack(ctx); err != nil {
 			t.Fatal(err)
+		}
+		nothingLeft(t, c, path)
+	})
+}
+
+// landsLate is a Conn whose first write of kind op under prefix answers a
+// connection loss unsent and lands only just before the next such write
+// goes out: a request applied late, after the reads that looked for it
+// (as ZooKeeper seems to do, now and then, with a request on a connection
+// the client has left, after the reads on its next connection to the same
+// server: a chaos run on the ensemble lost an item so).
+type landsLate struct {
+	zk.Conn
+	op     string // "create", "delete" or "multi"
+	prefix string
+
+	mu     sync.Mutex
+	held   func() error
+	landed chan error
+}
+
+// write holds the first matching write, and lands it before the next.
+func (l *landsLate) write(op, path string, send func() error) error {
+	l.mu.Lock()
+	switch {
+	case op != l.op || !strings.HasPrefix(path, l.prefix):
+		l.mu.Unlock()
+	case l.landed == nil:
+		l.held, l.landed = send, make(chan error, 1)
+		l.mu.Unlock()
+		return zk.ErrConnectionLoss
+	case l.held != nil:
+		held := l.held
+		l.held = nil
+		l.mu.Unlock()
+		l.landed <- held()
+	default:
+		l.mu.Unlock()
+	}
+	return send()
+}
+
+func (l *landsLate) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (name string, err error) {
+	err = l.write("create", path, func() (err error) { name, err = l.Conn.Create(ctx, path, data, mode); return err })
+	return name, err
+}
+
+func (l *landsLate) Delete(ctx context.Context, path string, version int32) error {
+	return l.write("delete", path, func() error { return l.Conn.Delete(ctx, path, version) })
+}
+
+func (l *landsLate) Multi(ctx context.Context, ops ...zk.Op) (res []zk.OpResult, err error) {
+	path := ""
+	if d, ok := ops[0].(*zk.DeleteOp); ok {
+		path = d.Path
+	}
+	err = l.write("multi", path, func() (err error) { res, err = l.Conn.Multi(ctx, ops...); return err })
+	return res, err
+}
+
+// landedLate fails t unless the held write was sent again and landed.
+func (l *landsLate) landedLate(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-l.landed:
+		if err != nil {
+			t.Fatalf("the late %s: %v", l.op, err)
+		}
+	default:
+		t.Fatalf("the %s was not made again", l.op)
+	}
+}
+
+// An ack whose first multi lands after the check that found the claim
+// still ours, just before the ack is sent again: the second multi finds
+// the claim gone. The item went with the first, so the Ack says nil, not
+// ErrClaimLost (which promises the item again).
+func TestAckLandingAfterItsCheck(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const path = "/queue/late/ack"
+		c := &landsLate{Conn: tg.Connect(t), op: "multi", prefix: path}
+		q := newQueue(t, c, path)
+		offer(t, ctx, q, "a")
+		it, err := q.TakeItem(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := it.Ack(ctx); err != nil {
+			t.Fatalf("Ack whose first multi landed late = %v, want nil", err)
+		}
+		c.landedLate(t)
+		nothingLeft(t, c, path)
+	})
+}
+
+// A claim whose first create lands after the check that found no claim,
+// just before it is made again: the second create finds the first. It is
+// ours, so the item is delivered, not waited on as another's claim until
+// our session ends.
+func TestClaimLandingAfterItsCheck(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const path = "/queue/late/claim"
+		offer(t, ctx, newQueue(t, tg.Connect(t), path), "a") // not a create of c's
+		c := &landsLate{Conn: tg.Connect(t), op: "create", prefix: path + "/qn-"}
+		q := newQueue(t, c, path)
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		it, err := q.TakeItem(tctx)
+		if err != nil {
+			t.Fatalf("TakeItem whose first claim landed late: %v", err)
+		}
+		c.landedLate(t)
+		if string(it.Data()) != "a" {
+			t.Fatalf("TakeItem = %q, want a", it.Data())
+		}
+		if err := it.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		nothingLeft(t, c, path)
+	})
+}
+
+// A take whose first delete lands after the check that found the item
+// there, just before it is made again: the second delete finds nothing.
+// The item may be gone with our first delete, so it is delivered (its
+// TAKEN event says ErrUncertain), not dropped as another consumer's.
+func TestTakeDeleteLandingAfterItsCheck(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const path = "/queue/late/take"
+		c := &landsLate{Conn: tg.Connect(t), op: "delete", prefix: path + "/qn-"}
+		q := newQueue(t, c, path)
+		offer(t, ctx, q, "a")
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		data, err := q.Take(tctx)
+		if err != nil {
+			t.Fatalf("Take whose first delete landed late: %v", err)
+		}
+		c.landedLate(t)
+		if string(data) != "a" {
+			t.Fatalf("Take = %q, want a", data)
 		}
 		nothingLeft(t, c, path)
 	})

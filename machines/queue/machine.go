@@ -145,14 +145,19 @@ type entry struct {
 	watching  bool   // our watch on that claim is set
 	again     bool   // its claim went away: the next delivery is a redelivery
 	dead      bool   // gone from the queue (and from entries)
+	// retried: our delete or claim of it is made again after a lost
+	// reply, the check having found the first not applied; the first may
+	// land yet, and be what the next one finds (see ackOp.again).
+	retried bool
 }
 
 // ackOp is an endClaim in flight: for the call req (0: the machine's own,
 // giving back a claim no one waits for).
 type ackOp struct {
-	req  uint64
-	nack bool
-	back bool // the give-back of an item claimed ahead that no call took: no NACKED, no redelivery
+	req   uint64
+	nack  bool
+	back  bool // the give-back of an item claimed ahead that no call took: no NACKED, no redelivery
+	again bool // sent again after a lost reply, the claim seen still ours: the first may land yet
 }
 
 // joint is an ack (or nack) call with Next whose ack went out in one multi
@@ -708,7 +713,10 @@ func (m *Machine) removed(o *out, i removed) {
 	switch {
 	case i.Err == nil:
 		m.wins++
+		e.retried = false
 		m.deliverTaken(o, e, nil)
+	case errors.Is(i.Err, zk.ErrNoNode) && e.retried:
+		m.uncertain(o, e) // gone with our first delete, perhaps, landed since
 	case errors.Is(i.Err, zk.ErrNoNode):
 		m.unbind(e)
 		m.lostRace(e)
@@ -815,11 +823,13 @@ func (m *Machine) claimed(o *out, i claimed) {
 		m.uncertain(o, e)
 	case i.Err == nil:
 		m.wins++
-		e.mine = true
+		e.mine, e.retried = true, false
 		m.claims[e.name] = m.session
 		if e.hasData {
 			m.deliverClaim(o, e)
 		}
+	case errors.Is(i.Err, zk.ErrNodeExists) && e.retried:
+		m.uncertain(o, e) // ours, perhaps: the first claim, landed since
 	case errors.Is(i.Err, zk.ErrNodeExists):
 		m.unbind(e)
 		m.lostRace(e)
@@ -903,7 +913,8 @@ func (m *Machine) checked(o *out, i checked) {
 	if a, ok := m.acks[i.Name]; ok { // an ack or nack whose reply was lost
 		delete(m.acks, i.Name)
 		req, nack := a.req, a.nack
-		ours := m.session != 0 && m.claims[e.name] == m.session // no session ended since the claim
+		// No session ended since the claim, nor before the reads.
+		ours := m.session != 0 && m.claims[e.name] == m.session && i.Session == m.session
 		switch {
 		// While our claim lived, no one else could remove the item or
 		// claim it: gone means our ack went through. Once the session has
@@ -912,6 +923,7 @@ func (m *Machine) checked(o *out, i checked) {
 		case ours && !i.ItemExists && !nack, ours && nack && i.ClaimOwner != m.session:
 			m.claimEnded(o, i.Name, e, a)
 		case i.ClaimOwner == m.session && m.claims[e.name] == m.session:
+			a.again = true
 			m.endClaim(o, e.name, a)
 		case !nack && !i.ItemExists:
 			// Gone for good: removed by our ack, or by another
@@ -932,6 +944,7 @@ func (m *Machine) checked(o *out, i checked) {
 		// (an earlier check found that one not made): its reply decides.
 		return
 	}
+	e.retried = false
 	switch t := e.taker; {
 	case t == nil:
 	case t.kind == kindClaim && i.ClaimOwner == m.session && m.session != 0:
@@ -952,6 +965,7 @@ func (m *Machine) checked(o *out, i checked) {
 		m.unbind(e)
 		m.othersClaim(o, e)
 	default:
+		e.retried = true
 		m.unbind(e) // not applied: try again
 	}
 }
@@ -1213,6 +1227,13 @@ func (m *Machine) acked(o *out, i acked) {
 	case i.Err == nil:
 		delete(m.acks, i.Name)
 		m.claimEnded(o, i.Name, e, a)
+	case errors.Is(i.Err, zk.ErrNoNode) && a.again && e != nil:
+		// Our claim was gone, and nothing of this multi applied; but the
+		// first one, sent before the check that saw the claim, may have
+		// landed since and taken the item with the claim (a chaos run on
+		// the ensemble saw it, see package chaos). Look again: gone with
+		// our session's claim, the item is acked.
+		m.uncertain(o, e)
 	case errors.Is(i.Err, zk.ErrNoNode): // our claim was gone: nothing was applied
 		delete(m.acks, i.Name)
 		delete(m.claims, i.Name)

@@ -270,7 +270,7 @@ func TestTranscriptClaimReplyBetweenSessions(t *testing.T) {
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
-	out := tr.step(checked{Cmd: 4, Name: "qn-0000000001", ItemExists: true, ClaimOwner: sess + 1})
+	out := tr.step(checked{Cmd: 4, Name: "qn-0000000001", Session: sess + 1, ItemExists: true, ClaimOwner: sess + 1})
 	r, ok := replied(out, 1)
 	if !ok || r.Err != nil || r.Value.(taken).Session != sess+1 {
 		t.Fatalf("the claim = %+v, want it delivered on session %#x", r, sess+1)
@@ -503,9 +503,9 @@ func TestTranscriptStaleCheckDuringANewClaim(t *testing.T) {
 	first := commands[checkItem](tr.step(claimed{Cmd: claim.Cmd, Name: item, Err: zk.ErrConnectionLoss}))[0]
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	second := commands[checkItem](tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess}))[0]
-	out = tr.step(checked{Cmd: first.Cmd, Name: item, ItemExists: true})
+	out = tr.step(checked{Cmd: first.Cmd, Name: item, Session: sess, ItemExists: true})
 	claim, read = commands[claimItem](out)[0], commands[readItem](out)[0]
-	if out := tr.step(checked{Cmd: second.Cmd, Name: item, ItemExists: true, ClaimOwner: sess}); len(out.Replies) != 0 {
+	if out := tr.step(checked{Cmd: second.Cmd, Name: item, Session: sess, ItemExists: true, ClaimOwner: sess}); len(out.Replies) != 0 {
 		t.Fatalf("a stale check settled the claim in flight: %+v", out.Replies)
 	}
 	tr.step(dataRead{Cmd: read.Cmd, Name: item, Data: []byte("a")})
@@ -830,4 +830,44 @@ func TestTranscriptClaimWaitsForThePutBack(t *testing.T) {
 	}
 	tr.step(claimed{Cmd: 6, Name: "qn-0000000001"})
 	tr.Check("claim_waits_for_the_put_back")
+}
+
+// An ack's reply is lost; the check finds our claim still there, so the
+// ack is sent again; the first lands just before it, and the second finds
+// the claim gone. The item may have gone with the first: a second check
+// finds it gone, and the Ack says nil, not ErrClaimLost.
+func TestTranscriptAckSentAgainFindsItsFirstLanded(t *testing.T) {
+	tr := newTranscript(t)
+	tr.claimHead()
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Err: zk.ErrConnectionLoss})
+	out := tr.step(checked{Cmd: 5, Name: "qn-0000000001", Session: sess, ItemExists: true, ClaimOwner: sess})
+	if ends := commands[endClaim](out); len(ends) != 1 {
+		t.Fatalf("the ack not sent again: %v", out.Commands)
+	}
+	out = tr.step(acked{Cmd: 6, Name: "qn-0000000001", Err: zk.ErrNoNode})
+	if len(out.Replies) != 0 || len(commands[checkItem](out)) != 1 {
+		t.Fatalf("the second multi's NoNode taken for an answer: %+v", out)
+	}
+	out = tr.step(checked{Cmd: 7, Name: "qn-0000000001", Session: sess})
+	if r, ok := replied(out, 2); !ok || r.Err != nil {
+		t.Fatalf("Ack answered %+v, want nil", out.Replies)
+	}
+	tr.Check("ack_sent_again_finds_its_first_landed")
+}
+
+// An ack's reply is lost with its session; the check of the item is made
+// on the next session and its reply comes before the news of the session
+// change: the item gone is not taken for our ack (another consumer may
+// have had it since), so the Ack says ErrUncertain.
+func TestTranscriptAckCheckedOnTheNextSessionFirst(t *testing.T) {
+	tr := newTranscript(t)
+	tr.claimHead()
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Err: zk.ErrConnectionLoss})
+	out := tr.step(checked{Cmd: 5, Name: "qn-0000000001", Session: sess + 1})
+	if r, ok := replied(out, 2); !ok || !errors.Is(r.Err, ErrUncertain) {
+		t.Fatalf("Ack answered %+v, want ErrUncertain", out.Replies)
+	}
+	tr.Check("ack_checked_on_the_next_session_first")
 }
