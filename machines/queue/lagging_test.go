@@ -166,25 +166,43 @@ func (l *landsLate) landedLate(t *testing.T) {
 	}
 }
 
+// lateQueue offers an item on path, and returns a queue on a connection
+// whose first write of kind op on it lands late (see landsLate).
+func lateQueue(t *testing.T, tg testkit.Target, path, op string) (context.Context, *landsLate, *queue.Queue) {
+	ctx := ctxT(t)
+	offer(t, ctx, newQueue(t, tg.Connect(t), path), "a") // not a write of the late connection's
+	c := &landsLate{Conn: tg.Connect(t), op: op, prefix: path + "/qn-"}
+	return ctx, c, newQueue(t, c, path)
+}
+
+// within makes the call named what, whose write lands late, giving it 5 s
+// (it waited for good before the fix), and checks that the late write was
+// made again.
+func within[T any](t *testing.T, ctx context.Context, c *landsLate, what string, call func(context.Context) (T, error)) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := call(ctx)
+	if err != nil {
+		t.Fatalf("%s whose first %s landed late: %v", what, c.op, err)
+	}
+	c.landedLate(t)
+	return v
+}
+
 // An ack whose first multi lands after the check that found the claim
 // still ours, just before the ack is sent again: the second multi finds
 // the claim gone. The item went with the first, so the Ack says nil, not
 // ErrClaimLost (which promises the item again).
 func TestAckLandingAfterItsCheck(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
-		ctx := ctxT(t)
 		const path = "/queue/late/ack"
-		c := &landsLate{Conn: tg.Connect(t), op: "multi", prefix: path}
-		q := newQueue(t, c, path)
-		offer(t, ctx, q, "a")
+		ctx, c, q := lateQueue(t, tg, path, "multi")
 		it, err := q.TakeItem(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := it.Ack(ctx); err != nil {
-			t.Fatalf("Ack whose first multi landed late = %v, want nil", err)
-		}
-		c.landedLate(t)
+		within(t, ctx, c, "Ack", func(ctx context.Context) (struct{}, error) { return struct{}{}, it.Ack(ctx) })
 		nothingLeft(t, c, path)
 	})
 }
@@ -195,18 +213,9 @@ func TestAckLandingAfterItsCheck(t *testing.T) {
 // our session ends.
 func TestClaimLandingAfterItsCheck(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
-		ctx := ctxT(t)
 		const path = "/queue/late/claim"
-		offer(t, ctx, newQueue(t, tg.Connect(t), path), "a") // not a create of c's
-		c := &landsLate{Conn: tg.Connect(t), op: "create", prefix: path + "/qn-"}
-		q := newQueue(t, c, path)
-		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		it, err := q.TakeItem(tctx)
-		if err != nil {
-			t.Fatalf("TakeItem whose first claim landed late: %v", err)
-		}
-		c.landedLate(t)
+		ctx, c, q := lateQueue(t, tg, path, "create")
+		it := within(t, ctx, c, "TakeItem", q.TakeItem)
 		if string(it.Data()) != "a" {
 			t.Fatalf("TakeItem = %q, want a", it.Data())
 		}
@@ -223,19 +232,9 @@ func TestClaimLandingAfterItsCheck(t *testing.T) {
 // TAKEN event says ErrUncertain), not dropped as another consumer's.
 func TestTakeDeleteLandingAfterItsCheck(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
-		ctx := ctxT(t)
 		const path = "/queue/late/take"
-		c := &landsLate{Conn: tg.Connect(t), op: "delete", prefix: path + "/qn-"}
-		q := newQueue(t, c, path)
-		offer(t, ctx, q, "a")
-		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		data, err := q.Take(tctx)
-		if err != nil {
-			t.Fatalf("Take whose first delete landed late: %v", err)
-		}
-		c.landedLate(t)
-		if string(data) != "a" {
+		_, c, q := lateQueue(t, tg, path, "delete")
+		if data := within(t, t.Context(), c, "Take", q.Take); string(data) != "a" {
 			t.Fatalf("Take = %q, want a", data)
 		}
 		nothingLeft(t, c, path)

@@ -100,6 +100,14 @@ func (tr *transcript) takeBOnTheNewSession() {
 	}
 }
 
+// ackReplyLost claims the head (see claimHead) and acks it (request 2);
+// the ack's reply is lost, and a check of the item is asked (command 5).
+func (tr *transcript) ackReplyLost() {
+	tr.claimHead()
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Err: zk.ErrConnectionLoss})
+}
+
 // takeHead has Take (req 1) list qn-0000000001 and qn-0000000002 and
 // read their data, "a" and "b" (commands 1 to 3): the delete of the head
 // (command 4) is in flight.
@@ -838,9 +846,7 @@ func TestTranscriptClaimWaitsForThePutBack(t *testing.T) {
 // finds it gone, and the Ack says nil, not ErrClaimLost.
 func TestTranscriptAckSentAgainFindsItsFirstLanded(t *testing.T) {
 	tr := newTranscript(t)
-	tr.claimHead()
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Err: zk.ErrConnectionLoss})
+	tr.ackReplyLost()
 	out := tr.step(checked{Cmd: 5, Name: "qn-0000000001", Session: sess, ItemExists: true, ClaimOwner: sess})
 	if ends := commands[endClaim](out); len(ends) != 1 {
 		t.Fatalf("the ack not sent again: %v", out.Commands)
@@ -862,9 +868,7 @@ func TestTranscriptAckSentAgainFindsItsFirstLanded(t *testing.T) {
 // have had it since), so the Ack says ErrUncertain.
 func TestTranscriptAckCheckedOnTheNextSessionFirst(t *testing.T) {
 	tr := newTranscript(t)
-	tr.claimHead()
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Err: zk.ErrConnectionLoss})
+	tr.ackReplyLost()
 	out := tr.step(checked{Cmd: 5, Name: "qn-0000000001", Session: sess + 1})
 	if r, ok := replied(out, 2); !ok || !errors.Is(r.Err, ErrUncertain) {
 		t.Fatalf("Ack answered %+v, want ErrUncertain", out.Replies)
