@@ -49,6 +49,13 @@
 // ErrUncertain on its TAKEN event, and may have been returned to another
 // consumer too.
 //
+// A write whose reply was lost (a take's delete, a claim, an ack) is
+// looked for, after a sync, before it is made again. The first may still
+// land after that look: a write made again that misses its target (the
+// item or claim gone, the claim there) looks again instead of taking the
+// miss for another consumer's doing, so an ack whose first multi landed
+// late says nil, not ErrClaimLost, and such a take still returns its item.
+//
 // TakeItem and Consume deliver at least once: the item stays in the queue,
 // claimed, until Ack deletes item and claim in one multi, or Nack gives it
 // back at its place. An ack claims the next item in the same multi, when
