@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/events"
@@ -167,6 +170,7 @@ func (s *suite) startSemaphore(ctx context.Context) {
 type barrierRecord struct {
 	who                string
 	enterCall, enterAt time.Time
+	enterErr           error
 	entered            bool
 	leaveCall, leaveAt time.Time
 	leaveErr           error
@@ -213,7 +217,7 @@ func (s *suite) runBarrier(ctx, finish context.Context, d *barrier.DoubleBarrier
 	for ctx.Err() == nil && finish.Err() == nil {
 		r := barrierRecord{who: who, enterCall: time.Now()}
 		err := d.Enter(ctx)
-		r.enterAt = time.Now()
+		r.enterAt, r.enterErr = time.Now(), err
 		switch {
 		case err == nil:
 			r.entered = true
@@ -251,6 +255,24 @@ func (s *suite) runBarrier(ctx, finish context.Context, d *barrier.DoubleBarrier
 	}
 }
 
+// lastEnters describes, for each member not in in, its last Enter begun
+// before at: when it was called and returned, and its error. The caller
+// holds l.mu.
+func (l *barrierLedger) lastEnters(at time.Time, in map[string]bool) string {
+	last := map[string]barrierRecord{}
+	for _, o := range l.recs {
+		if !in[o.who] && !o.enterCall.IsZero() && o.enterCall.Before(at) && o.enterCall.After(last[o.who].enterCall) {
+			last[o.who] = o
+		}
+	}
+	var out []string
+	for _, who := range slices.Sorted(maps.Keys(last)) {
+		o := last[who]
+		out = append(out, fmt.Sprintf("%s called %s, returned %s (%v)", who, o.enterCall.Format("15:04:05.000000"), o.enterAt.Format("15:04:05.000000"), o.enterErr))
+	}
+	return strings.Join(out, "; ")
+}
+
 // check reports members through the barrier early: an Enter that returned
 // while fewer than barrierSize members could be in (each counted from its
 // Enter call to the end of its pass), and a Leave that returned while
@@ -281,7 +303,8 @@ func (l *barrierLedger) check() []string {
 			}
 		}
 		if len(in) < barrierSize && len(bad) < 10 {
-			bad = append(bad, fmt.Sprintf("%s through Enter at %s with only %v able to be in", r.who, r.enterAt.Format("15:04:05.000000"), slices.Sorted(mapsKeysBool(in))))
+			bad = append(bad, fmt.Sprintf("%s through Enter at %s with only %v able to be in; the others' last Enter before: %s",
+				r.who, r.enterAt.Format("15:04:05.000000"), slices.Sorted(mapsKeysBool(in)), l.lastEnters(r.enterAt, in)))
 		}
 	}
 	for _, r := range l.recs {
@@ -475,4 +498,21 @@ func (l *tpcLedger) unapplied() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// A member through Enter while fewer could be in is reported with the
+// others' last Enter: when it was called, when it returned, and its error.
+func TestBarrierLedgerReportsTheOthersLastEnter(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 1, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	l := &barrierLedger{}
+	for i := range barrierSize - 1 {
+		l.add(barrierRecord{who: fmt.Sprintf("barrier%d", i), enterCall: at(0), enterAt: at(100), entered: true, leaveCall: at(110), leaveAt: at(120), left: true})
+	}
+	l.add(barrierRecord{who: "barrier3", enterCall: at(0), enterAt: at(50), enterErr: barrier.ErrSessionLost})
+	bad := strings.Join(l.check(), "\n")
+	want := "barrier0 through Enter at 01:00:00.100000 with only [barrier0 barrier1 barrier2] able to be in; the others' last Enter before: barrier3 called 01:00:00.000000, returned 01:00:00.050000 (" + barrier.ErrSessionLost.Error() + ")"
+	if !strings.Contains(bad, want) {
+		t.Errorf("check() = %q, lacks %q", bad, want)
+	}
 }
