@@ -131,6 +131,21 @@
 //     or a node with two items' data, and prints a lost item's lifecycle
 //     events with its trail.
 //
+// Open, 2026-11-27: one 2-minute run after that fix (seed
+// 3963624285873986539, 0 digest mismatches) left an item in the queue,
+// offered at 40.5 s and never delivered ("not drained ... 1 nodes in it";
+// it was still there once every handle had closed). TestConsumeThroughSessionExpiry
+// fails the same way about once in 300 runs, before and after that fix, with
+// the item claimed by the consumer's new session. A likely cause, found by
+// reading and not confirmed: a claim sent just before a session ended goes
+// out on the next session (go-zookeeper sends what it had queued), and its
+// reply reaches the machine before the news of the new session; the claim
+// is then recorded under the old session, forgotten when that session's
+// end is handled, and waited on as another consumer's for as long as the
+// new session lives. A fix needs the claim's reply, and the check after
+// it, to say which session they were made on, and the machine to wait for
+// that session before it judges them.
+//
 // ZooKeeper 3.8 itself loses or diverges committed data when members are
 // killed in quick succession (ZOOKEEPER-4646, -4643, -4785): in a run that
 // killed a member every few seconds, deleted nodes came back (queue items
