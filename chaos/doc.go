@@ -135,8 +135,8 @@
 // 3963624285873986539, 0 digest mismatches) left an item in the queue,
 // offered at 40.5 s and never delivered ("not drained ... 1 nodes in it";
 // it was still there once every handle had closed). TestConsumeThroughSessionExpiry
-// fails the same way about once in 300 runs, before and after that fix, with
-// the item claimed by the consumer's new session. A likely cause, found by
+// fails the same way, once in about 300 runs before that fix and once in
+// about 500 after, the item left claimed by a live session. A likely cause, found by
 // reading and not confirmed: a claim sent just before a session ended goes
 // out on the next session (go-zookeeper sends what it had queued), and its
 // reply reaches the machine before the news of the new session; the claim
