@@ -212,9 +212,6 @@ func (q *Queue) list(ctx context.Context, c listItems, op runtime.Op) (listed, <
 	}
 }
 
-// create creates items under the queue's path (one create, or a multi for
-// several), creating the path (and its parents) as containers first when
-// it is missing.
 // check looks at what became of our write on c.Name whose reply was lost:
 // whether the item and its claim exist, and the claim's owner.
 func (q *Queue) check(ctx context.Context, c checkItem, op runtime.Op) checked {
@@ -249,6 +246,9 @@ func (q *Queue) check(ctx context.Context, c checkItem, op runtime.Op) checked {
 	return r
 }
 
+// create creates items under the queue's path (one create, or a multi for
+// several), creating the path (and its parents) as containers first when
+// it is missing.
 func (q *Queue) create(ctx context.Context, prefix string, items [][]byte) ([]string, error) {
 	for attempt := 0; ; attempt++ {
 		names, err := q.createOnce(ctx, prefix, items)
