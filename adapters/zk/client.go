@@ -195,12 +195,13 @@ func (c *client) watch(gen uint64, src <-chan gozk.Event, path string, kind watc
 		return out
 	}
 	c.watches.end(gen, true)
-	p := &pendingWatch{out: out}
+	// The watch is counted gone before its event is seen: a reconnect
+	// right after the event must not hold its requests for it (resync).
+	p := &pendingWatch{out: out, fired: c.watches.fired}
 	c.order.register(path, kind, p)
 	go func() {
 		defer c.calls.Done()
 		ev, ok := <-src
-		c.watches.fired()
 		c.order.unregister(path, kind, p)
 		if !ok {
 			ev = gozk.Event{Type: gozk.EventNotWatching, Err: gozk.ErrClosing}

@@ -52,12 +52,14 @@ type watchKey struct {
 
 // pendingWatch is one watch channel; deliver sends its one event, once.
 type pendingWatch struct {
-	once sync.Once
-	out  chan WatchEvent
+	once  sync.Once
+	out   chan WatchEvent
+	fired func() // called once, before the event is sent
 }
 
 func (p *pendingWatch) deliver(ev gozk.Event) {
 	p.once.Do(func() {
+		p.fired()
 		p.out <- watchEvent(ev)
 		close(p.out)
 	})
