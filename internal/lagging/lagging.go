@@ -53,6 +53,7 @@ type Write struct {
 	op      Op
 	prefix  string
 	paths   []string // the write's own paths, once lost
+	late    bool     // made only before the next write (see LandLate)
 	apply   func() error
 	lost    chan struct{}
 	applied chan struct{}
@@ -75,6 +76,20 @@ func (c *Conn) LoseNext(op Op, prefix string) *Write {
 	w := &Write{op: op, prefix: prefix, lost: make(chan struct{}), applied: make(chan struct{})}
 	c.mu.Lock()
 	c.armed = append(c.armed, w)
+	c.mu.Unlock()
+	return w
+}
+
+// LandLate loses the next write of kind op like LoseNext, but makes it
+// only just before the connection's next write: syncs and reads before
+// that do not see it, as if the server applied the request after them (a
+// request it read late from a connection the client had left: see package
+// chaos). Code that looks for its write after a lost reply, finds it not
+// made and makes it again, sees its second write miss.
+func (c *Conn) LandLate(op Op, prefix string) *Write {
+	w := c.LoseNext(op, prefix)
+	c.mu.Lock()
+	w.late = true
 	c.mu.Unlock()
 	return w
 }
@@ -107,12 +122,12 @@ func anyUnder(paths []string, prefix string) bool {
 }
 
 // catchUp makes the lost writes a read of path would miss (all of them
-// for ""), in order.
-func (c *Conn) catchUp(path string) {
+// for ""), in order; those that land late (LandLate) only before a write.
+func (c *Conn) catchUp(path string, write bool) {
 	c.mu.Lock()
 	var due []*Write
 	c.pending = slices.DeleteFunc(c.pending, func(w *Write) bool {
-		if path != "" && !slices.ContainsFunc(w.paths, func(p string) bool { return p == path || zk.Parent(p) == path }) {
+		if w.late && !write || path != "" && !slices.ContainsFunc(w.paths, func(p string) bool { return p == path || zk.Parent(p) == path }) {
 			return false
 		}
 		due = append(due, w)
@@ -128,7 +143,7 @@ func (c *Conn) catchUp(path string) {
 // Create loses the create when one is armed for it; the lost writes
 // before it are made first.
 func (c *Conn) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (string, error) {
-	c.catchUp("")
+	c.catchUp("", true)
 	apply := func() error { _, err := c.Conn.Create(context.WithoutCancel(ctx), path, data, mode); return err }
 	if c.lose(OpCreate, apply, path) {
 		return "", zk.ErrConnectionLoss
@@ -139,7 +154,7 @@ func (c *Conn) Create(ctx context.Context, path string, data []byte, mode zk.Cre
 // Delete loses the delete when one is armed for it; the lost writes
 // before it are made first.
 func (c *Conn) Delete(ctx context.Context, path string, version int32) error {
-	c.catchUp("")
+	c.catchUp("", true)
 	apply := func() error { return c.Conn.Delete(context.WithoutCancel(ctx), path, version) }
 	if c.lose(OpDelete, apply, path) {
 		return zk.ErrConnectionLoss
@@ -150,7 +165,7 @@ func (c *Conn) Delete(ctx context.Context, path string, version int32) error {
 // Multi loses the multi when one is armed for any of its ops' paths; the
 // lost writes before it are made first.
 func (c *Conn) Multi(ctx context.Context, ops ...zk.Op) ([]zk.OpResult, error) {
-	c.catchUp("")
+	c.catchUp("", true)
 	var paths []string
 	for _, op := range ops {
 		if p, ok := zk.OpPath(op); ok {
@@ -166,48 +181,48 @@ func (c *Conn) Multi(ctx context.Context, ops ...zk.Op) ([]zk.OpResult, error) {
 
 // Set makes the lost writes first.
 func (c *Conn) Set(ctx context.Context, path string, data []byte, version int32) (zk.Stat, error) {
-	c.catchUp("")
+	c.catchUp("", true)
 	return c.Conn.Set(ctx, path, data, version)
 }
 
 // Sync makes the lost writes first, as a server catching up would.
 func (c *Conn) Sync(ctx context.Context, path string) error {
-	c.catchUp("")
+	c.catchUp("", false)
 	return c.Conn.Sync(ctx, path)
 }
 
 // Exists answers from before the lost writes on path, then makes them.
 func (c *Conn) Exists(ctx context.Context, path string) (zk.Stat, bool, error) {
-	defer c.catchUp(path)
+	defer c.catchUp(path, false)
 	return c.Conn.Exists(ctx, path)
 }
 
 // ExistsW answers from before the lost writes, then makes them.
 func (c *Conn) ExistsW(ctx context.Context, path string) (zk.Stat, bool, <-chan zk.WatchEvent, error) {
-	defer c.catchUp(path)
+	defer c.catchUp(path, false)
 	return c.Conn.ExistsW(ctx, path)
 }
 
 // Get answers from before the lost writes, then makes them.
 func (c *Conn) Get(ctx context.Context, path string) ([]byte, zk.Stat, error) {
-	defer c.catchUp(path)
+	defer c.catchUp(path, false)
 	return c.Conn.Get(ctx, path)
 }
 
 // GetW answers from before the lost writes, then makes them.
 func (c *Conn) GetW(ctx context.Context, path string) ([]byte, zk.Stat, <-chan zk.WatchEvent, error) {
-	defer c.catchUp(path)
+	defer c.catchUp(path, false)
 	return c.Conn.GetW(ctx, path)
 }
 
 // Children answers from before the lost writes, then makes them.
 func (c *Conn) Children(ctx context.Context, path string) ([]string, zk.Stat, error) {
-	defer c.catchUp(path)
+	defer c.catchUp(path, false)
 	return c.Conn.Children(ctx, path)
 }
 
 // ChildrenW answers from before the lost writes, then makes them.
 func (c *Conn) ChildrenW(ctx context.Context, path string) ([]string, zk.Stat, <-chan zk.WatchEvent, error) {
-	defer c.catchUp(path)
+	defer c.catchUp(path, false)
 	return c.Conn.ChildrenW(ctx, path)
 }

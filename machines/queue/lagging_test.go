@@ -3,12 +3,9 @@ package queue_test
 import (
 	"context"
 	"errors"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/internal/lagging"
 	"github.com/zkrecipes/zkrecipes/machines/queue"
@@ -98,95 +95,34 @@ func TestClaimReplyLostReadFromALaggingServer(t *testing.T) {
 	})
 }
 
-// landsLate is a Conn whose first write of kind op under prefix answers a
-// connection loss unsent and lands only just before the next such write
-// goes out: a request applied late, after the reads that looked for it
-// (as ZooKeeper seems to do, now and then, with a request on a connection
-// the client has left, after the reads on its next connection to the same
-// server: a chaos run on the ensemble lost an item so).
-type landsLate struct {
-	zk.Conn
-	op     string // "create", "delete" or "multi"
-	prefix string
-
-	mu     sync.Mutex
-	held   func() error
-	landed chan error
-}
-
-// write holds the first matching write, and lands it before the next.
-func (l *landsLate) write(op, path string, send func() error) error {
-	l.mu.Lock()
-	switch {
-	case op != l.op || !strings.HasPrefix(path, l.prefix):
-		l.mu.Unlock()
-	case l.landed == nil:
-		l.held, l.landed = send, make(chan error, 1)
-		l.mu.Unlock()
-		return zk.ErrConnectionLoss
-	case l.held != nil:
-		held := l.held
-		l.held = nil
-		l.mu.Unlock()
-		l.landed <- held()
-	default:
-		l.mu.Unlock()
-	}
-	return send()
-}
-
-func (l *landsLate) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (name string, err error) {
-	err = l.write("create", path, func() (err error) { name, err = l.Conn.Create(ctx, path, data, mode); return err })
-	return name, err
-}
-
-func (l *landsLate) Delete(ctx context.Context, path string, version int32) error {
-	return l.write("delete", path, func() error { return l.Conn.Delete(ctx, path, version) })
-}
-
-func (l *landsLate) Multi(ctx context.Context, ops ...zk.Op) (res []zk.OpResult, err error) {
-	path := ""
-	if d, ok := ops[0].(*zk.DeleteOp); ok {
-		path = d.Path
-	}
-	err = l.write("multi", path, func() (err error) { res, err = l.Conn.Multi(ctx, ops...); return err })
-	return res, err
-}
-
-// landedLate fails t unless the held write was sent again and landed.
-func (l *landsLate) landedLate(t *testing.T) {
-	t.Helper()
-	select {
-	case err := <-l.landed:
-		if err != nil {
-			t.Fatalf("the late %s: %v", l.op, err)
-		}
-	default:
-		t.Fatalf("the %s was not made again", l.op)
-	}
-}
-
 // lateQueue offers an item on path, and returns a queue on a connection
-// whose first write of kind op on it lands late (see landsLate).
-func lateQueue(t *testing.T, tg testkit.Target, path, op string) (context.Context, *landsLate, *queue.Queue) {
+// whose first write of kind op under it lands late (lagging.LandLate).
+func lateQueue(t *testing.T, tg testkit.Target, path string, op lagging.Op) (context.Context, *lagging.Conn, *lagging.Write, *queue.Queue) {
 	ctx := ctxT(t)
 	offer(t, ctx, newQueue(t, tg.Connect(t), path), "a") // not a write of the late connection's
-	c := &landsLate{Conn: tg.Connect(t), op: op, prefix: path + "/qn-"}
-	return ctx, c, newQueue(t, c, path)
+	c := lagging.Wrap(tg.Connect(t))
+	w := c.LandLate(op, path+"/qn-")
+	return ctx, c, w, newQueue(t, c, path)
 }
 
-// within makes the call named what, whose write lands late, giving it 5 s
-// (it waited for good before the fix), and checks that the late write was
-// made again.
-func within[T any](t *testing.T, ctx context.Context, c *landsLate, what string, call func(context.Context) (T, error)) T {
+// within makes the call named what, whose write w lands late, giving it
+// 5 s (it waited for good before the fix), and checks that w was made.
+func within[T any](t *testing.T, ctx context.Context, w *lagging.Write, what string, call func(context.Context) (T, error)) T {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	v, err := call(ctx)
 	if err != nil {
-		t.Fatalf("%s whose first %s landed late: %v", what, c.op, err)
+		t.Fatalf("%s whose first write landed late: %v", what, err)
 	}
-	c.landedLate(t)
+	select {
+	case <-w.Applied():
+		if w.Err() != nil {
+			t.Fatalf("the late write: %v", w.Err())
+		}
+	default:
+		t.Fatalf("%s: the late write was not made", what)
+	}
 	return v
 }
 
@@ -197,12 +133,12 @@ func within[T any](t *testing.T, ctx context.Context, c *landsLate, what string,
 func TestAckLandingAfterItsCheck(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		const path = "/queue/late/ack"
-		ctx, c, q := lateQueue(t, tg, path, "multi")
+		ctx, c, w, q := lateQueue(t, tg, path, lagging.OpMulti)
 		it, err := q.TakeItem(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		within(t, ctx, c, "Ack", func(ctx context.Context) (struct{}, error) { return struct{}{}, it.Ack(ctx) })
+		within(t, ctx, w, "Ack", func(ctx context.Context) (struct{}, error) { return struct{}{}, it.Ack(ctx) })
 		nothingLeft(t, c, path)
 	})
 }
@@ -214,8 +150,8 @@ func TestAckLandingAfterItsCheck(t *testing.T) {
 func TestClaimLandingAfterItsCheck(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		const path = "/queue/late/claim"
-		ctx, c, q := lateQueue(t, tg, path, "create")
-		it := within(t, ctx, c, "TakeItem", q.TakeItem)
+		ctx, c, w, q := lateQueue(t, tg, path, lagging.OpCreate)
+		it := within(t, ctx, w, "TakeItem", q.TakeItem)
 		if string(it.Data()) != "a" {
 			t.Fatalf("TakeItem = %q, want a", it.Data())
 		}
@@ -233,8 +169,8 @@ func TestClaimLandingAfterItsCheck(t *testing.T) {
 func TestTakeDeleteLandingAfterItsCheck(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		const path = "/queue/late/take"
-		_, c, q := lateQueue(t, tg, path, "delete")
-		if data := within(t, t.Context(), c, "Take", q.Take); string(data) != "a" {
+		ctx, c, w, q := lateQueue(t, tg, path, lagging.OpDelete)
+		if data := within(t, ctx, w, "Take", q.Take); string(data) != "a" {
 			t.Fatalf("Take = %q, want a", data)
 		}
 		nothingLeft(t, c, path)
