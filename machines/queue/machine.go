@@ -145,19 +145,19 @@ type entry struct {
 	watching  bool   // our watch on that claim is set
 	again     bool   // its claim went away: the next delivery is a redelivery
 	dead      bool   // gone from the queue (and from entries)
-	// retried: our delete or claim of it is made again after a lost
+	// retried: our delete, claim or ack of it is made again after a lost
 	// reply, the check having found the first not applied; the first may
-	// land yet, and be what the next one finds (see ackOp.again).
+	// land yet, and be what the second finds: a miss of the second's
+	// target (the item or claim gone, the claim there) is checked again.
 	retried bool
 }
 
 // ackOp is an endClaim in flight: for the call req (0: the machine's own,
 // giving back a claim no one waits for).
 type ackOp struct {
-	req   uint64
-	nack  bool
-	back  bool // the give-back of an item claimed ahead that no call took: no NACKED, no redelivery
-	again bool // sent again after a lost reply, the claim seen still ours: the first may land yet
+	req  uint64
+	nack bool
+	back bool // the give-back of an item claimed ahead that no call took: no NACKED, no redelivery
 }
 
 // joint is an ack (or nack) call with Next whose ack went out in one multi
@@ -923,7 +923,7 @@ func (m *Machine) checked(o *out, i checked) {
 		case ours && !i.ItemExists && !nack, ours && nack && i.ClaimOwner != m.session:
 			m.claimEnded(o, i.Name, e, a)
 		case i.ClaimOwner == m.session && m.claims[e.name] == m.session:
-			a.again = true
+			e.retried = true
 			m.endClaim(o, e.name, a)
 		case !nack && !i.ItemExists:
 			// Gone for good: removed by our ack, or by another
@@ -1227,7 +1227,7 @@ func (m *Machine) acked(o *out, i acked) {
 	case i.Err == nil:
 		delete(m.acks, i.Name)
 		m.claimEnded(o, i.Name, e, a)
-	case errors.Is(i.Err, zk.ErrNoNode) && a.again && e != nil:
+	case errors.Is(i.Err, zk.ErrNoNode) && e != nil && e.retried:
 		// Our claim was gone, and nothing of this multi applied; but the
 		// first one, sent before the check that saw the claim, may have
 		// landed since and taken the item with the claim (a chaos run on
@@ -1268,7 +1268,7 @@ func (m *Machine) claimEnded(o *out, name string, e *entry, a ackOp) {
 	}
 	switch {
 	case e != nil && a.nack:
-		e.mine, e.again = false, e.again || !a.back
+		e.mine, e.again, e.retried = false, e.again || !a.back, false
 	case e != nil:
 		m.markGone(e)
 	default:

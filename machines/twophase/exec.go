@@ -82,7 +82,7 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 			wg.Go(func() {
 				verr = do(ctx, "get", func(ctx context.Context) (err error) { vote, _, err = conn.Get(ctx, ps.vote(c.Tx, p.id)); return err })
 			})
-			d, w, derr := p.readDecision(ctx, do, c.Tx)
+			d, w, derr := p.readDecision(ctx, do, c.Tx, false)
 			wg.Wait()
 			switch {
 			case errors.Is(err, zk.ErrNoNode):
@@ -121,19 +121,7 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 		})
 	case readDecision:
 		sh.Go(func(ctx context.Context) (Input, bool) {
-			var r decisionRead
-			var w <-chan zk.WatchEvent
-			var err error
-			if c.Made {
-				r, err = p.getDecision(ctx, do, c.Tx)
-			}
-			// Not made as far as this server knows: it may be behind the
-			// one that sent the event (a watch event does not move the
-			// session's last seen zxid, and the connection may have moved
-			// since), so look again the way that leaves a watch.
-			if !c.Made || err == nil && r.Gone {
-				r, w, err = p.readDecision(ctx, do, c.Tx)
-			}
+			r, w, err := p.readDecision(ctx, do, c.Tx, c.Made)
 			r.Cmd, r.Tx, r.Err = c.Cmd, c.Tx, err
 			if err != nil || w == nil {
 				return r, true
@@ -332,7 +320,16 @@ func (p *Participant) register(ctx context.Context) (<-chan zk.WatchEvent, error
 }
 
 // readDecision reads tx's decision, or leaves a watch for it (w not nil).
-func (p *Participant) readDecision(ctx context.Context, do func(context.Context, string, func(context.Context) error) error, tx string) (decisionRead, <-chan zk.WatchEvent, error) {
+// made: a watch said it was created, so it is read at once, with no watch
+// left; not found, it is looked for again with the watch (this server may
+// be behind the one that sent the event: a watch event does not move the
+// session's last seen zxid, and the connection may have moved since).
+func (p *Participant) readDecision(ctx context.Context, do func(context.Context, string, func(context.Context) error) error, tx string, made bool) (decisionRead, <-chan zk.WatchEvent, error) {
+	if made {
+		if r, err := p.getDecision(ctx, do, tx); err != nil || !r.Gone {
+			return r, nil, err
+		}
+	}
 	var r decisionRead
 	var ok bool
 	var w <-chan zk.WatchEvent
