@@ -274,14 +274,23 @@ func (l *barrierLedger) lastEnters(at time.Time, in map[string]bool) string {
 }
 
 // check reports members through the barrier early: an Enter that returned
-// while fewer than barrierSize members could be in (each counted from its
-// Enter call to the end of its pass), and a Leave that returned while
-// another member had entered and not yet started to leave (one whose
-// session ended inside is counted out, as the barrier does).
+// though at no moment between its call and its return could barrierSize
+// members all be in (each counted from its Enter call to the end of its
+// pass: a member whose Enter failed, to that failure), and a Leave that
+// returned while another member had entered and not yet started to leave
+// (one whose session ended inside is counted out, as the barrier does).
+// The barrier lets a member through once all were in at one moment of its
+// Enter: a member may die just after that moment and before the pass.
 func (l *barrierLedger) check() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var bad []string
+	start := func(r barrierRecord) time.Time {
+		if r.enterCall.IsZero() {
+			return r.enterAt.Add(-time.Hour) // entered before this record began
+		}
+		return r.enterCall
+	}
 	end := func(r barrierRecord) time.Time {
 		if r.entered {
 			return r.leaveAt
@@ -292,19 +301,39 @@ func (l *barrierLedger) check() []string {
 		if !r.entered || r.enterCall.IsZero() {
 			continue
 		}
-		in := map[string]bool{}
+		// The records that could be in during r's Enter, and the moments
+		// at which the most of them could be: its call, and each of their
+		// starts after it.
+		var during []barrierRecord
+		moments := []time.Time{r.enterCall}
 		for _, o := range l.recs {
-			start := o.enterCall
-			if start.IsZero() {
-				start = o.enterAt.Add(-time.Hour) // entered before this record began
+			if start(o).After(r.enterAt) || end(o).Before(r.enterCall) {
+				continue
 			}
-			if !start.After(r.enterAt) && !end(o).Before(r.enterAt) {
-				in[o.who] = true
+			during = append(during, o)
+			if start(o).After(r.enterCall) {
+				moments = append(moments, start(o))
 			}
 		}
-		if len(in) < barrierSize && len(bad) < 10 {
-			bad = append(bad, fmt.Sprintf("%s through Enter at %s with only %v able to be in; the others' last Enter before: %s",
-				r.who, r.enterAt.Format("15:04:05.000000"), slices.Sorted(mapsKeysBool(in)), l.lastEnters(r.enterAt, in)))
+		most := 0
+		for _, at := range moments {
+			in := map[string]bool{}
+			for _, o := range during {
+				if !start(o).After(at) && !end(o).Before(at) {
+					in[o.who] = true
+				}
+			}
+			most = max(most, len(in))
+		}
+		if most < barrierSize && len(bad) < 10 {
+			in := map[string]bool{}
+			for _, o := range during {
+				if !end(o).Before(r.enterAt) {
+					in[o.who] = true
+				}
+			}
+			bad = append(bad, fmt.Sprintf("%s through Enter at %s with at most %d able to be in at once since its call at %s (%v at its pass); the others' last Enter before: %s",
+				r.who, r.enterAt.Format("15:04:05.000000"), most, r.enterCall.Format("15:04:05.000000"), slices.Sorted(mapsKeysBool(in)), l.lastEnters(r.enterAt, in)))
 		}
 	}
 	for _, r := range l.recs {
@@ -509,10 +538,31 @@ func TestBarrierLedgerReportsTheOthersLastEnter(t *testing.T) {
 	for i := range barrierSize - 1 {
 		l.add(barrierRecord{who: fmt.Sprintf("barrier%d", i), enterCall: at(0), enterAt: at(100), entered: true, leaveCall: at(110), leaveAt: at(120), left: true})
 	}
-	l.add(barrierRecord{who: "barrier3", enterCall: at(0), enterAt: at(50), enterErr: barrier.ErrSessionLost})
+	l.add(barrierRecord{who: "barrier3", enterCall: at(-10), enterAt: at(-5), enterErr: barrier.ErrSessionLost})
 	bad := strings.Join(l.check(), "\n")
-	want := "barrier0 through Enter at 01:00:00.100000 with only [barrier0 barrier1 barrier2] able to be in; the others' last Enter before: barrier3 called 01:00:00.000000, returned 01:00:00.050000 (" + barrier.ErrSessionLost.Error() + ")"
+	want := "barrier0 through Enter at 01:00:00.100000 with at most 3 able to be in at once since its call at 01:00:00.000000 ([barrier0 barrier1 barrier2] at its pass); the others' last Enter before: barrier3 called 00:59:59.990000, returned 00:59:59.995000 (" + barrier.ErrSessionLost.Error() + ")"
 	if !strings.Contains(bad, want) {
 		t.Errorf("check() = %q, lacks %q", bad, want)
+	}
+}
+
+// A member whose Enter fails after every member was in, and before
+// another member's Enter returns, is no early pass: the barrier was
+// complete at that moment (a chaos run reported one, its member's session
+// lost 2 ms before the other's pass).
+func TestBarrierLedgerCountsAMemberLostAfterTheRoundWasComplete(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 1, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	l := &barrierLedger{}
+	for i := range barrierSize - 1 {
+		l.add(barrierRecord{who: fmt.Sprintf("barrier%d", i), enterCall: at(10 * i), enterAt: at(100), entered: true, leaveCall: at(110), leaveAt: at(120), left: true})
+	}
+	l.add(barrierRecord{who: "barrier3", enterCall: at(40), enterAt: at(98), enterErr: barrier.ErrSessionLost})
+	if bad := l.check(); len(bad) != 0 {
+		t.Errorf("check() = %q, want nothing", bad)
+	}
+	l.add(barrierRecord{who: "barrier0", enterCall: at(200), enterAt: at(300), entered: true, leaveCall: at(310), leaveAt: at(320), left: true})
+	if bad := l.check(); len(bad) != 1 || !strings.Contains(bad[0], "barrier0 through Enter at 01:00:00.300000 with at most 1") {
+		t.Errorf("check() = %q, want barrier0's second pass, alone, reported", bad)
 	}
 }

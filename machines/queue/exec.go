@@ -54,11 +54,13 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 	case claimItem:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := claimed{Cmd: c.Cmd, Name: c.Name}
-			// node_exists: claimed by another; no_node: taken by another.
-			op(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode), "create", func(ctx context.Context) error {
-				runtime.SetNode(ctx, zk.Join(item(c.Name), ClaimName))
-				_, r.Err = conn.Create(ctx, zk.Join(item(c.Name), ClaimName), c.Data, zk.ModeEphemeral)
-				return r.Err
+			r.Session = onOneSession(conn, func() {
+				// node_exists: claimed by another; no_node: taken by another.
+				op(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode), "create", func(ctx context.Context) error {
+					runtime.SetNode(ctx, zk.Join(item(c.Name), ClaimName))
+					_, r.Err = conn.Create(ctx, zk.Join(item(c.Name), ClaimName), c.Data, zk.ModeEphemeral)
+					return r.Err
+				})
 			})
 			return r, true
 		})
@@ -112,11 +114,8 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 		})
 	case checkItem:
 		sh.Go(func(ctx context.Context) (Input, bool) {
-			session := conn.SessionID()
-			r := q.check(ctx, c, op)
-			if conn.SessionID() == session {
-				r.Session = session
-			}
+			var r checked
+			r.Session = onOneSession(conn, func() { r = q.check(ctx, c, op) })
 			return r, true
 		})
 	case createItems:
@@ -324,25 +323,39 @@ func (q *Queue) endClaimAndClaimNext(ctx context.Context, sh *runtime.Shell[Inpu
 	item := func(name string) string { return zk.Join(q.path, name) }
 	a, r := acked{Cmd: c.Cmd, Name: c.Name}, claimed{Cmd: c.Cmd, Name: c.Next}
 	ops := append(q.endOps(c.Name, c.Nack), &zk.CreateOp{Path: zk.Join(item(c.Next), ClaimName), Data: c.Data, Mode: zk.ModeEphemeral})
-	// node_exists, no_node on the next item's claim: claimed or taken by
-	// another consumer, an expected race.
-	op(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode), "multi", func(ctx context.Context) error {
-		runtime.SetNode(ctx, item(c.Name))
-		res, err := q.conn.Multi(ctx, ops...)
-		a.Err, r.Err = err, err
-		for i, res := range res {
-			if res.Err == nil || errors.Is(res.Err, zk.ErrRuntimeInconsistency) {
-				continue
+	r.Session = onOneSession(q.conn, func() {
+		// node_exists, no_node on the next item's claim: claimed or taken
+		// by another consumer, an expected race.
+		op(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode), "multi", func(ctx context.Context) error {
+			runtime.SetNode(ctx, item(c.Name))
+			res, err := q.conn.Multi(ctx, ops...)
+			a.Err, r.Err = err, err
+			for i, res := range res {
+				if res.Err == nil || errors.Is(res.Err, zk.ErrRuntimeInconsistency) {
+					continue
+				}
+				if a.Err, r.Err = errNotApplied, res.Err; i < len(ops)-1 {
+					a.Err, r.Err = res.Err, errNotApplied
+				}
+				break
 			}
-			if a.Err, r.Err = errNotApplied, res.Err; i < len(ops)-1 {
-				a.Err, r.Err = res.Err, errNotApplied
-			}
-			break
-		}
-		return err
+			return err
+		})
 	})
 	sh.Post(a, true)
 	return r, true
+}
+
+// onOneSession runs f, which makes requests, and returns the session they
+// were made on: the connection's, when it was the same before and after
+// (0: it changed meanwhile, and they may have gone out on either).
+func onOneSession(conn zk.Conn, f func()) int64 {
+	session := conn.SessionID()
+	f()
+	if conn.SessionID() != session {
+		return 0
+	}
+	return session
 }
 
 // endOps are the ops that end our claim on item name: the claim deleted,

@@ -130,7 +130,13 @@ type removed struct {
 type claimed struct {
 	Cmd  uint64
 	Name string
-	Err  error
+	// Session is the session the claim was made on, when it succeeded
+	// (0: the connection's session changed while it was in flight). A
+	// claim asked on one session can go out on the next (go-zookeeper
+	// sends what it had queued), and its reply reach the machine before
+	// the news of that session.
+	Session int64
+	Err     error
 }
 
 // claimWatched is the reply to watchClaim: whether another consumer's
@@ -265,7 +271,7 @@ func (i removed) String() string {
 	return fmt.Sprintf("Removed cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
 }
 func (i claimed) String() string {
-	return fmt.Sprintf("Claimed cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
+	return fmt.Sprintf("Claimed cmd=%d item=%s session=%#x%s", i.Cmd, i.Name, i.Session, errText(i.Err))
 }
 func (i claimWatched) String() string {
 	return fmt.Sprintf("ClaimWatched cmd=%d item=%s exists=%t%s", i.Cmd, i.Name, i.Exists, errText(i.Err))

@@ -816,10 +816,15 @@ func (m *Machine) claimed(o *out, i claimed) {
 	}
 	e.busy = false
 	switch {
-	case i.Err == nil && m.session == 0:
-		// Made while no session was known: on the one that ended (and
-		// gone with it) or, sent again by the client, on the next one.
-		// Which one is asked once the session is back.
+	case i.Err == nil && (m.session == 0 || i.Session != m.session):
+		// Made on another session than the machine's: asked on the one
+		// that ended, it went out on the next (the client sends what it
+		// had queued), whose news has not come yet; or the session
+		// changed while it was in flight. Recorded under the machine's
+		// session, it would be forgotten when that session's end is
+		// handled, and the item then waited on as another consumer's for
+		// as long as ours lived. Whose it is, is asked once the session
+		// is known (see checked).
 		m.uncertain(o, e)
 	case i.Err == nil:
 		m.wins++
@@ -903,18 +908,29 @@ func (m *Machine) checked(o *out, i checked) {
 		delete(m.uncert, i.Name)
 		return
 	}
+	if !m.uncert[i.Name] {
+		return // an earlier check settled it
+	}
 	if i.Err != nil {
 		if m.connected {
 			m.uncertain(o, e)
 		}
 		return
 	}
+	if i.Session == 0 || i.Session != m.session {
+		// Read on another session than the machine's (the news of the
+		// change still to come, or already handled), or while it
+		// changed: judged against our claims, the reads could take our
+		// own claim for another consumer's, or another's ack for ours.
+		// The change brings a check again (see recheck).
+		return
+	}
 	delete(m.uncert, i.Name)
 	if a, ok := m.acks[i.Name]; ok { // an ack or nack whose reply was lost
 		delete(m.acks, i.Name)
 		req, nack := a.req, a.nack
-		// No session ended since the claim, nor before the reads.
-		ours := m.session != 0 && m.claims[e.name] == m.session && i.Session == m.session
+		// No session ended since the claim.
+		ours := m.claims[e.name] == m.session
 		switch {
 		// While our claim lived, no one else could remove the item or
 		// claim it: gone means our ack went through. Once the session has
@@ -947,7 +963,7 @@ func (m *Machine) checked(o *out, i checked) {
 	e.retried = false
 	switch t := e.taker; {
 	case t == nil:
-	case t.kind == kindClaim && i.ClaimOwner == m.session && m.session != 0:
+	case t.kind == kindClaim && i.ClaimOwner == m.session:
 		e.mine = true
 		m.claims[e.name] = m.session
 		if e.hasData {

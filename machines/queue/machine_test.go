@@ -65,7 +65,7 @@ func (tr *transcript) step(in Input) runtime.Output[Command] {
 func (tr *transcript) claimHead(more ...string) {
 	tr.step(takeCall{Req: 1, Kind: kindClaim})
 	tr.step(listed{Cmd: 1, Children: append([]string{"qn-0000000001", "qn-0000000002"}, more...), Watched: true})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000001", Session: sess})
 	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
 }
 
@@ -77,7 +77,7 @@ func (tr *transcript) claimAheadB(more ...string) {
 	tr.claimHead(more...)
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
 	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
 	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
 }
 
@@ -91,7 +91,7 @@ func (tr *transcript) takeBOnTheNewSession() {
 	if len(claim) != 1 || claim[0].Name != "qn-0000000002" {
 		tr.T.Fatalf("TakeItem on the new session: %v, want a claim of qn-0000000002", out.Commands)
 	}
-	tr.step(claimed{Cmd: claim[0].Cmd, Name: "qn-0000000002"})
+	tr.step(claimed{Cmd: claim[0].Cmd, Name: "qn-0000000002", Session: sess + 1})
 	out = tr.step(dataRead{Cmd: read[0].Cmd, Name: "qn-0000000002", Data: []byte("b")})
 	if r, ok := replied(out, 3); !ok || slices.ContainsFunc(out.Events, func(e events.Event) bool { return e.Type == events.Redelivered }) {
 		tr.T.Fatalf("TakeItem: %+v, want item b, not as a redelivery", out)
@@ -216,7 +216,7 @@ func TestTranscriptClaimLost(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(takeCall{Req: 1, Kind: kindClaim})
 	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001"}, Watched: true})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000001", Session: sess})
 	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("job")})
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	tr.step(sessionChange{State: zk.StateLost})
@@ -225,7 +225,7 @@ func TestTranscriptClaimLost(t *testing.T) {
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
 	tr.step(listed{Cmd: 4, Children: []string{"qn-0000000001"}, Watched: true})
 	tr.step(takeCall{Req: 3, Kind: kindClaim})
-	tr.step(claimed{Cmd: 5, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 5, Name: "qn-0000000001", Session: 0x200})
 	tr.step(dataRead{Cmd: 6, Name: "qn-0000000001", Data: []byte("job")})
 	tr.Check("claim_lost")
 }
@@ -240,7 +240,7 @@ func TestTranscriptRedelivery(t *testing.T) {
 	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("job")})
 	tr.step(claimWatched{Cmd: 4, Name: "qn-0000000001", Exists: true})
 	tr.step(claimGone{Cmd: 4, Name: "qn-0000000001", Deleted: true})
-	tr.step(claimed{Cmd: 5, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 5, Name: "qn-0000000001", Session: sess})
 	tr.step(dataRead{Cmd: 6, Name: "qn-0000000001", Data: []byte("job")})
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
 	tr.step(acked{Cmd: 7, Name: "qn-0000000001"})
@@ -276,7 +276,7 @@ func TestTranscriptClaimReplyBetweenSessions(t *testing.T) {
 	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001"}, Watched: true})
 	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000001", Session: sess + 1})
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	out := tr.step(checked{Cmd: 4, Name: "qn-0000000001", Session: sess + 1, ItemExists: true, ClaimOwner: sess + 1})
 	r, ok := replied(out, 1)
@@ -336,7 +336,7 @@ func TestTranscriptQueueNodeRecreated(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(takeCall{Req: 1, Kind: kindClaim})
 	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000000"}, Watched: true, Dir: 0x10})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000000"})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000000", Session: sess})
 	tr.step(dataRead{Cmd: 3, Name: "qn-0000000000", Data: []byte("old")})
 	tr.step(ackCall{Req: 2, Name: "qn-0000000000", Session: sess})
 	tr.step(acked{Cmd: 4, Name: "qn-0000000000"})
@@ -377,7 +377,7 @@ func TestTranscriptClaimDeliversTheDataReadBehindIt(t *testing.T) {
 	if len(claims) != 1 || len(reads) != 1 || claims[0].Name != "qn-0000000002" {
 		t.Fatalf("want a claim of qn-2 and a read behind it: %v", out.Commands)
 	}
-	if out := tr.step(claimed{Cmd: claims[0].Cmd, Name: "qn-0000000002"}); len(out.Replies) != 0 {
+	if out := tr.step(claimed{Cmd: claims[0].Cmd, Name: "qn-0000000002", Session: sess}); len(out.Replies) != 0 {
 		t.Fatalf("delivered before the read behind the claim: %+v", out.Replies)
 	}
 	out = tr.step(dataRead{Cmd: reads[0].Cmd, Name: "qn-0000000002", Data: []byte("new")})
@@ -408,10 +408,10 @@ func TestTranscriptAckHeldWhileDisconnected(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(takeCall{Req: 1, Kind: kindClaim})
 	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 2, Name: "qn-0000000001", Session: sess})
 	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("one")})
 	tr.step(takeCall{Req: 2, Kind: kindClaim})
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
 	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("two")})
 
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
@@ -443,7 +443,7 @@ func TestTranscriptAckClaimsNextInOneMulti(t *testing.T) {
 		t.Fatalf("the ack's commands %v, want one EndClaim with the next claim", out.Commands)
 	}
 	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
 	out = tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
 	if r, ok := replied(out, 2); !ok || r.Err != nil || string(r.Value.(taken).Data) != "b" {
 		t.Fatalf("the joint call = %+v, want acked and item b", out.Replies)
@@ -517,7 +517,7 @@ func TestTranscriptStaleCheckDuringANewClaim(t *testing.T) {
 		t.Fatalf("a stale check settled the claim in flight: %+v", out.Replies)
 	}
 	tr.step(dataRead{Cmd: read.Cmd, Name: item, Data: []byte("a")})
-	out = tr.step(claimed{Cmd: claim.Cmd, Name: item})
+	out = tr.step(claimed{Cmd: claim.Cmd, Name: item, Session: sess})
 	if r, ok := replied(out, 1); !ok || r.Err != nil || string(r.Value.(taken).Data) != "a" {
 		t.Fatalf("the claim's reply delivered %+v, want the item", out.Replies)
 	}
@@ -567,7 +567,7 @@ func TestTranscriptAckClaimsAhead(t *testing.T) {
 	if r, ok := replied(tr.step(acked{Cmd: 4, Name: "qn-0000000001"}), 2); !ok || r.Err != nil {
 		t.Fatalf("the Ack is not answered once its part is through")
 	}
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
 	out = tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
 	if len(commands[waitAhead](out)) != 1 || len(out.Events) != 0 {
 		t.Fatalf("the item claimed ahead: %+v, want a WaitAhead and no event", out)
@@ -605,7 +605,7 @@ func TestTranscriptClaimAheadGivenBack(t *testing.T) {
 	if len(claim) != 1 || claim[0].Name != "qn-0000000002" {
 		t.Fatalf("TakeItem: %v, want a claim of qn-0000000002", out.Commands)
 	}
-	tr.step(claimed{Cmd: claim[0].Cmd, Name: "qn-0000000002"})
+	tr.step(claimed{Cmd: claim[0].Cmd, Name: "qn-0000000002", Session: sess})
 	out = tr.step(dataRead{Cmd: read[0].Cmd, Name: "qn-0000000002", Data: []byte("b")})
 	for _, e := range out.Events {
 		if e.Type == events.Redelivered {
@@ -625,7 +625,7 @@ func TestTranscriptTakeDuringTheClaimAhead(t *testing.T) {
 		t.Fatalf("TakeItem during the claim ahead sent %v, want nothing", out.Commands)
 	}
 	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
 	out := tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
 	if r, ok := replied(out, 3); !ok || string(r.Value.(taken).Data) != "b" || len(commands[waitAhead](out)) != 0 {
 		t.Fatalf("the claim ahead came back: %+v, want item b for TakeItem and no wait", out)
@@ -647,7 +647,7 @@ func TestTranscriptClaimAheadAcrossSessionsAndClose(t *testing.T) {
 	out := tr.step(ackCall{Req: 4, Name: "qn-0000000002", Session: sess + 1, Next: claimAheadOf})
 	end := commands[endClaim](out)[0]
 	tr.step(acked{Cmd: end.Cmd, Name: "qn-0000000002"})
-	tr.step(claimed{Cmd: end.Cmd, Name: "qn-0000000003"})
+	tr.step(claimed{Cmd: end.Cmd, Name: "qn-0000000003", Session: sess + 1})
 	tr.step(dataRead{Cmd: commands[readItem](out)[0].Cmd, Name: "qn-0000000003", Data: []byte("c")})
 	out = tr.step(shutdown{Req: 5})
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000003" || !ends[0].Nack {
@@ -712,7 +712,7 @@ func TestTranscriptClaimAheadReadLostWithTheSession(t *testing.T) {
 	tr.claimHead()
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
 	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002"})
+	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Err: zk.ErrSessionExpired})
 	connected := tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
@@ -836,7 +836,7 @@ func TestTranscriptClaimWaitsForThePutBack(t *testing.T) {
 	if claim := commands[claimItem](out); len(claim) != 1 || claim[0].Name != "qn-0000000001" {
 		t.Fatalf("put back: %v, want the claim of qn-0000000001, the head", out.Commands)
 	}
-	tr.step(claimed{Cmd: 6, Name: "qn-0000000001"})
+	tr.step(claimed{Cmd: 6, Name: "qn-0000000001", Session: sess})
 	tr.Check("claim_waits_for_the_put_back")
 }
 
@@ -864,14 +864,60 @@ func TestTranscriptAckSentAgainFindsItsFirstLanded(t *testing.T) {
 
 // An ack's reply is lost with its session; the check of the item is made
 // on the next session and its reply comes before the news of the session
-// change: the item gone is not taken for our ack (another consumer may
-// have had it since), so the Ack says ErrUncertain.
+// change: it is not judged then (the item gone would be taken for our
+// ack, and another consumer may have had it since). The news brings a
+// check again, whose item gone is not counted as ours: the Ack says
+// ErrUncertain.
 func TestTranscriptAckCheckedOnTheNextSessionFirst(t *testing.T) {
 	tr := newTranscript(t)
 	tr.ackReplyLost()
-	out := tr.step(checked{Cmd: 5, Name: "qn-0000000001", Session: sess + 1})
+	if out := tr.step(checked{Cmd: 5, Name: "qn-0000000001", Session: sess + 1}); len(out.Replies) != 0 {
+		t.Fatalf("a check made on a session the machine does not know yet answered %+v", out.Replies)
+	}
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	out := tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	check := commands[checkItem](out)
+	if len(check) != 1 {
+		t.Fatalf("CONNECTED: %v, want the item checked again", out.Commands)
+	}
+	out = tr.step(checked{Cmd: check[0].Cmd, Name: "qn-0000000001", Session: sess + 1})
 	if r, ok := replied(out, 2); !ok || !errors.Is(r.Err, ErrUncertain) {
 		t.Fatalf("Ack answered %+v, want ErrUncertain", out.Replies)
 	}
 	tr.Check("ack_checked_on_the_next_session_first")
+}
+
+// A claim asked on one session goes out on the next (the client sends what
+// it had queued when the first ended), and its reply comes before the news
+// of that session. It is not delivered as a claim of the session the
+// machine knows: that one's end would forget it, and the item would then
+// be waited on as another consumer's for as long as ours lived (a chaos
+// run and TestConsumeThroughSessionExpiry left items so). It is checked
+// once the new session is known, and delivered with it.
+func TestTranscriptClaimMadeOnTheNextSessionFirst(t *testing.T) {
+	tr := newTranscript(t)
+	const item = "qn-0000000001"
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	out := tr.step(listed{Cmd: 1, Children: []string{item}, Watched: true})
+	claim, read := commands[claimItem](out)[0], commands[readItem](out)[0]
+	tr.step(dataRead{Cmd: read.Cmd, Name: item, Data: []byte("a")})
+	out = tr.step(claimed{Cmd: claim.Cmd, Name: item, Session: sess + 1})
+	if len(out.Replies) != 0 {
+		t.Fatalf("a claim made on a session the machine does not know yet was delivered: %+v", out.Replies)
+	}
+	first := commands[checkItem](out)
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	out = tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	again := commands[checkItem](out)
+	if len(first) != 1 || len(again) != 1 {
+		t.Fatalf("checks %v, then at CONNECTED %v: want one each", first, again)
+	}
+	out = tr.step(checked{Cmd: first[0].Cmd, Name: item, Session: sess + 1, ItemExists: true, ClaimOwner: sess + 1})
+	if r, ok := replied(out, 1); !ok || r.Err != nil || r.Value.(taken).Session != sess+1 || string(r.Value.(taken).Data) != "a" {
+		t.Fatalf("the claim = %+v, want item a delivered on session %#x", out.Replies, sess+1)
+	}
+	if out := tr.step(checked{Cmd: again[0].Cmd, Name: item, Session: sess + 1, ItemExists: true, ClaimOwner: sess + 1}); len(out.Replies)+len(out.Commands)+len(out.Events) != 0 {
+		t.Fatalf("the second check, once the first settled the claim: %+v, want nothing", out)
+	}
+	tr.Check("claim_made_on_the_next_session_first")
 }

@@ -1,0 +1,104 @@
+package queue_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/queue"
+	"github.com/zkrecipes/zkrecipes/testkit"
+)
+
+// A claim asked on one session goes out on the next: go-zookeeper sends
+// the requests it had queued when a session ended on the session that
+// comes after, and the claim's reply can reach the consumer before the
+// news of that session. The claim is ours, on our live session: the item
+// is delivered with it, and its Ack removes the item. (The consumer once
+// recorded such a claim under the session that ended, forgot it with
+// that session, and waited on the item as another consumer's for as long
+// as its own session lived: a chaos run and TestConsumeThroughSessionExpiry
+// left items so.)
+func TestClaimMadeOnTheNextSession(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const path = "/queue/nextsession/claim"
+		offer(t, ctx, newQueue(t, tg.Connect(t), path), "a")
+		under := tg.Connect(t)
+		c := &nextSessionConn{Conn: under, expire: func() { tg.Expire(t, under) }, released: make(chan struct{})}
+		q := newQueue(t, c, path)
+		sub := q.Subscribe()
+		defer sub.Close()
+		it, err := q.TakeItem(ctx)
+		if err != nil || string(it.Data()) != "a" {
+			t.Fatalf("TakeItem = %v, %v", it, err)
+		}
+		select {
+		case <-c.released:
+		case <-ctx.Done():
+			t.Fatal("the claim was not made on the next session")
+		}
+		testkit.WaitEvent(t, sub, events.Lost) // the session's end is known
+		if err := it.Ack(ctx); err != nil {
+			t.Fatalf("Ack of the claim made on the next session: %v", err)
+		}
+		nothingLeft(t, under, path)
+	})
+}
+
+// nextSessionConn is a zk.Conn whose first claim is made on the next
+// session: the session is expired first, then the claim is created on the
+// new one, and the session events reach the subscribers only once the
+// claim has answered.
+type nextSessionConn struct {
+	zk.Conn
+	expire   func()
+	released chan struct{} // closed once the claim was made and the events held for it delivered
+
+	mu      sync.Mutex
+	done    bool     // the claim was made
+	holding bool     // session events are held
+	held    []func() // the held deliveries, in order
+}
+
+func (c *nextSessionConn) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (string, error) {
+	c.mu.Lock()
+	first := !c.done && strings.HasSuffix(path, "/"+queue.ClaimName)
+	c.done = c.done || first
+	c.holding = c.holding || first
+	c.mu.Unlock()
+	if !first {
+		return c.Conn.Create(ctx, path, data, mode)
+	}
+	c.expire()
+	name, err := c.Conn.Create(ctx, path, data, mode)
+	// The reply is posted to the consumer as this returns; the news of
+	// the session after it.
+	time.AfterFunc(100*time.Millisecond, c.release)
+	return name, err
+}
+
+func (c *nextSessionConn) Subscribe(fn func(zk.SessionEvent)) (cancel func()) {
+	return c.Conn.Subscribe(func(ev zk.SessionEvent) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.holding {
+			c.held = append(c.held, func() { fn(ev) })
+			return
+		}
+		fn(ev)
+	})
+}
+
+func (c *nextSessionConn) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, deliver := range c.held {
+		deliver()
+	}
+	c.held, c.holding = nil, false
+	close(c.released)
+}
