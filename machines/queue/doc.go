@@ -73,6 +73,19 @@
 // while the connection is down waits for the same session to come back
 // (then it is sent) or to end (then ErrClaimLost: the item comes again).
 //
+// go-zookeeper sends the requests it had queued when a session ended on
+// the session that comes next, and their replies can reach the consumer
+// before the news of that session. A claim made so is ours on the new
+// session: the consumer judges a claim, and the check of a write whose
+// reply was lost, by the session it was made on, once the consumer knows
+// that session. An Ack asked in the moment between a connection's loss
+// and its news can go out on the next session the same way; if its
+// session had ended, and another consumer claimed the item since, that
+// Ack deletes the other's claim with the item: both handled the item, and
+// the other's Ack says ErrClaimLost although the item will not come
+// again. go-zookeeper queues such a request before it reports anything,
+// so the consumer cannot hold it back.
+//
 // # Calls that give up
 //
 // A take whose ctx ends loses nothing and keeps the order. An item taken

@@ -100,15 +100,17 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			if c.Nack {
 				name = "delete"
 			}
-			op(ctx, name, func(ctx context.Context) error {
-				claim := zk.Join(item(c.Name), ClaimName)
-				runtime.SetNode(ctx, item(c.Name))
-				if c.Nack {
-					r.Err = conn.Delete(ctx, claim, zk.AnyVersion)
-				} else {
-					_, r.Err = conn.Multi(ctx, q.endOps(c.Name, false)...)
-				}
-				return r.Err
+			r.Session = onOneSession(conn, func() {
+				op(ctx, name, func(ctx context.Context) error {
+					claim := zk.Join(item(c.Name), ClaimName)
+					runtime.SetNode(ctx, item(c.Name))
+					if c.Nack {
+						r.Err = conn.Delete(ctx, claim, zk.AnyVersion)
+					} else {
+						_, r.Err = conn.Multi(ctx, q.endOps(c.Name, false)...)
+					}
+					return r.Err
+				})
 			})
 			return r, true
 		})
@@ -342,6 +344,7 @@ func (q *Queue) endClaimAndClaimNext(ctx context.Context, sh *runtime.Shell[Inpu
 			return err
 		})
 	})
+	a.Session = r.Session
 	sh.Post(a, true)
 	return r, true
 }

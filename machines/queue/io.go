@@ -160,7 +160,11 @@ type claimGone struct {
 type acked struct {
 	Cmd  uint64
 	Name string
-	Err  error
+	// Session is the session the ack or nack was made on, when it
+	// succeeded (0: the connection's session changed while it was in
+	// flight; see claimed).
+	Session int64
+	Err     error
 }
 
 // checked is the reply to checkItem: whether the item and its claim exist,
@@ -280,7 +284,7 @@ func (i claimGone) String() string {
 	return fmt.Sprintf("ClaimGone cmd=%d item=%s deleted=%t", i.Cmd, i.Name, i.Deleted)
 }
 func (i acked) String() string {
-	return fmt.Sprintf("Acked cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
+	return fmt.Sprintf("Acked cmd=%d item=%s session=%#x%s", i.Cmd, i.Name, i.Session, errText(i.Err))
 }
 func (i checked) String() string {
 	return fmt.Sprintf("Checked cmd=%d item=%s exists=%t claim=%#x session=%#x%s", i.Cmd, i.Name, i.ItemExists, i.ClaimOwner, i.Session, errText(i.Err))

@@ -155,9 +155,10 @@ type entry struct {
 // ackOp is an endClaim in flight: for the call req (0: the machine's own,
 // giving back a claim no one waits for).
 type ackOp struct {
-	req  uint64
-	nack bool
-	back bool // the give-back of an item claimed ahead that no call took: no NACKED, no redelivery
+	req     uint64
+	nack    bool
+	back    bool  // the give-back of an item claimed ahead that no call took: no NACKED, no redelivery
+	session int64 // the claim's session when it was sent
 }
 
 // joint is an ack (or nack) call with Next whose ack went out in one multi
@@ -937,7 +938,7 @@ func (m *Machine) checked(o *out, i checked) {
 		// ended, someone else may have claimed and acked it since: the
 		// ack is not counted as ours (the item may come again).
 		case ours && !i.ItemExists && !nack, ours && nack && i.ClaimOwner != m.session:
-			m.claimEnded(o, i.Name, e, a)
+			m.claimEnded(o, i.Name, e, a, nil)
 		case i.ClaimOwner == m.session && m.claims[e.name] == m.session:
 			e.retried = true
 			m.endClaim(o, e.name, a)
@@ -1043,7 +1044,7 @@ func (m *Machine) claimNext(o *out, i ackCall, t *taker) bool {
 	}
 	m.takers = append(m.takers, t)
 	m.bind(e, t)
-	m.acks[i.Name] = ackOp{req: i.Req, nack: i.Nack}
+	m.acks[i.Name] = ackOp{req: i.Req, nack: i.Nack, session: m.claims[i.Name]}
 	m.owed += 2 // answered as acked and claimed
 	m.claimWith(o, e, endClaim{Cmd: m.cmd(), Name: i.Name, Nack: i.Nack, Next: e.name, Data: m.cfg.ClaimData})
 	return true
@@ -1224,6 +1225,7 @@ func (m *Machine) releaseAcks(o *out) {
 
 // endClaim acks or nacks our claim on item name, as a says.
 func (m *Machine) endClaim(o *out, name string, a ackOp) {
+	a.session = m.claims[name]
 	m.acks[name] = a
 	m.owed++
 	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: name, Nack: a.nack})
@@ -1242,7 +1244,19 @@ func (m *Machine) acked(o *out, i acked) {
 		m.endClaim(o, i.Name, a)
 	case i.Err == nil:
 		delete(m.acks, i.Name)
-		m.claimEnded(o, i.Name, e, a)
+		var other error
+		if s := a.session; i.Session != s {
+			// Asked as the connection was lost, it went out on the next
+			// session (see claimed), where our claim was gone: the claim
+			// it deleted may be another consumer's, which had the item
+			// since. Nothing undoes that; the event says so.
+			on := fmt.Sprintf("on session %#x", i.Session)
+			if i.Session == 0 {
+				on = "while the session changed"
+			}
+			other = fmt.Errorf("%w: %s: made %s, the claim on %#x: another consumer's claim of the item may have gone with it", ErrUncertain, m.node(i.Name), on, s)
+		}
+		m.claimEnded(o, i.Name, e, a, other)
 	case errors.Is(i.Err, zk.ErrNoNode) && e != nil && e.retried:
 		// Our claim was gone, and nothing of this multi applied; but the
 		// first one, sent before the check that saw the claim, may have
@@ -1272,15 +1286,17 @@ func (m *Machine) acked(o *out, i acked) {
 }
 
 // claimEnded: our ack (the item is gone) or nack (the item is back at its
-// place) went through.
-func (m *Machine) claimEnded(o *out, name string, e *entry, a ackOp) {
+// place) went through; its event carries uncertain, when not nil.
+func (m *Machine) claimEnded(o *out, name string, e *entry, a ackOp, uncertain error) {
 	delete(m.claims, name)
 	switch {
+	case a.back && uncertain != nil:
+		m.event(o, events.Failed, m.node(name), uncertain)
 	case a.back:
 	case a.nack:
-		m.event(o, events.Nacked, m.node(name), nil)
+		m.event(o, events.Nacked, m.node(name), uncertain)
 	default:
-		m.event(o, events.Acked, m.node(name), nil)
+		m.event(o, events.Acked, m.node(name), uncertain)
 	}
 	switch {
 	case e != nil && a.nack:

@@ -76,7 +76,7 @@ func (tr *transcript) claimHead(more ...string) {
 func (tr *transcript) claimAheadB(more ...string) {
 	tr.claimHead(more...)
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess})
 	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
 	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
 }
@@ -243,7 +243,7 @@ func TestTranscriptRedelivery(t *testing.T) {
 	tr.step(claimed{Cmd: 5, Name: "qn-0000000001", Session: sess})
 	tr.step(dataRead{Cmd: 6, Name: "qn-0000000001", Data: []byte("job")})
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
-	tr.step(acked{Cmd: 7, Name: "qn-0000000001"})
+	tr.step(acked{Cmd: 7, Name: "qn-0000000001", Session: sess})
 	tr.Check("redelivery")
 }
 
@@ -339,7 +339,7 @@ func TestTranscriptQueueNodeRecreated(t *testing.T) {
 	tr.step(claimed{Cmd: 2, Name: "qn-0000000000", Session: sess})
 	tr.step(dataRead{Cmd: 3, Name: "qn-0000000000", Data: []byte("old")})
 	tr.step(ackCall{Req: 2, Name: "qn-0000000000", Session: sess})
-	tr.step(acked{Cmd: 4, Name: "qn-0000000000"})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000000", Session: sess})
 	tr.step(childrenChanged{Cmd: 1})
 	tr.step(takeCall{Req: 3, Kind: kindClaim})
 	out := tr.step(listed{Cmd: 5, Children: []string{"qn-0000000001", "qn-0000000000"}, Watched: true, Dir: 0x20})
@@ -442,7 +442,7 @@ func TestTranscriptAckClaimsNextInOneMulti(t *testing.T) {
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "qn-0000000002" {
 		t.Fatalf("the ack's commands %v, want one EndClaim with the next claim", out.Commands)
 	}
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess})
 	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
 	out = tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
 	if r, ok := replied(out, 2); !ok || r.Err != nil || string(r.Value.(taken).Data) != "b" {
@@ -453,7 +453,7 @@ func TestTranscriptAckClaimsNextInOneMulti(t *testing.T) {
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "" {
 		t.Fatalf("the ack's commands %v, want one EndClaim alone", out.Commands)
 	}
-	tr.step(acked{Cmd: 6, Name: "qn-0000000002"})
+	tr.step(acked{Cmd: 6, Name: "qn-0000000002", Session: sess})
 	tr.Check("ack_claims_next_in_one_multi")
 }
 
@@ -470,7 +470,7 @@ func TestTranscriptJointClaimLostToAnother(t *testing.T) {
 	}
 	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Err: zk.ErrNodeExists})
 	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
-	out := tr.step(acked{Cmd: 6, Name: "qn-0000000001"})
+	out := tr.step(acked{Cmd: 6, Name: "qn-0000000001", Session: sess})
 	if r, ok := replied(out, 2); !ok || r.Err != nil || r.Value.(taken).Name != "" {
 		t.Fatalf("the joint call = %+v, want acked and no item", out.Replies)
 	}
@@ -491,7 +491,7 @@ func TestTranscriptNoJointClaimWhileClosing(t *testing.T) {
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "" || ends[0].Nack {
 		t.Fatalf("commands %v, want the ack alone", out.Commands)
 	}
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess})
 	tr.Check("no_joint_claim_while_closing")
 }
 
@@ -564,7 +564,7 @@ func TestTranscriptAckClaimsAhead(t *testing.T) {
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "qn-0000000002" {
 		t.Fatalf("the ack's commands %v, want one EndClaim with the next claim", out.Commands)
 	}
-	if r, ok := replied(tr.step(acked{Cmd: 4, Name: "qn-0000000001"}), 2); !ok || r.Err != nil {
+	if r, ok := replied(tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess}), 2); !ok || r.Err != nil {
 		t.Fatalf("the Ack is not answered once its part is through")
 	}
 	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
@@ -597,7 +597,7 @@ func TestTranscriptClaimAheadGivenBack(t *testing.T) {
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000002" || !ends[0].Nack {
 		t.Fatalf("the wait's end: %v, want the claim of qn-0000000002 given back", out.Commands)
 	}
-	if out := tr.step(acked{Cmd: 7, Name: "qn-0000000002"}); len(out.Events)+len(out.Replies) != 0 {
+	if out := tr.step(acked{Cmd: 7, Name: "qn-0000000002", Session: sess}); len(out.Events)+len(out.Replies) != 0 {
 		t.Fatalf("the give-back: %+v, want no event and no reply", out)
 	}
 	out = tr.step(takeCall{Req: 3, Kind: kindClaim})
@@ -624,7 +624,7 @@ func TestTranscriptTakeDuringTheClaimAhead(t *testing.T) {
 	if out := tr.step(takeCall{Req: 3, Kind: kindClaim}); len(out.Commands) != 0 {
 		t.Fatalf("TakeItem during the claim ahead sent %v, want nothing", out.Commands)
 	}
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess})
 	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
 	out := tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
 	if r, ok := replied(out, 3); !ok || string(r.Value.(taken).Data) != "b" || len(commands[waitAhead](out)) != 0 {
@@ -646,14 +646,14 @@ func TestTranscriptClaimAheadAcrossSessionsAndClose(t *testing.T) {
 	tr.takeBOnTheNewSession()
 	out := tr.step(ackCall{Req: 4, Name: "qn-0000000002", Session: sess + 1, Next: claimAheadOf})
 	end := commands[endClaim](out)[0]
-	tr.step(acked{Cmd: end.Cmd, Name: "qn-0000000002"})
+	tr.step(acked{Cmd: end.Cmd, Name: "qn-0000000002", Session: sess + 1})
 	tr.step(claimed{Cmd: end.Cmd, Name: "qn-0000000003", Session: sess + 1})
 	tr.step(dataRead{Cmd: commands[readItem](out)[0].Cmd, Name: "qn-0000000003", Data: []byte("c")})
 	out = tr.step(shutdown{Req: 5})
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000003" || !ends[0].Nack {
 		t.Fatalf("shutdown: %v, want the claim ahead given back", out.Commands)
 	}
-	out = tr.step(acked{Cmd: commands[endClaim](out)[0].Cmd, Name: "qn-0000000003"})
+	out = tr.step(acked{Cmd: commands[endClaim](out)[0].Cmd, Name: "qn-0000000003", Session: sess + 1})
 	if r, ok := replied(out, 5); !ok || slices.ContainsFunc(out.Events, func(e events.Event) bool { return e.Type == events.Nacked }) {
 		t.Fatalf("the give-back at shutdown: %+v, want the shutdown answered and no NACKED", out)
 	} else if r.Err != nil {
@@ -692,7 +692,7 @@ func TestTranscriptPollGetsTheItemClaimedAhead(t *testing.T) {
 	if ends := commands[endClaim](out); len(ends) != 1 || !ends[0].Nack || len(out.Replies) != 0 {
 		t.Fatalf("Poll: %+v, want the claim ahead given back and no answer yet", out)
 	}
-	out = tr.step(acked{Cmd: 7, Name: "qn-0000000002"})
+	out = tr.step(acked{Cmd: 7, Name: "qn-0000000002", Session: sess})
 	if rm := commands[removeItem](out); len(rm) != 1 || rm[0].Name != "qn-0000000002" || len(out.Replies) != 0 {
 		t.Fatalf("the give-back's reply: %+v, want the Poll's delete of qn-0000000002", out)
 	}
@@ -711,7 +711,7 @@ func TestTranscriptClaimAheadReadLostWithTheSession(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimHead()
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess})
 	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Err: zk.ErrSessionExpired})
@@ -734,7 +734,7 @@ func TestTranscriptTakeWaitsForTheGiveBack(t *testing.T) {
 	if out := tr.step(takeCall{Req: 3, Kind: kindClaim}); len(commands[claimItem](out))+len(commands[endClaim](out)) != 0 {
 		t.Fatalf("TakeItem during the give-back: %v, want it to wait for the give-back", out.Commands)
 	}
-	out := tr.step(acked{Cmd: 7, Name: "qn-0000000002"})
+	out := tr.step(acked{Cmd: 7, Name: "qn-0000000002", Session: sess})
 	if claim := commands[claimItem](out); len(claim) != 1 || claim[0].Name != "qn-0000000002" {
 		t.Fatalf("the give-back's reply: %v, want the claim of qn-0000000002, the head", out.Commands)
 	}
@@ -751,7 +751,7 @@ func TestTranscriptPlainTakeWaitsForTheGiveBack(t *testing.T) {
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000002" || len(commands[removeItem](out)) != 0 {
 		t.Fatalf("Take: %v, want the claim ahead given back and no delete yet", out.Commands)
 	}
-	out = tr.step(acked{Cmd: commands[endClaim](out)[0].Cmd, Name: "qn-0000000002"})
+	out = tr.step(acked{Cmd: commands[endClaim](out)[0].Cmd, Name: "qn-0000000002", Session: sess})
 	if rm := commands[removeItem](out); len(rm) != 1 || rm[0].Name != "qn-0000000002" {
 		t.Fatalf("the give-back's reply: %v, want the delete of qn-0000000002, the head", out.Commands)
 	}
@@ -797,7 +797,7 @@ func TestTranscriptRefusedClaimIsGivenBack(t *testing.T) {
 	if out := tr.step(takeCall{Req: 2, Kind: kindClaim}); len(commands[claimItem](out)) != 0 {
 		t.Fatalf("TakeItem during the give-back: %v, want it to wait", out.Commands)
 	}
-	out = tr.step(acked{Cmd: ends[0].Cmd, Name: "qn-0000000001"})
+	out = tr.step(acked{Cmd: ends[0].Cmd, Name: "qn-0000000001", Session: sess})
 	if claim := commands[claimItem](out); len(claim) != 1 || claim[0].Name != "qn-0000000001" {
 		t.Fatalf("given back: %v, want the claim of qn-0000000001, the head", out.Commands)
 	}
@@ -920,4 +920,21 @@ func TestTranscriptClaimMadeOnTheNextSessionFirst(t *testing.T) {
 		t.Fatalf("the second check, once the first settled the claim: %+v, want nothing", out)
 	}
 	tr.Check("claim_made_on_the_next_session_first")
+}
+
+// An ack asked as the connection was lost goes out on the next session,
+// where our claim is gone: the claim it deleted may be another consumer's.
+// Nothing undoes that; its ACKED event says so (ErrUncertain).
+func TestTranscriptAckMadeOnTheNextSession(t *testing.T) {
+	tr := newTranscript(t)
+	tr.claimHead()
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
+	out := tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess + 1})
+	if r, ok := replied(out, 2); !ok || r.Err != nil {
+		t.Fatalf("Ack = %+v, want nil: the item is gone", out.Replies)
+	}
+	if len(out.Events) != 1 || out.Events[0].Type != events.Acked || !errors.Is(out.Events[0].Err, ErrUncertain) {
+		t.Fatalf("events %+v, want ACKED with ErrUncertain", out.Events)
+	}
+	tr.Check("ack_made_on_the_next_session")
 }
