@@ -118,6 +118,16 @@ func (tr *transcript) takeHead() {
 	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
 }
 
+// claimInFlight has TakeItem (req 1) list item alone and read its data,
+// "a": the claim it returns is in flight.
+func (tr *transcript) claimInFlight(item string) claimItem {
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	out := tr.step(listed{Cmd: 1, Children: []string{item}, Watched: true})
+	claim, read := commands[claimItem](out)[0], commands[readItem](out)[0]
+	tr.step(dataRead{Cmd: read.Cmd, Name: item, Data: []byte("a")})
+	return claim
+}
+
 // replies returns the replies of out to req.
 func replied(out runtime.Output[Command], req uint64) (runtime.Reply, bool) {
 	for _, r := range out.Replies {
@@ -504,15 +514,12 @@ func TestTranscriptNoJointClaimWhileClosing(t *testing.T) {
 func TestTranscriptStaleCheckDuringANewClaim(t *testing.T) {
 	tr := newTranscript(t)
 	const item = "qn-0000000001"
-	tr.step(takeCall{Req: 1, Kind: kindClaim})
-	out := tr.step(listed{Cmd: 1, Children: []string{item}, Watched: true})
-	claim, read := commands[claimItem](out)[0], commands[readItem](out)[0]
-	tr.step(dataRead{Cmd: read.Cmd, Name: item, Data: []byte("a")})
+	claim := tr.claimInFlight(item)
 	first := commands[checkItem](tr.step(claimed{Cmd: claim.Cmd, Name: item, Err: zk.ErrConnectionLoss}))[0]
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	second := commands[checkItem](tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess}))[0]
-	out = tr.step(checked{Cmd: first.Cmd, Name: item, Session: sess, ItemExists: true})
-	claim, read = commands[claimItem](out)[0], commands[readItem](out)[0]
+	out := tr.step(checked{Cmd: first.Cmd, Name: item, Session: sess, ItemExists: true})
+	claim, read := commands[claimItem](out)[0], commands[readItem](out)[0]
 	if out := tr.step(checked{Cmd: second.Cmd, Name: item, Session: sess, ItemExists: true, ClaimOwner: sess}); len(out.Replies) != 0 {
 		t.Fatalf("a stale check settled the claim in flight: %+v", out.Replies)
 	}
@@ -897,11 +904,8 @@ func TestTranscriptAckCheckedOnTheNextSessionFirst(t *testing.T) {
 func TestTranscriptClaimMadeOnTheNextSessionFirst(t *testing.T) {
 	tr := newTranscript(t)
 	const item = "qn-0000000001"
-	tr.step(takeCall{Req: 1, Kind: kindClaim})
-	out := tr.step(listed{Cmd: 1, Children: []string{item}, Watched: true})
-	claim, read := commands[claimItem](out)[0], commands[readItem](out)[0]
-	tr.step(dataRead{Cmd: read.Cmd, Name: item, Data: []byte("a")})
-	out = tr.step(claimed{Cmd: claim.Cmd, Name: item, Session: sess + 1})
+	claim := tr.claimInFlight(item)
+	out := tr.step(claimed{Cmd: claim.Cmd, Name: item, Session: sess + 1})
 	if len(out.Replies) != 0 {
 		t.Fatalf("a claim made on a session the machine does not know yet was delivered: %+v", out.Replies)
 	}
