@@ -117,7 +117,8 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 	case checkItem:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var r checked
-			r.Session = onOneSession(conn, func() { r = q.check(ctx, c, op) })
+			session := onOneSession(conn, func() { r = q.check(ctx, c, op) })
+			r.Session = session
 			return r, true
 		})
 	case createItems:

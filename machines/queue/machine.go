@@ -817,7 +817,7 @@ func (m *Machine) claimed(o *out, i claimed) {
 	}
 	e.busy = false
 	switch {
-	case i.Err == nil && (m.session == 0 || i.Session != m.session):
+	case i.Err == nil && !m.onOurSession(i.Session):
 		// Made on another session than the machine's: asked on the one
 		// that ended, it went out on the next (the client sends what it
 		// had queued), whose news has not come yet; or the session
@@ -918,7 +918,7 @@ func (m *Machine) checked(o *out, i checked) {
 		}
 		return
 	}
-	if i.Session == 0 || i.Session != m.session {
+	if !m.onOurSession(i.Session) {
 		// Read on another session than the machine's (the news of the
 		// change still to come, or already handled), or while it
 		// changed: judged against our claims, the reads could take our
@@ -1044,7 +1044,7 @@ func (m *Machine) claimNext(o *out, i ackCall, t *taker) bool {
 	}
 	m.takers = append(m.takers, t)
 	m.bind(e, t)
-	m.acks[i.Name] = ackOp{req: i.Req, nack: i.Nack, session: m.claims[i.Name]}
+	m.beginAck(i.Name, ackOp{req: i.Req, nack: i.Nack})
 	m.owed += 2 // answered as acked and claimed
 	m.claimWith(o, e, endClaim{Cmd: m.cmd(), Name: i.Name, Nack: i.Nack, Next: e.name, Data: m.cfg.ClaimData})
 	return true
@@ -1223,10 +1223,22 @@ func (m *Machine) releaseAcks(o *out) {
 	}
 }
 
-// endClaim acks or nacks our claim on item name, as a says.
-func (m *Machine) endClaim(o *out, name string, a ackOp) {
+// beginAck notes a, the ack or nack of our claim on item name, in flight,
+// with the claim's session.
+func (m *Machine) beginAck(name string, a ackOp) {
 	a.session = m.claims[name]
 	m.acks[name] = a
+}
+
+// onOurSession: a request made on session (0: while the session changed)
+// was made on the session the machine knows.
+func (m *Machine) onOurSession(session int64) bool {
+	return session != 0 && session == m.session
+}
+
+// endClaim acks or nacks our claim on item name, as a says.
+func (m *Machine) endClaim(o *out, name string, a ackOp) {
+	m.beginAck(name, a)
 	m.owed++
 	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: name, Nack: a.nack})
 }

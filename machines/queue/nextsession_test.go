@@ -67,8 +67,9 @@ type nextSessionConn struct {
 func (c *nextSessionConn) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (string, error) {
 	c.mu.Lock()
 	first := !c.done && strings.HasSuffix(path, "/"+queue.ClaimName)
-	c.done = c.done || first
-	c.holding = c.holding || first
+	if first {
+		c.done, c.holding = true, true
+	}
 	c.mu.Unlock()
 	if !first {
 		return c.Conn.Create(ctx, path, data, mode)
