@@ -17,7 +17,6 @@ type Config struct {
 	Path      string // the queue's path
 	ClaimData []byte // what our claims hold (the handle's id)
 	SessionID int64  // the connection's session when the machine starts
-	Seed      uint64 // the lane given back when all are avoided; a fixed seed replays a transcript
 	// ClaimAhead: how long the item an Ack claimed ahead (see claimAhead)
 	// waits for a TakeItem before it is given back; 0: Ack claims nothing.
 	ClaimAhead time.Duration
@@ -25,25 +24,33 @@ type Config struct {
 
 // Consumers racing for the head spread over lanes: an item's lane is its
 // sequence modulo lanes. A consumer that loses a race for an item (its
-// delete or claim finds it gone or claimed) avoids that item's lane for
-// its next laneMemory items: it takes the oldest item of the lanes it does
-// not avoid. Each lane ends with the consumers that keep winning in it,
-// so consumers stop deleting the items others already took (their caches
-// learn of those only from a failed write or a listing). A lane no one
-// holds comes back when the belief expires. A consumer that would pass
-// over laneScan items of one avoided lane in its cache lists the queue
-// again (the items it passed over may be long gone), and when the fresh
-// listing still shows them, takes over the lane with the most of them.
-// So no lane starves, and a consumer takes each lane's items in order,
-// but may take an item before older ones of a lane another consumer
-// holds (listing again to learn which are gone costs more than the
-// failed deletes it saves: measured, a listing per 16 items passed over
-// made 4 consumers slower than one). Without a lost race nothing is avoided: a
-// lone consumer takes the head, in order.
+// delete, claim or read finds it gone or claimed) avoids that lane from
+// that item on, for its next laneMemory items, and takes the oldest item
+// it does not avoid. So each lane ends with one consumer, and consumers
+// stop deleting items others already took (their caches learn of those
+// only from a failed write or read, or a listing).
+//
+// A consumer left with nothing it does not avoid lists the queue again
+// and steals the later half of the lane with the most items (all of it
+// when it has fewer than stealWhole): it leaves the older half to the
+// consumer it lost the lane to, which takes them, in order, until it
+// finds the first stolen item gone, and leaves the rest. (A thief that
+// started at the front met the holder on the item it was deleting, lost,
+// and listed again, often several times in a row; one that found no lane
+// walked its stale cache of one, a failed read per item.) A consumer that
+// would pass over laneScan items it avoids in one lane does the same, so
+// no lane starves, and a lane no one holds comes back when the belief
+// expires. Each consumer takes a lane's items in order, but may take an
+// item before older ones another consumer holds. Listing again to learn
+// which items are gone costs more than the failed writes it saves
+// (measured: a listing per 16 items passed over made 4 consumers slower
+// than one). Without a lost race nothing is avoided: a lone consumer takes
+// the head, in order.
 const (
 	lanes      = 8
 	laneMemory = 64
 	laneScan   = 256
+	stealWhole = 8
 )
 
 // readBatch: how many items' data a consumer reads ahead at once (see
@@ -82,7 +89,6 @@ type Machine struct {
 	session   int64
 	connected bool
 	nextCmd   uint64
-	rng       uint64
 
 	entries    map[string]*entry
 	order      []*entry          // entries, sorted by compareItems, and some dead ones
@@ -97,7 +103,7 @@ type Machine struct {
 	listed     bool              // a listing completed: the cache means something
 	watchArmed bool              // our child watch is set
 	stale      bool              // the children changed since the last listing
-	avoid      [lanes]uint64     // lane → m.wins up to which it is avoided (see lanes)
+	lanes      [lanes]lane       // what we believe of each lane
 	wins       uint64            // items we took or claimed
 
 	takers []*taker         // calls waiting for an item, in arrival order
@@ -150,6 +156,16 @@ type entry struct {
 	// land yet, and be what the second finds: a miss of the second's
 	// target (the item or claim gone, the claim there) is checked again.
 	retried bool
+}
+
+// lane is what a consumer believes of one lane (see lanes), in items it
+// has won (Machine.wins): an item of the lane is avoided when it is at or
+// after avoidFrom while wins < avoidUntil (another consumer took
+// avoidFrom), or before leaveBelow while wins < leaveUntil (left to the
+// consumer the rest was stolen from).
+type lane struct {
+	avoidUntil, leaveUntil uint64
+	avoidFrom, leaveBelow  uint32
 }
 
 // ackOp is an endClaim in flight: for the call req (0: the machine's own,
@@ -207,7 +223,7 @@ func NewMachine(cfg Config) (*Machine, error) {
 		return nil, err
 	}
 	return &Machine{
-		cfg: cfg, fsm: f, session: cfg.SessionID, connected: cfg.SessionID != 0, rng: cfg.Seed | 1,
+		cfg: cfg, fsm: f, session: cfg.SessionID, connected: cfg.SessionID != 0,
 		entries: make(map[string]*entry), gone: make(map[string]uint64),
 		claims: make(map[string]int64), acks: make(map[string]ackOp), uncert: make(map[string]bool), joints: make(map[uint64]*joint),
 		offers: make(map[uint64]uint64), counts: make(map[uint64]uint64), restore: make(map[string][]byte),
@@ -436,8 +452,20 @@ func (m *Machine) readAhead(o *out) {
 // next session before that reply would be taken for the lost one, and
 // held by no one.)
 func (m *Machine) free(e *entry) bool {
-	_, ending := m.acks[e.name]
-	return !e.dead && e.taker == nil && !e.mine && !e.others && !m.uncert[e.name] && !ending
+	if e.dead || e.taker != nil || e.mine || e.others {
+		return false
+	}
+	// The maps are mostly empty: the scan for the next item asks this of
+	// every entry it passes, and a lookup costs more than all the rest.
+	if len(m.uncert) > 0 && m.uncert[e.name] {
+		return false
+	}
+	if len(m.acks) > 0 {
+		if _, ending := m.acks[e.name]; ending {
+			return false
+		}
+	}
+	return true
 }
 
 // takeWrite: c is the delete or claim of an item for a take.
@@ -469,14 +497,14 @@ func (m *Machine) advance(o *out, e *entry) {
 	}
 }
 
-// candidate is the item t gets next (nil: none cached, or none of the
-// lanes it does not avoid until a listing says which are left): the head,
-// or after a lost race the oldest item of a lane not avoided (see lanes).
-// With t nil, the item the next take would get (for reading ahead).
+// candidate is the item t gets next (nil: none cached, or none it does
+// not avoid until a listing says which are left): the head, or after a
+// lost race the oldest item it does not avoid (see lanes). With t nil,
+// the item the next take would get (for reading ahead).
 func (m *Machine) candidate(t *taker) *entry {
 	lanePick := (t == nil || t.kind != kindPeek) && m.avoiding()
 	var first *entry
-	var count [lanes]int // free items passed over, per avoided lane
+	var count [lanes]int // free items passed over, per lane
 	for i := m.head; i < len(m.order); i++ {
 		e := m.order[i]
 		if e.dead && i == m.head {
@@ -504,49 +532,67 @@ func (m *Machine) candidate(t *taker) *entry {
 	case m.stale || m.listing:
 		return nil // list again: the items passed over may be long gone
 	}
-	// A listing made since the last change still shows laneScan items of
-	// an avoided lane before any of the lanes we hold: take over the lane
-	// with the most.
+	// A listing made since the last change still shows laneScan items we
+	// avoid in one lane before any we do not, or only items we avoid:
+	// steal the lane with the most.
 	best := first.seq % lanes
 	for l := range count {
 		if count[l] > count[best] {
 			best = uint32(l)
 		}
 	}
-	m.avoid[best] = 0
+	m.steal(best, count[best])
 	return m.candidate(t)
 }
 
-// avoiding: a lane is avoided.
+// steal takes lane l over: the later half of the n free items we passed
+// over in it (all of them when n is below stealWhole); the older half is
+// left, for laneMemory items, to the consumer we lost the lane to.
+func (m *Machine) steal(l uint32, n int) {
+	ln := &m.lanes[l]
+	ln.avoidUntil, ln.leaveUntil, ln.leaveBelow = 0, 0, 0
+	if n < stealWhole {
+		return
+	}
+	for i, k := m.head, 0; i < len(m.order); i++ {
+		if e := m.order[i]; e.seq%lanes == l && m.free(e) {
+			if k++; k > n/2 {
+				ln.leaveUntil, ln.leaveBelow = m.wins+laneMemory, e.seq
+				return
+			}
+		}
+	}
+}
+
+// avoiding: an item is avoided.
 func (m *Machine) avoiding() bool {
-	for _, w := range m.avoid {
-		if w > m.wins {
+	for _, l := range m.lanes {
+		if l.avoidUntil > m.wins || l.leaveUntil > m.wins {
 			return true
 		}
 	}
 	return false
 }
 
-func (m *Machine) avoided(e *entry) bool { return m.avoid[e.seq%lanes] > m.wins }
+func (m *Machine) avoided(e *entry) bool {
+	l := &m.lanes[e.seq%lanes]
+	return l.avoidUntil > m.wins && e.seq >= l.avoidFrom || l.leaveUntil > m.wins && e.seq < l.leaveBelow
+}
 
-// lostRace notes that another consumer took or claimed e first: its lane
-// is avoided for a while. When every lane is, one (picked by the seed) is
-// given back.
+// lostRace notes that another consumer took or claimed e first: its lane,
+// from e on, is avoided for a while. An item of the part of the lane we
+// left when we stole the rest is another's again: that part is left for
+// another while.
 func (m *Machine) lostRace(e *entry) {
-	m.avoid[e.seq%lanes] = m.wins + laneMemory
-	for _, w := range m.avoid {
-		if w <= m.wins {
-			return
-		}
+	l := &m.lanes[e.seq%lanes]
+	if e.seq < l.leaveBelow {
+		l.leaveUntil = m.wins + laneMemory
+		return
 	}
-	m.rng ^= m.rng << 13
-	m.rng ^= m.rng >> 7
-	m.rng ^= m.rng << 17
-	if l := m.rng % lanes; l != uint64(e.seq%lanes) {
-		m.avoid[l] = 0
-	} else {
-		m.avoid[(l+1)%lanes] = 0
+	if l.avoidUntil <= m.wins || e.seq < l.avoidFrom {
+		l.avoidFrom = e.seq
 	}
+	l.avoidUntil = m.wins + laneMemory
 }
 
 func (m *Machine) bound(t *taker) bool { return t.entry != nil }

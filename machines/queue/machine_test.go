@@ -23,7 +23,7 @@ type transcript struct {
 }
 
 func newTranscript(t *testing.T) *transcript {
-	m, err := NewMachine(Config{Path: "/app/q", ClaimData: []byte("me"), SessionID: sess, Seed: 1, ClaimAhead: 100 * time.Millisecond})
+	m, err := NewMachine(Config{Path: "/app/q", ClaimData: []byte("me"), SessionID: sess, ClaimAhead: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestTranscriptHeadTakenByAnother(t *testing.T) {
 // avoids: after a lost race in lane 1, with only lane 1 left and the
 // children changed, it lists again, and takes over the lane.
 func TestLaneTakenOverWhenNothingElseWaits(t *testing.T) {
-	m, err := NewMachine(Config{Path: "/app/q", SessionID: sess, Seed: 1})
+	m, err := NewMachine(Config{Path: "/app/q", SessionID: sess})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sync"
 	"time"
 
@@ -189,9 +188,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 	if o.id == "" {
 		o.id = uuid.NewString()
 	}
-	h := fnv.New64a()
-	h.Write([]byte(o.id))
-	m, err := NewMachine(Config{Path: path, ClaimData: []byte(o.id), SessionID: conn.SessionID(), Seed: h.Sum64(), ClaimAhead: o.claimAhead})
+	m, err := NewMachine(Config{Path: path, ClaimData: []byte(o.id), SessionID: conn.SessionID(), ClaimAhead: o.claimAhead})
 	if err != nil {
 		return nil, err
 	}
