@@ -27,17 +27,17 @@
 // Lower priorities come first, and items of one priority in the order
 // they were offered. A lone consumer takes each item at the head.
 // Consumers taking from one queue at once race for the head; one that
-// loses a race (its delete or claim finds the item gone or claimed) avoids
-// that item's lane (its sequence number modulo 8) for its next 64 items
-// and takes the oldest item of the other lanes, so competing consumers
-// spread over lanes instead of all deleting the same item. Each consumer
-// takes a lane's items in order, but it may take an item before older
-// ones of a lane it avoids. Those are taken by a consumer that holds that
-// lane, by this one once its 64 items are up, or when it has nothing left
-// in its own lanes or has passed over 256 of them: it lists the queue
-// again and, if they are still there, takes over their lane. No lane
-// starves. An item is never passed over for one of a larger priority
-// number.
+// loses a race (its delete, claim or read finds the item gone or claimed)
+// avoids that item's lane (its sequence number modulo 8), from that item
+// on, for its next 64 items, and takes the oldest item of the rest, so
+// competing consumers spread over lanes instead of all deleting the same
+// item. A consumer left with nothing it does not avoid, or that has
+// passed over 256 items of one lane it avoids, lists the queue again and
+// steals the later half of the lane with the most items (all of it when
+// it has fewer than 8): the consumer it lost the lane to keeps the older
+// half. Each consumer takes a lane's items in order, but it may take an
+// item before older ones another consumer holds. No lane starves. An item
+// is never passed over for one of a larger priority number.
 //
 // # Delivery
 //
