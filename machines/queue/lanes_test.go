@@ -16,11 +16,12 @@ func laneItems(seq, n int) []string {
 	return names
 }
 
-// A consumer with nothing left it does not avoid steals the later half of
-// a lane: lane 1's head was taken by another consumer, and once a fresh
-// listing shows the nine items left, the take gets the fifth, qn-0000000041,
-// leaving the four before it to the consumer that took the head.
-func TestTranscriptLaneStolenFromItsMiddle(t *testing.T) {
+// A consumer with nothing left it does not avoid steals a lane but for
+// its first four items: lane 1's head was taken by another consumer, and
+// once a fresh listing shows the twelve items left, the take gets the
+// fifth, qn-0000000041, leaving the four before it to the consumer that
+// took the head (it may be deleting or reading them already).
+func TestTranscriptLaneStolenBehindItsHolder(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(takeCall{Req: 1, Kind: kindTake})
 	tr.step(listed{Cmd: 1, Children: laneItems(1, 10), Watched: true})
@@ -30,7 +31,7 @@ func TestTranscriptLaneStolenFromItsMiddle(t *testing.T) {
 	if len(list) != 1 {
 		t.Fatal("after the lost race, with the children changed, no listing")
 	}
-	reads := commands[readItem](tr.step(listed{Cmd: list[0].Cmd, Children: laneItems(9, 9), Watched: true}))
+	reads := commands[readItem](tr.step(listed{Cmd: list[0].Cmd, Children: laneItems(9, 12), Watched: true}))
 	if len(reads) == 0 || reads[0].Name != "qn-0000000041" {
 		t.Fatalf("after the listing, reads %v; want qn-0000000041 first", reads)
 	}
@@ -42,10 +43,10 @@ func TestTranscriptLaneStolenFromItsMiddle(t *testing.T) {
 	if r, ok := replied(out, 1); !ok || r.Value.(taken).Name != "qn-0000000041" {
 		t.Fatalf("take: %+v, want qn-0000000041", r)
 	}
-	tr.Check("lane_stolen_from_its_middle")
+	tr.Check("lane_stolen_behind_its_holder")
 }
 
-// The consumer a lane's later half was stolen from finds it gone when it
+// The consumer a lane was stolen from finds the stolen part gone when it
 // reads ahead into it (qn-0000000017 here): it avoids the lane from there
 // on, but still takes the lane's items before it, in order, before the
 // next lane's.

@@ -31,15 +31,17 @@ type Config struct {
 // only from a failed write or read, or a listing).
 //
 // A consumer left with nothing it does not avoid lists the queue again
-// and steals the later half of the lane with the most items (all of it
-// when it has fewer than stealWhole): it leaves the older half to the
-// consumer it lost the lane to, which takes them, in order, until it
-// finds the first stolen item gone, and leaves the rest. (A thief that
+// and steals the lane with the most items, but for its first readBatch
+// when it has stealWhole or more: those the consumer it lost the lane to
+// may be taking already, its delete and its reads ahead. That consumer
+// takes them, finds the next one gone, and leaves the lane. (A thief that
 // started at the front met the holder on the item it was deleting, lost,
 // and listed again, often several times in a row; one that found no lane
-// walked its stale cache of one, a failed read per item.) A consumer that
-// would pass over laneScan items it avoids in one lane does the same, so
-// no lane starves, and a lane no one holds comes back when the belief
+// walked its stale cache of one, a failed read per item. A thief that
+// took the later half of the lane was as fast, but its consumers went
+// back to older items five times as often.) A consumer that would pass
+// over laneScan items it avoids in one lane does the same, so no lane
+// starves, and a lane no one holds comes back when the belief
 // expires. Each consumer takes a lane's items in order, but may take an
 // item before older ones another consumer holds. Listing again to learn
 // which items are gone costs more than the failed writes it saves
@@ -50,7 +52,7 @@ const (
 	lanes      = 8
 	laneMemory = 64
 	laneScan   = 256
-	stealWhole = 8
+	stealWhole = 2 * readBatch
 )
 
 // readBatch: how many items' data a consumer reads ahead at once (see
@@ -545,9 +547,10 @@ func (m *Machine) candidate(t *taker) *entry {
 	return m.candidate(t)
 }
 
-// steal takes lane l over: the later half of the n free items we passed
-// over in it (all of them when n is below stealWhole); the older half is
-// left, for laneMemory items, to the consumer we lost the lane to.
+// steal takes lane l over, but for the first readBatch of the n free
+// items we passed over in it, when n is stealWhole or more: those are
+// left, for laneMemory items, to the consumer we lost the lane to (see
+// lanes).
 func (m *Machine) steal(l uint32, n int) {
 	ln := &m.lanes[l]
 	ln.avoidUntil, ln.leaveUntil, ln.leaveBelow = 0, 0, 0
@@ -556,7 +559,7 @@ func (m *Machine) steal(l uint32, n int) {
 	}
 	for i, k := m.head, 0; i < len(m.order); i++ {
 		if e := m.order[i]; e.seq%lanes == l && m.free(e) {
-			if k++; k > n/2 {
+			if k++; k > readBatch {
 				ln.leaveUntil, ln.leaveBelow = m.wins+laneMemory, e.seq
 				return
 			}
