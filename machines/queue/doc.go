@@ -33,12 +33,12 @@
 // competing consumers spread over lanes instead of all deleting the same
 // item. A consumer left with nothing it does not avoid, or that has
 // passed over 256 items of one lane it avoids, lists the queue again and
-// steals the lane with the most items: all of it when it has fewer than
-// 8, else all but the first four (the consumer it lost the lane to may be
-// taking them already). Each consumer takes a lane's items in order, but
-// it may take an item before older ones another consumer holds. No lane
-// starves. An item is never passed over for one of a larger priority
-// number.
+// steals the lane with the most items, from its oldest: it does not give
+// the lane up at its next few lost races, and the consumer it took the
+// lane from gives it up at its first. Each consumer takes a lane's items
+// in order, but it may take an item before older ones of another lane.
+// No lane starves. An item is never passed over for one of a larger
+// priority number.
 //
 // # Delivery
 //

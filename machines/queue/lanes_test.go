@@ -16,34 +16,45 @@ func laneItems(seq, n int) []string {
 	return names
 }
 
-// A consumer with nothing left it does not avoid steals a lane but for
-// its first four items: lane 1's head was taken by another consumer, and
-// once a fresh listing shows the twelve items left, the take gets the
-// fifth, qn-0000000041, leaving the four before it to the consumer that
-// took the head (it may be deleting or reading them already).
-func TestTranscriptLaneStolenBehindItsHolder(t *testing.T) {
+// A consumer with nothing left it does not avoid steals a lane from its
+// oldest item, and does not give it up at the next race it loses there:
+// lane 1's head was taken by another consumer, a fresh listing shows the
+// lane's other items, the take loses qn-0000000009 to that consumer too,
+// and takes qn-0000000017 without listing again (though the children
+// changed since).
+func TestTranscriptStolenLaneKeptThroughALostRace(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(takeCall{Req: 1, Kind: kindTake})
-	tr.step(listed{Cmd: 1, Children: laneItems(1, 10), Watched: true})
-	rm := commands[removeItem](tr.step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")}))
+	reads := commands[readItem](tr.step(listed{Cmd: 1, Children: laneItems(1, 10), Watched: true}))
+	if len(reads) < 3 || reads[1].Name != "qn-0000000009" || reads[2].Name != "qn-0000000017" {
+		t.Fatalf("after the listing, reads %v; want qn-0000000001, qn-0000000009 and qn-0000000017 first", reads)
+	}
+	rm := commands[removeItem](tr.step(dataRead{Cmd: reads[0].Cmd, Name: "qn-0000000001", Data: []byte("a")}))
 	tr.step(childrenChanged{Cmd: 1})
 	list := commands[listItems](tr.step(removed{Cmd: rm[0].Cmd, Name: "qn-0000000001", Err: zk.ErrNoNode}))
 	if len(list) != 1 {
 		t.Fatal("after the lost race, with the children changed, no listing")
 	}
-	reads := commands[readItem](tr.step(listed{Cmd: list[0].Cmd, Children: laneItems(9, 12), Watched: true}))
-	if len(reads) == 0 || reads[0].Name != "qn-0000000041" {
-		t.Fatalf("after the listing, reads %v; want qn-0000000041 first", reads)
+	tr.step(listed{Cmd: list[0].Cmd, Children: laneItems(9, 9), Watched: true})
+	tr.step(childrenChanged{Cmd: list[0].Cmd}) // the other consumer's deletes
+	rm = commands[removeItem](tr.step(dataRead{Cmd: reads[1].Cmd, Name: "qn-0000000009", Data: []byte("b")}))
+	if len(rm) != 1 || rm[0].Name != "qn-0000000009" {
+		t.Fatalf("after the listing, removes %v; want qn-0000000009", rm)
 	}
-	rm = commands[removeItem](tr.step(dataRead{Cmd: reads[0].Cmd, Name: "qn-0000000041", Data: []byte("f")}))
-	if len(rm) != 1 || rm[0].Name != "qn-0000000041" {
-		t.Fatalf("after its read, removes %v; want qn-0000000041", rm)
+	tr.step(dataRead{Cmd: reads[2].Cmd, Name: "qn-0000000017", Data: []byte("c")})
+	out := tr.step(removed{Cmd: rm[0].Cmd, Name: "qn-0000000009", Err: zk.ErrNoNode})
+	if l := commands[listItems](out); len(l) != 0 {
+		t.Fatalf("the thief lists again after one lost race: %v", out.Commands)
 	}
-	out := tr.step(removed{Cmd: rm[0].Cmd, Name: "qn-0000000041"})
-	if r, ok := replied(out, 1); !ok || r.Value.(taken).Name != "qn-0000000041" {
-		t.Fatalf("take: %+v, want qn-0000000041", r)
+	rm = commands[removeItem](out)
+	if len(rm) != 1 || rm[0].Name != "qn-0000000017" {
+		t.Fatalf("after losing qn-0000000009, removes %v; want qn-0000000017", rm)
 	}
-	tr.Check("lane_stolen_behind_its_holder")
+	out = tr.step(removed{Cmd: rm[0].Cmd, Name: "qn-0000000017"})
+	if r, ok := replied(out, 1); !ok || r.Value.(taken).Name != "qn-0000000017" {
+		t.Fatalf("take: %+v, want qn-0000000017", r)
+	}
+	tr.Check("stolen_lane_kept_through_a_lost_race")
 }
 
 // The consumer a lane was stolen from finds the stolen part gone when it

@@ -31,28 +31,27 @@ type Config struct {
 // only from a failed write or read, or a listing).
 //
 // A consumer left with nothing it does not avoid lists the queue again
-// and steals the lane with the most items, but for its first readBatch
-// when it has stealWhole or more: those the consumer it lost the lane to
-// may be taking already, its delete and its reads ahead. That consumer
-// takes them, finds the next one gone, and leaves the lane. (A thief that
-// started at the front met the holder on the item it was deleting, lost,
-// and listed again, often several times in a row; one that found no lane
-// walked its stale cache of one, a failed read per item. A thief that
-// took the later half of the lane was as fast, but its consumers went
-// back to older items five times as often.) A consumer that would pass
-// over laneScan items it avoids in one lane does the same, so no lane
-// starves, and a lane no one holds comes back when the belief
-// expires. Each consumer takes a lane's items in order, but may take an
-// item before older ones another consumer holds. Listing again to learn
-// which items are gone costs more than the failed writes it saves
+// and steals the lane with the most items, from its oldest: it does not
+// avoid the lane for its next stealInsist lost races, while the consumer
+// it took the lane from, which loses one race to it, avoids the lane from
+// that item on. (A thief that gave up at its first lost race met the
+// holder on the item it was deleting, lost, and listed again, often
+// several times in a row; one that found no lane walked its stale cache
+// of one, a failed read per item. One that left the holder the lane's
+// first items took them itself, late, when the holder stopped taking.) A
+// consumer that would pass over laneScan items it avoids in one lane does
+// the same, so no lane starves, and a lane no one holds comes back when
+// the belief expires. Each consumer takes a lane's items in order, but
+// may take an item before older ones of another lane. Listing again to
+// learn which items are gone costs more than the failed writes it saves
 // (measured: a listing per 16 items passed over made 4 consumers slower
-// than one). Without a lost race nothing is avoided: a lone consumer takes
-// the head, in order.
+// than one). Without a lost race nothing is avoided: a lone consumer
+// takes the head, in order.
 const (
-	lanes      = 8
-	laneMemory = 64
-	laneScan   = 256
-	stealWhole = 2 * readBatch
+	lanes       = 8
+	laneMemory  = 64
+	laneScan    = 256
+	stealInsist = 2 * readBatch
 )
 
 // readBatch: how many items' data a consumer reads ahead at once (see
@@ -163,11 +162,11 @@ type entry struct {
 // lane is what a consumer believes of one lane (see lanes), in items it
 // has won (Machine.wins): an item of the lane is avoided when it is at or
 // after avoidFrom while wins < avoidUntil (another consumer took
-// avoidFrom), or before leaveBelow while wins < leaveUntil (left to the
-// consumer the rest was stolen from).
+// avoidFrom). insist: lost races left before one makes us avoid it.
 type lane struct {
-	avoidUntil, leaveUntil uint64
-	avoidFrom, leaveBelow  uint32
+	avoidUntil uint64
+	avoidFrom  uint32
+	insist     int
 }
 
 // ackOp is an endClaim in flight: for the call req (0: the machine's own,
@@ -543,34 +542,21 @@ func (m *Machine) candidate(t *taker) *entry {
 			best = uint32(l)
 		}
 	}
-	m.steal(best, count[best])
+	m.steal(best)
 	return m.candidate(t)
 }
 
-// steal takes lane l over, but for the first readBatch of the n free
-// items we passed over in it, when n is stealWhole or more: those are
-// left, for laneMemory items, to the consumer we lost the lane to (see
-// lanes).
-func (m *Machine) steal(l uint32, n int) {
-	ln := &m.lanes[l]
-	ln.avoidUntil, ln.leaveUntil, ln.leaveBelow = 0, 0, 0
-	if n < stealWhole {
-		return
-	}
-	for i, k := m.head, 0; i < len(m.order); i++ {
-		if e := m.order[i]; e.seq%lanes == l && m.free(e) {
-			if k++; k > readBatch {
-				ln.leaveUntil, ln.leaveBelow = m.wins+laneMemory, e.seq
-				return
-			}
-		}
-	}
+// steal takes lane l over, from its oldest item: the next stealInsist
+// races lost in it do not make us avoid it, so the consumer we took it
+// from, which loses one race to us and avoids it, leaves it to us.
+func (m *Machine) steal(l uint32) {
+	m.lanes[l] = lane{insist: stealInsist}
 }
 
 // avoiding: an item is avoided.
 func (m *Machine) avoiding() bool {
 	for _, l := range m.lanes {
-		if l.avoidUntil > m.wins || l.leaveUntil > m.wins {
+		if l.avoidUntil > m.wins {
 			return true
 		}
 	}
@@ -579,17 +565,15 @@ func (m *Machine) avoiding() bool {
 
 func (m *Machine) avoided(e *entry) bool {
 	l := &m.lanes[e.seq%lanes]
-	return l.avoidUntil > m.wins && e.seq >= l.avoidFrom || l.leaveUntil > m.wins && e.seq < l.leaveBelow
+	return l.avoidUntil > m.wins && e.seq >= l.avoidFrom
 }
 
 // lostRace notes that another consumer took or claimed e first: its lane,
-// from e on, is avoided for a while. An item of the part of the lane we
-// left when we stole the rest is another's again: that part is left for
-// another while.
+// from e on, is avoided for a while, unless we insist on it (see steal).
 func (m *Machine) lostRace(e *entry) {
 	l := &m.lanes[e.seq%lanes]
-	if e.seq < l.leaveBelow {
-		l.leaveUntil = m.wins + laneMemory
+	if l.insist > 0 {
+		l.insist--
 		return
 	}
 	if l.avoidUntil <= m.wins || e.seq < l.avoidFrom {
