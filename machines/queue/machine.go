@@ -553,7 +553,7 @@ func (m *Machine) steal(l uint32) {
 	m.lanes[l] = lane{insist: stealInsist}
 }
 
-// avoiding: an item is avoided.
+// avoiding: some lane is avoided, in part or whole.
 func (m *Machine) avoiding() bool {
 	for _, l := range m.lanes {
 		if l.avoidUntil > m.wins {
