@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -192,6 +193,10 @@ func TestPropertyAcknowledged(t *testing.T) {
 		defer cancel()
 		const path = "/queue/property/ack"
 		conns, qs := consumers(t, tg, path)
+		var subs []*events.Subscription
+		for _, q := range qs {
+			subs = append(subs, q.Subscribe())
+		}
 		f := newFaulter(t, tg, conns)
 		var (
 			mu         sync.Mutex
@@ -236,6 +241,10 @@ func TestPropertyAcknowledged(t *testing.T) {
 		drained(t, ctx, tg.Connect(t), path)
 		stop()
 		wg.Wait()
+		for i, q := range qs {
+			q.Close()
+			checkLaneOrder(t, i, subs[i])
+		}
 
 		var acked, uncertain, again int
 		for _, item := range itemNames() {
@@ -304,6 +313,7 @@ func TestPropertyPlain(t *testing.T) {
 		var (
 			mu    sync.Mutex
 			taken = make(map[string]int)
+			order = make([][]string, propConsumers) // per consumer, the items in the order its Takes returned them
 		)
 		cctx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
@@ -320,6 +330,7 @@ func TestPropertyPlain(t *testing.T) {
 					}
 					mu.Lock()
 					taken[string(data)]++
+					order[i] = append(order[i], string(data))
 					mu.Unlock()
 					f.delivered()
 				}
@@ -352,10 +363,8 @@ func TestPropertyPlain(t *testing.T) {
 		uncertain := make(map[string]bool)
 		for i, q := range qs {
 			q.Close()
-			for ev := range subs[i].C {
-				if ev.Type == events.Taken && errors.Is(ev.Err, queue.ErrUncertain) {
-					uncertain[ev.Node] = true
-				}
+			for _, node := range checkLaneOrder(t, i, subs[i]) {
+				uncertain[node] = true
 			}
 		}
 		twice := 0
@@ -376,8 +385,80 @@ func TestPropertyPlain(t *testing.T) {
 		if f.n != propFaults {
 			t.Errorf("%d faults injected, want %d", f.n, propFaults)
 		}
-		t.Logf("%d items taken; %d uncertain removals, %d items taken twice; %d sessions expired, %d late writes armed", propItems, len(uncertain), twice, f.n, f.late)
+		t.Logf("%d items taken; %d uncertain removals, %d items taken twice; %d sessions expired, %d late writes armed; %d items taken after a later one of their producer by the same consumer (across lanes)",
+			propItems, len(uncertain), twice, f.n, f.late, producerDescents(order))
 	})
+}
+
+// docLanes is the number of lanes doc.go's "Order" names: an item's lane
+// is its sequence number modulo docLanes, and each consumer takes a lane's
+// items in order.
+const docLanes = 8
+
+// checkLaneOrder reads a closed queue's events and checks that the
+// consumer took or claimed each lane's items in order: the items it took
+// (TAKEN) and claimed (CLAIMED), except those that came again
+// (REDELIVERED first) and those whose removal is uncertain (TAKEN with
+// ErrUncertain), which it returns.
+func checkLaneOrder(t *testing.T, consumer int, sub *events.Subscription) (uncertain []string) {
+	t.Helper()
+	var last [docLanes]int64 // the lane's last item the consumer got
+	for l := range last {
+		last[l] = -1
+	}
+	again := ""
+	for ev := range sub.C {
+		switch {
+		case ev.Type == events.Redelivered:
+			again = ev.Node
+			continue
+		case ev.Type == events.Taken && errors.Is(ev.Err, queue.ErrUncertain):
+			uncertain = append(uncertain, ev.Node)
+			continue
+		case ev.Type == events.Claimed && ev.Node == again:
+			continue
+		case ev.Type != events.Taken && ev.Type != events.Claimed:
+			continue
+		}
+		seq := nodeSeq(t, ev.Node)
+		if l := seq % docLanes; seq < last[l] {
+			t.Errorf("consumer %d got %s after item %d of its lane", consumer, ev.Node, last[l])
+		} else {
+			last[l] = seq
+		}
+	}
+	return uncertain
+}
+
+// nodeSeq is the sequence number ending an item node's path.
+func nodeSeq(t *testing.T, node string) int64 {
+	t.Helper()
+	var seq int64
+	if len(node) < 10 {
+		t.Fatalf("%q: not an item", node)
+	}
+	if _, err := fmt.Sscanf(node[len(node)-10:], "%d", &seq); err != nil {
+		t.Fatalf("%q: not an item: %v", node, err)
+	}
+	return seq
+}
+
+// producerDescents counts, over every consumer, the items taken after a
+// later item of the same producer (items "p<producer>-<n>").
+func producerDescents(order [][]string) int {
+	n := 0
+	for _, items := range order {
+		last := map[string]string{}
+		for _, item := range items {
+			p, _, _ := strings.Cut(item, "-")
+			if l, ok := last[p]; ok && item < l {
+				n++
+				continue
+			}
+			last[p] = item
+		}
+	}
+	return n
 }
 
 // Consume under session expiry, with 1 in 100 handle calls refusing its
