@@ -82,13 +82,18 @@
 // before the news of that session. A claim made so is ours on the new
 // session: the consumer judges a claim, and the check of a write whose
 // reply was lost, by the session it was made on, once the consumer knows
-// that session. An Ack asked in the moment between a connection's loss
-// and its news can go out on the next session the same way; if its
-// session had ended, and another consumer claimed the item since, that
-// Ack deletes the other's claim with the item: both handled the item, and
-// the other's Ack says ErrClaimLost although the item will not come
-// again. go-zookeeper queues such a request before it reports anything,
-// so the consumer cannot hold it back.
+// that session. An Ack or Nack is sent only while the client is on the
+// claim's session: asked once the client is on the next one, before the
+// consumer has the news, it says ErrClaimLost, nothing sent (on the next
+// session it would find another consumer's claim of the item, if any, and
+// delete it). An Ack asked in the moment between a connection's loss and
+// the consumer's news of it, while the client still names the old session,
+// can go out on the next session; if its session had ended, and another
+// consumer claimed the item since, that Ack deletes the other's claim with
+// the item: both handled the item, the first Ack says ErrUncertain on its
+// ACKED event, and the other's Ack says ErrClaimLost although the item
+// will not come again. go-zookeeper keeps such a request queued and sends
+// it on whatever session comes next, so the consumer cannot take it back.
 //
 // # Calls that give up
 //

@@ -90,6 +90,10 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			}
 		})
 	case endClaim:
+		if conn.SessionID() != c.Session {
+			sh.Go(func(context.Context) (Input, bool) { return q.claimSessionEnded(sh, c), true })
+			break
+		}
 		if c.Next != "" {
 			sh.Go(func(ctx context.Context) (Input, bool) { return q.endClaimAndClaimNext(ctx, sh, c, op) })
 			break
@@ -348,6 +352,17 @@ func (q *Queue) endClaimAndClaimNext(ctx context.Context, sh *runtime.Shell[Inpu
 	a.Session = r.Session
 	sh.Post(a, true)
 	return r, true
+}
+
+// claimSessionEnded answers endClaim c, not sent (see endClaim): acked
+// with errClaimSessionEnded and, with Next, claimed with errNotApplied.
+func (q *Queue) claimSessionEnded(sh *runtime.Shell[Input, Command], c endClaim) Input {
+	a := acked{Cmd: c.Cmd, Name: c.Name, Err: errClaimSessionEnded, Session: c.Session}
+	if c.Next == "" {
+		return a
+	}
+	sh.Post(a, true)
+	return claimed{Cmd: c.Cmd, Name: c.Next, Err: errNotApplied, Session: c.Session}
 }
 
 // onOneSession runs f, which makes requests, and returns the session they

@@ -352,13 +352,17 @@ type watchClaim struct {
 // multi. With Next, the multi also creates our claim under item Next (with
 // Data): both are answered, acked first, then claimed; an op that failed
 // in the multi answers its own part, and the other part is answered with
-// errNotApplied.
+// errNotApplied. It is sent only on Session, the claim's: on another,
+// the claim is gone with its session, and the request would find another
+// consumer's claim of the item, if any, and delete it; it is answered
+// with errClaimSessionEnded, nothing sent.
 type endClaim struct {
-	Cmd  uint64
-	Name string
-	Nack bool
-	Next string
-	Data []byte
+	Cmd     uint64
+	Name    string
+	Nack    bool
+	Next    string
+	Data    []byte
+	Session int64
 }
 
 // checkItem reads whether an item and its claim exist, after a request
@@ -415,9 +419,9 @@ func (c claimItem) String() string  { return fmt.Sprintf("ClaimItem cmd=%d item=
 func (c watchClaim) String() string { return fmt.Sprintf("WatchClaim cmd=%d item=%s", c.Cmd, c.Name) }
 func (c endClaim) String() string {
 	if c.Next != "" {
-		return fmt.Sprintf("EndClaim cmd=%d item=%s nack=%t next=%s", c.Cmd, c.Name, c.Nack, c.Next)
+		return fmt.Sprintf("EndClaim cmd=%d item=%s nack=%t next=%s session=%#x", c.Cmd, c.Name, c.Nack, c.Next, c.Session)
 	}
-	return fmt.Sprintf("EndClaim cmd=%d item=%s nack=%t", c.Cmd, c.Name, c.Nack)
+	return fmt.Sprintf("EndClaim cmd=%d item=%s nack=%t session=%#x", c.Cmd, c.Name, c.Nack, c.Session)
 }
 func (c checkItem) String() string { return fmt.Sprintf("CheckItem cmd=%d item=%s", c.Cmd, c.Name) }
 func (c createItems) String() string {

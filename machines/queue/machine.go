@@ -200,6 +200,12 @@ const claimPart = 1 << 63
 // failed on the other part's op: nothing of it was applied.
 var errNotApplied = errors.New("not applied: the multi failed on another op")
 
+// errClaimSessionEnded answers an endClaim not sent because the
+// connection's session is no longer the claim's: the claim went with its
+// session, as when the multi finds it gone (zk.ErrNoNode), and nothing
+// was applied.
+var errClaimSessionEnded = fmt.Errorf("%w: the claim's session ended; not sent", zk.ErrNoNode)
+
 // taker is a waiting call.
 type taker struct {
 	req       uint64
@@ -1084,7 +1090,7 @@ func (m *Machine) claimNext(o *out, i ackCall, t *taker) bool {
 	m.bind(e, t)
 	m.beginAck(i.Name, ackOp{req: i.Req, nack: i.Nack})
 	m.owed += 2 // answered as acked and claimed
-	m.claimWith(o, e, endClaim{Cmd: m.cmd(), Name: i.Name, Nack: i.Nack, Next: e.name, Data: m.cfg.ClaimData})
+	m.claimWith(o, e, endClaim{Cmd: m.cmd(), Name: i.Name, Nack: i.Nack, Next: e.name, Data: m.cfg.ClaimData, Session: m.acks[i.Name].session})
 	return true
 }
 
@@ -1278,7 +1284,7 @@ func (m *Machine) onOurSession(session int64) bool {
 func (m *Machine) endClaim(o *out, name string, a ackOp) {
 	m.beginAck(name, a)
 	m.owed++
-	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: name, Nack: a.nack})
+	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: name, Nack: a.nack, Session: m.acks[name].session})
 }
 
 func (m *Machine) acked(o *out, i acked) {

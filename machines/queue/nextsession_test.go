@@ -2,6 +2,8 @@ package queue_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -102,4 +104,89 @@ func (c *nextSessionConn) release() {
 	}
 	c.held, c.holding = nil, false
 	close(c.released)
+}
+
+// An Ack asked after the consumer's session ended, but before the
+// consumer heard of it, while go-zookeeper is already on the next
+// session: the claim went with the session, and another consumer may
+// hold the item since. The Ack is not sent (on the next session its multi
+// would delete that consumer's claim and the item, and say nil): it says
+// ErrClaimLost, and the other consumer's claim and Ack stand. Both the
+// ack alone and the ack with the next item's claim in one multi (a claim
+// ahead, "b" here) are checked.
+func TestAckAfterTheSessionEndedIsNotSentOnTheNext(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		for _, items := range [][]string{{"a"}, {"a", "b"}} {
+			ctx := ctxT(t)
+			path := "/queue/nextsession/ack" + fmt.Sprint(len(items))
+			offer(t, ctx, newQueue(t, tg.Connect(t), path), items...)
+			under := tg.Connect(t)
+			c := &heldSessionConn{Conn: under}
+			a := newQueue(t, c, path)
+			it, err := a.TakeItem(ctx)
+			if err != nil || string(it.Data()) != "a" {
+				t.Fatalf("TakeItem = %v, %v", it, err)
+			}
+			c.hold()
+			tg.Expire(t, under) // the client is on a new session; the consumer does not know
+			b := newQueue(t, tg.Connect(t), path)
+			other, err := b.TakeItem(ctx)
+			if err != nil || string(other.Data()) != "a" {
+				t.Fatalf("the other consumer's TakeItem = %v, %v; want a, its claim gone with the session", other, err)
+			}
+			if err := it.Ack(ctx); !errors.Is(err, queue.ErrClaimLost) {
+				t.Fatalf("Ack after the session ended = %v, want ErrClaimLost", err)
+			}
+			if err := other.Ack(ctx); err != nil {
+				t.Fatalf("the other consumer's Ack = %v, want nil: its claim stands", err)
+			}
+			c.release()
+			for _, want := range items[1:] {
+				if it, err := b.TakeItem(ctx); err != nil || string(it.Data()) != want {
+					t.Fatalf("TakeItem = %v, %v; want %s", it, err, want)
+				} else if err := it.Ack(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a.Close()
+			b.Close()
+			nothingLeft(t, under, path)
+		}
+	})
+}
+
+// heldSessionConn is a zk.Conn whose session events reach the subscribers
+// only after release, once hold was called.
+type heldSessionConn struct {
+	zk.Conn
+	mu      sync.Mutex
+	holding bool
+	held    []func()
+}
+
+func (c *heldSessionConn) Subscribe(fn func(zk.SessionEvent)) (cancel func()) {
+	return c.Conn.Subscribe(func(ev zk.SessionEvent) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.holding {
+			c.held = append(c.held, func() { fn(ev) })
+			return
+		}
+		fn(ev)
+	})
+}
+
+func (c *heldSessionConn) hold() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holding = true
+}
+
+func (c *heldSessionConn) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, deliver := range c.held {
+		deliver()
+	}
+	c.held, c.holding = nil, false
 }
