@@ -30,7 +30,7 @@ func TestClaimMadeOnTheNextSession(t *testing.T) {
 		const path = "/queue/nextsession/claim"
 		offer(t, ctx, newQueue(t, tg.Connect(t), path), "a")
 		under := tg.Connect(t)
-		c := &nextSessionConn{Conn: under, expire: func() { tg.Expire(t, under) }, released: make(chan struct{})}
+		c := &nextSessionConn{heldSessionConn: heldSessionConn{Conn: under}, expire: func() { tg.Expire(t, under) }, released: make(chan struct{})}
 		q := newQueue(t, c, path)
 		sub := q.Subscribe()
 		defer sub.Close()
@@ -56,54 +56,31 @@ func TestClaimMadeOnTheNextSession(t *testing.T) {
 // new one, and the session events reach the subscribers only once the
 // claim has answered.
 type nextSessionConn struct {
-	zk.Conn
+	heldSessionConn
 	expire   func()
 	released chan struct{} // closed once the claim was made and the events held for it delivered
 
-	mu      sync.Mutex
-	done    bool     // the claim was made
-	holding bool     // session events are held
-	held    []func() // the held deliveries, in order
+	once sync.Once // the first claim
 }
 
 func (c *nextSessionConn) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (string, error) {
-	c.mu.Lock()
-	first := !c.done && strings.HasSuffix(path, "/"+queue.ClaimName)
-	if first {
-		c.done, c.holding = true, true
+	first := false
+	if strings.HasSuffix(path, "/"+queue.ClaimName) {
+		c.once.Do(func() { first = true })
 	}
-	c.mu.Unlock()
 	if !first {
 		return c.Conn.Create(ctx, path, data, mode)
 	}
+	c.hold()
 	c.expire()
 	name, err := c.Conn.Create(ctx, path, data, mode)
 	// The reply is posted to the consumer as this returns; the news of
 	// the session after it.
-	time.AfterFunc(100*time.Millisecond, c.release)
-	return name, err
-}
-
-func (c *nextSessionConn) Subscribe(fn func(zk.SessionEvent)) (cancel func()) {
-	return c.Conn.Subscribe(func(ev zk.SessionEvent) {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.holding {
-			c.held = append(c.held, func() { fn(ev) })
-			return
-		}
-		fn(ev)
+	time.AfterFunc(100*time.Millisecond, func() {
+		c.release()
+		close(c.released)
 	})
-}
-
-func (c *nextSessionConn) release() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, deliver := range c.held {
-		deliver()
-	}
-	c.held, c.holding = nil, false
-	close(c.released)
+	return name, err
 }
 
 // An Ack asked after the consumer's session ended, but before the
