@@ -24,24 +24,24 @@
 //
 // # Order
 //
-// Lower priorities come first, and items of one priority in the order
-// they were offered. A lone consumer takes each item at the head.
-// Consumers taking from one queue at once race for the head; one that
-// loses a race (its delete, claim or read finds the item gone or claimed)
-// avoids that item's lane (its sequence number modulo 8), from that item
-// on, for its next 64 items, and takes the oldest item of the rest, so
-// competing consumers spread over lanes instead of all deleting the same
-// item. A consumer left with nothing it does not avoid, or that has
-// passed over 64 items of one lane it avoids, lists the queue again and
-// steals the lane with the most items, from its oldest: it does not give
-// the lane up at its next few lost races, and the consumer it took the
-// lane from gives it up at its first. Each consumer takes a lane's items
-// in order, but it may take an item before older ones of another lane: so
-// with several consumers, one producer's items may reach a consumer out
-// of order (4 producers and 4 consumers running together on one real
-// server: 1-2% of the items; see TestPropertyPlain). A lone consumer gets
-// every producer's items in order. No lane starves. An item is never
-// passed over for one of a larger priority number.
+// Lower priorities come first, and items of one priority in the order they
+// were offered. A lone consumer takes each item at the head. Consumers
+// taking from one queue at once race for the head; one that loses a race
+// (its delete, claim or read finds the item gone or claimed) avoids that
+// item's lane (its sequence number modulo 8), from that item on, for its
+// next 64 items, and takes the oldest item of the rest, so competing
+// consumers spread over lanes instead of all deleting the same item. A
+// consumer left with nothing it does not avoid, or that has passed over 64
+// items of one lane it avoids, lists the queue again and steals the lane
+// with the most items, from its oldest: it does not give the lane up at
+// its next few lost races, and the consumer it took the lane from gives it
+// up at its first. Each consumer takes a lane's items in order, but it may
+// take an item before older ones of another lane: so with several
+// consumers, one producer's items may reach a consumer out of order (4
+// producers and 4 consumers running together on one real server: about 1
+// item in 100; see TestPropertyPlain). A lone consumer gets every
+// producer's items in order. No lane starves. An item is never passed over
+// for one of a larger priority number.
 //
 // # Delivery
 //

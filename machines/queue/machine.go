@@ -30,28 +30,28 @@ type Config struct {
 // stop deleting items others already took (their caches learn of those
 // only from a failed write or read, or a listing).
 //
-// A consumer left with nothing it does not avoid lists the queue again
-// and steals the lane with the most items, from its oldest: it does not
-// avoid the lane for its next stealInsist lost races, while the consumer
-// it took the lane from, which loses one race to it, avoids the lane from
-// that item on. (A thief that gave up at its first lost race met the
-// holder on the item it was deleting, lost, and listed again, often
-// several times in a row; one that found no lane walked its stale cache
-// of one, a failed read per item. One that left the holder the lane's
-// first items took them itself, late, when the holder stopped taking.) A
-// consumer that would pass over laneScan items it avoids in one lane does
-// the same, so no lane starves, and a lane no one holds comes back when
-// the belief expires. Each consumer takes a lane's items in order, but
-// may take an item before older ones of another lane. laneScan bounds how
-// far a lane falls behind the others: a consumer holding more lanes than
-// the rest advances each more slowly. (At 256, while consumers took from
-// a queue its producers were filling, a lane fell 2,000 items behind; one
-// in ten items reached its consumer after a later one of its producer.
-// At 64, one in a hundred, with no fewer items taken per second.)
-// Listing again to learn which items are gone costs more than the failed
-// writes it saves (measured: a listing per 16 items passed over made 4
-// consumers slower than one). Without a lost race nothing is avoided: a
-// lone consumer takes the head, in order.
+// A consumer left with nothing it does not avoid lists the queue again and
+// steals the lane with the most items, from its oldest: it does not avoid
+// the lane for its next stealInsist lost races, while the consumer it took
+// the lane from, which loses one race to it, avoids the lane from that
+// item on. (A thief that gave up at its first lost race met the holder on
+// the item it was deleting, lost, and listed again, often several times in
+// a row; one that found no lane walked its stale cache of one, a failed
+// read per item. One that left the holder the lane's first items took them
+// itself, late, when the holder stopped taking.) A consumer that would
+// pass over laneScan items it avoids in one lane does the same, so no lane
+// starves, and a lane no one holds comes back when the belief expires.
+// Each consumer takes a lane's items in order, but may take an item before
+// older ones of another lane. laneScan bounds how far a lane falls behind
+// the others: a consumer holding more lanes than the rest advances each
+// more slowly. (At 256, while consumers took from a queue its producers
+// were filling, a lane fell 2,000 sequence numbers behind; one in ten
+// items reached its consumer after a later one of its producer. At 64, one
+// in a hundred, with no fewer items taken per second.) Listing again to
+// learn which items are gone costs more than the failed writes it saves
+// (measured: a listing per 16 items passed over made 4 consumers slower
+// than one). Without a lost race nothing is avoided: a lone consumer takes
+// the head, in order.
 const (
 	lanes       = 8
 	laneMemory  = 64
