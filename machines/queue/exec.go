@@ -90,15 +90,13 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			}
 		})
 	case endClaim:
-		if conn.SessionID() != c.Session {
-			sh.Go(func(context.Context) (Input, bool) { return q.claimSessionEnded(sh, c), true })
-			break
-		}
-		if c.Next != "" {
-			sh.Go(func(ctx context.Context) (Input, bool) { return q.endClaimAndClaimNext(ctx, sh, c, op) })
-			break
-		}
 		sh.Go(func(ctx context.Context) (Input, bool) {
+			switch {
+			case conn.SessionID() != c.Session: // checked last thing before sending
+				return q.claimSessionEnded(sh, c), true
+			case c.Next != "":
+				return q.endClaimAndClaimNext(ctx, sh, c, op)
+			}
 			r := acked{Cmd: c.Cmd, Name: c.Name}
 			name := "multi"
 			if c.Nack {

@@ -1088,9 +1088,9 @@ func (m *Machine) claimNext(o *out, i ackCall, t *taker) bool {
 	}
 	m.takers = append(m.takers, t)
 	m.bind(e, t)
-	m.beginAck(i.Name, ackOp{req: i.Req, nack: i.Nack})
+	session := m.beginAck(i.Name, ackOp{req: i.Req, nack: i.Nack})
 	m.owed += 2 // answered as acked and claimed
-	m.claimWith(o, e, endClaim{Cmd: m.cmd(), Name: i.Name, Nack: i.Nack, Next: e.name, Data: m.cfg.ClaimData, Session: m.acks[i.Name].session})
+	m.claimWith(o, e, endClaim{Cmd: m.cmd(), Name: i.Name, Nack: i.Nack, Next: e.name, Data: m.cfg.ClaimData, Session: session})
 	return true
 }
 
@@ -1268,10 +1268,11 @@ func (m *Machine) releaseAcks(o *out) {
 }
 
 // beginAck notes a, the ack or nack of our claim on item name, in flight,
-// with the claim's session.
-func (m *Machine) beginAck(name string, a ackOp) {
+// with the claim's session, which it returns.
+func (m *Machine) beginAck(name string, a ackOp) int64 {
 	a.session = m.claims[name]
 	m.acks[name] = a
+	return a.session
 }
 
 // onOurSession: a request made on session (0: while the session changed)
@@ -1282,9 +1283,9 @@ func (m *Machine) onOurSession(session int64) bool {
 
 // endClaim acks or nacks our claim on item name, as a says.
 func (m *Machine) endClaim(o *out, name string, a ackOp) {
-	m.beginAck(name, a)
+	session := m.beginAck(name, a)
 	m.owed++
-	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: name, Nack: a.nack, Session: m.acks[name].session})
+	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: name, Nack: a.nack, Session: session})
 }
 
 func (m *Machine) acked(o *out, i acked) {
