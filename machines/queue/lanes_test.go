@@ -201,3 +201,23 @@ func TestPollGoesBackAtOnce(t *testing.T) {
 		t.Fatalf("poll: commands %v; want qn-0000000009 removed, with no wait", out.Commands)
 	}
 }
+
+// A consumer's mark is kept per priority: having taken an item of
+// priority 5 and then one of priority 1, it still does not go back in
+// priority 5.
+func TestMarkPerPriority(t *testing.T) {
+	m, err := NewMachine(Config{Path: "/app/q", SessionID: sess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := func(prio int64, seq uint32) *entry { return &entry{itemName: itemName{prio: prio, seq: seq}} }
+	m.won(item(5, 20))
+	m.won(item(1, 30))
+	if !m.behind(item(5, 10)) || m.behind(item(5, 40)) || !m.behind(item(1, 25)) || m.behind(item(3, 1)) {
+		t.Fatal("after priority 5's item 20 and priority 1's item 30: want 5/10 and 1/25 behind, not 5/40 nor 3/1")
+	}
+	m.won(item(5, 40))
+	if !m.behind(item(1, 25)) || !m.behind(item(5, 30)) {
+		t.Fatal("after priority 5's item 40: want 1/25 and 5/30 behind")
+	}
+}

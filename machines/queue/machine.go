@@ -121,6 +121,7 @@ type Machine struct {
 	wins       uint64            // items we took or claimed
 	mark       itemName          // the last of them, in the queue's order (see lanes)
 	marked     bool              // mark is set
+	marks      map[int64]uint32  // our marks in the priorities other than mark's
 	// backFor: the item we would go back for (see goBack), as the last
 	// pump found it; backArmed: as it was when the wait backWait began;
 	// backDue: the item whose wait ended with it still the oldest.
@@ -655,9 +656,17 @@ func (m *Machine) backWaited() {
 }
 
 // behind: taking e would go back, before the last item we won of its
-// priority. An item that came again, or that we put back, is not behind.
+// priority (our mark). An item that came again, or one of ours that went
+// to no one, is not behind.
 func (m *Machine) behind(e *entry) bool {
-	return m.marked && e.prio == m.mark.prio && e.seq < m.mark.seq && !e.again && !e.ours
+	if e.again || e.ours {
+		return false
+	}
+	if e.prio == m.mark.prio { // all items but in a priority queue
+		return m.marked && e.seq < m.mark.seq
+	}
+	last, ok := m.marks[e.prio]
+	return ok && e.seq < last
 }
 
 // won notes an item we took or claimed: our mark moves up to it.
@@ -669,8 +678,21 @@ func (m *Machine) won(e *entry) {
 			l.avoidUntil = 0 // won after the race we lost: the lane is ours
 		}
 	}
-	if !m.marked || e.prio != m.mark.prio || e.seq > m.mark.seq {
+	switch {
+	case !m.marked:
 		m.mark, m.marked = e.itemName, true
+		return
+	case e.prio != m.mark.prio:
+		// Keep the mark of the priority left; take up e's.
+		if m.marks == nil {
+			m.marks = make(map[int64]uint32)
+		}
+		m.marks[m.mark.prio] = m.mark.seq
+		m.mark = itemName{prio: e.prio, seq: m.marks[e.prio]}
+		delete(m.marks, e.prio)
+	}
+	if e.seq >= m.mark.seq {
+		m.mark = e.itemName
 	}
 }
 
@@ -779,7 +801,7 @@ func (m *Machine) listedItems(o *out, i listed) {
 			// over, and the names we know are those of old items. Forget
 			// them, but for those a write of ours is bound to.
 			clear(m.gone)
-			m.marked = false
+			m.marked, m.marks = false, nil
 			for name, e := range m.entries {
 				if e.taker == nil && !e.mine && !e.busy && !m.uncert[name] {
 					delete(m.entries, name)
