@@ -25,46 +25,38 @@ type Config struct {
 // Consumers racing for the head spread over lanes: an item's lane is its
 // sequence modulo lanes. A consumer that loses a race for an item (its
 // delete, claim or read finds it gone or claimed) avoids that lane from
-// that item on, for its next laneMemory items, unless it wins an item of
-// the lane past it meanwhile (a loss answered after a later win of the
-// lane is old news and changes nothing). So each lane ends with one
-// consumer, and consumers stop deleting items others already took (their
-// caches learn of those only from a failed write or read, or a listing).
+// that item on, for its next laneMemory items, and takes the oldest item
+// it does not avoid. So each lane ends with one consumer, and consumers
+// stop deleting items others already took (their caches learn of those
+// only from a failed write or read, or a listing).
 //
-// A consumer never goes back: it takes the oldest item it does not avoid
-// among those after the last one it took or claimed (its mark), so it
-// gets items in the queue's order, and each producer's in the order
-// offered. Items before its mark are its lanes' former holders' to take.
-// Exceptions: an item that came again (a claim gone, a nack), one of its
-// own that went to no one (put back, given back, a write not applied),
-// and going back after a wait (below).
-//
-// A consumer left with nothing it may take lists the queue again and
-// steals the lane with the most items after its mark, from its mark: it
-// does not avoid the lane for its next stealInsist lost races, while the
-// consumer it took the lane from, which loses one race to it, avoids the
-// lane from there on, and still takes the lane's items before it. (A
-// thief that gave up at its first lost race met the holder on the item it
-// was deleting, lost, and listed again, often several times in a row.) A
-// consumer that would pass over laneScan items it avoids in one lane
-// does the same: the lane's holder lags, holding more lanes than others.
-// With nothing left after its mark, a consumer waits goBackAfter for the
-// oldest item's holder, which is behind it, to take it; an item still the
-// oldest after that has no holder taking it (closed, or its session lost
-// for that long), and the consumer takes it. (Stealing from a lane's
-// oldest item instead, the thief took the lane's backlog after later
-// items: 4 producers and 4 consumers on one real server, 1 item in 100
-// reached its consumer after a later one of its producer; none since.)
-// Listing again to learn which items are gone costs more than the failed
-// writes it saves (measured: a listing per 16 items passed over made 4
-// consumers slower than one). Without a lost race nothing is avoided: a
-// lone consumer takes the head, in order.
+// A consumer left with nothing it does not avoid lists the queue again and
+// steals the lane with the most items, from its oldest: it does not avoid
+// the lane for its next stealInsist lost races, while the consumer it took
+// the lane from, which loses one race to it, avoids the lane from that
+// item on. (A thief that gave up at its first lost race met the holder on
+// the item it was deleting, lost, and listed again, often several times in
+// a row; one that found no lane walked its stale cache of one, a failed
+// read per item. One that left the holder the lane's first items took them
+// itself, late, when the holder stopped taking.) A consumer that would
+// pass over laneScan items it avoids in one lane does the same, so no lane
+// starves, and a lane no one holds comes back when the belief expires.
+// Each consumer takes a lane's items in order, but may take an item before
+// older ones of another lane. laneScan bounds how far a lane falls behind
+// the others: a consumer holding more lanes than the rest advances each
+// more slowly. (At 256, while consumers took from a queue its producers
+// were filling, a lane fell 2,000 sequence numbers behind; one in ten
+// items reached its consumer after a later one of its producer. At 64, one
+// in a hundred, with no fewer items taken per second.) Listing again to
+// learn which items are gone costs more than the failed writes it saves
+// (measured: a listing per 16 items passed over made 4 consumers slower
+// than one). Without a lost race nothing is avoided: a lone consumer takes
+// the head, in order.
 const (
 	lanes       = 8
 	laneMemory  = 64
 	laneScan    = 64
 	stealInsist = 2 * readBatch
-	goBackAfter = time.Second
 )
 
 // readBatch: how many items' data a consumer reads ahead at once (see
@@ -119,14 +111,6 @@ type Machine struct {
 	stale      bool              // the children changed since the last listing
 	lanes      [lanes]lane       // what we believe of each lane
 	wins       uint64            // items we took or claimed
-	mark       itemName          // the last of them, in the queue's order (see lanes)
-	marked     bool              // mark is set
-	marks      map[int64]uint32  // our marks in the priorities other than mark's
-	// backFor: the item we would go back for (see goBack), as the last
-	// pump found it; backArmed: as it was when the wait backWait began;
-	// backDue: the item whose wait ended with it still the oldest.
-	backFor, backArmed, backDue string
-	backWait                    uint64
 
 	takers []*taker         // calls waiting for an item, in arrival order
 	claims map[string]int64 // our claims: item → the session they were made on
@@ -141,7 +125,7 @@ type Machine struct {
 	joints   map[uint64]*joint // calls whose ack went in one multi with the next claim
 	// ahead: the item an Ack claimed for the next TakeItem (see
 	// claimAhead), claimed and read, that no call has taken yet; aheadWait
-	// is the wait whose end gives it back.
+	// is the waitAhead command whose end gives it back.
 	ahead     *entry
 	aheadWait uint64
 	uncert    map[string]bool   // items whose last write of ours has an unknown outcome
@@ -172,11 +156,7 @@ type entry struct {
 	others    bool   // another consumer holds its claim
 	watching  bool   // our watch on that claim is set
 	again     bool   // its claim went away: the next delivery is a redelivery
-	// ours: we took or claimed it and it went to no one: put back for a
-	// withdrawn take, given back unclaimed, or our write not applied. Not
-	// behind our mark: it is ours to take again (see behind).
-	ours bool
-	dead bool // gone from the queue (and from entries)
+	dead      bool   // gone from the queue (and from entries)
 	// retried: our delete, claim or ack of it is made again after a lost
 	// reply, the check having found the first not applied; the first may
 	// land yet, and be what the second finds: a miss of the second's
@@ -192,7 +172,6 @@ type lane struct {
 	avoidUntil uint64
 	avoidFrom  uint32
 	insist     int
-	won        uint32 // the last item of the lane we took or claimed
 }
 
 // ackOp is an endClaim in flight: for the call req (0: the machine's own,
@@ -352,13 +331,8 @@ func (m *Machine) Step(in Input) out {
 		m.offered(&o, i)
 	case restored:
 		m.restored(&o, i)
-	case waited:
-		switch i.Cmd {
-		case m.aheadWait:
-			m.aheadWaited(&o)
-		case m.backWait:
-			m.backWaited()
-		}
+	case aheadWaited:
+		m.aheadWaited(&o, i)
 	case counted:
 		req := m.counts[i.Cmd]
 		delete(m.counts, i.Cmd)
@@ -392,8 +366,6 @@ func (m *Machine) pump(o *out) {
 	if m.closing != 0 || !m.connected {
 		return
 	}
-	m.backFor = ""
-	defer m.waitBack(o)
 	needList := !m.listed && len(m.takers) > 0
 	// An item on its way back to its place comes before the item any
 	// taker would get now: they wait for it.
@@ -474,22 +446,14 @@ func (m *Machine) pump(o *out) {
 // pays it; read in batches, one take in readBatch does, and the others'
 // deletes go alone.
 func (m *Machine) readAhead(o *out) {
-	next := m.candidate(nil)
-	if next == nil || next.hasData || next.reading {
+	if e := m.candidate(nil); e == nil || e.hasData || e.reading {
 		return
 	}
-	// The next item, and those after it that are neither in another
-	// consumer's lane nor behind our mark.
-	avoiding, found := m.avoiding(), false
 	for i, n := m.head, 0; i < len(m.order) && n < readBatch; i++ {
-		e := m.order[i]
-		if e == next {
-			found = true
-		} else if !found || !m.free(e) || avoiding && m.avoided(e) || m.behind(e) {
-			continue
+		if e := m.order[i]; m.free(e) && !(m.avoiding() && m.avoided(e)) { // not another consumer's lane
+			m.read(o, e)
+			n++
 		}
-		m.read(o, e)
-		n++
 	}
 }
 
@@ -545,17 +509,14 @@ func (m *Machine) advance(o *out, e *entry) {
 	}
 }
 
-// candidate is the item t gets next (nil: none cached, or none it may
-// take until a listing says which are left): the head, or after a lost
-// race the oldest item it neither avoids nor would go back for (see
-// lanes). With t nil, the item the next take would get (for reading
-// ahead).
+// candidate is the item t gets next (nil: none cached, or none it does
+// not avoid until a listing says which are left): the head, or after a
+// lost race the oldest item it does not avoid (see lanes). With t nil,
+// the item the next take would get (for reading ahead).
 func (m *Machine) candidate(t *taker) *entry {
-	inOrder := t == nil || t.kind != kindPeek
-	lanePick := inOrder && m.avoiding()
+	lanePick := (t == nil || t.kind != kindPeek) && m.avoiding()
 	var first *entry
-	var passed [lanes]int      // free items passed over, per lane
-	var fromMark [lanes]*entry // per lane, the first item passed over at or after our mark
+	var count [lanes]int // free items passed over, per lane
 	for i := m.head; i < len(m.order); i++ {
 		e := m.order[i]
 		if e.dead && i == m.head {
@@ -570,24 +531,11 @@ func (m *Machine) candidate(t *taker) *entry {
 		case e.prio != first.prio:
 			return first // never pass over an item of a lower priority
 		}
-		avoided := lanePick && m.avoided(e)
-		behind := inOrder && m.behind(e)
-		if !avoided && !behind {
+		if !lanePick || !m.avoided(e) {
 			return e
 		}
-		l := e.seq % lanes
-		if !behind && fromMark[l] == nil {
-			fromMark[l] = e
-		}
-		if passed[l]++; passed[l] == laneScan {
-			if m.stale || m.listing {
-				return nil // list again: the items passed over may be long gone
-			}
-			if avoided && fromMark[l] != nil {
-				// The lane's holder lags: it is ours from our mark on.
-				m.steal(l)
-				return fromMark[l]
-			}
+		if count[e.seq%lanes]++; count[e.seq%lanes] == laneScan {
+			break
 		}
 	}
 	switch {
@@ -596,111 +544,24 @@ func (m *Machine) candidate(t *taker) *entry {
 	case m.stale || m.listing:
 		return nil // list again: the items passed over may be long gone
 	}
-	// A listing made since the last change shows only items we avoid or
-	// would go back for. Steal the lane with the most items at or after
-	// our mark; with none, go back: take the oldest item, whose holder
-	// is gone or we would wait for it.
-	best := -1
-	for l := range fromMark {
-		if fromMark[l] != nil && (best < 0 || passed[l] > passed[best]) {
-			best = l
+	// A listing made since the last change still shows laneScan items we
+	// avoid in one lane before any we do not, or only items we avoid:
+	// steal the lane with the most.
+	best := first.seq % lanes
+	for l := range count {
+		if count[l] > count[best] {
+			best = uint32(l)
 		}
 	}
-	if best < 0 {
-		if !m.goBack(t, first) {
-			return nil
-		}
-		m.steal(first.seq % lanes)
-		return first
-	}
-	m.steal(uint32(best))
-	return fromMark[best]
-}
-
-// goBack: with nothing left to us at or after our mark, we may go back for
-// first, the oldest item left. We wait goBackAfter for its holder, which
-// is behind us, to take it; one still the oldest after that has no holder
-// that takes it (closed, or its session lost for that long), and is ours.
-// A poll does not wait; nothing is read ahead for it.
-func (m *Machine) goBack(t *taker, first *entry) bool {
-	switch {
-	case t == nil:
-		return false // reading ahead: no take waits yet
-	case t.kind == kindPoll:
-		return true
-	case m.backDue == first.name:
-		m.backDue = ""
-		return true
-	}
-	m.backFor = first.name
-	return false
-}
-
-// waitBack starts the wait for the item we would go back for, unless one
-// is on.
-func (m *Machine) waitBack(o *out) {
-	if m.backFor == "" || m.backWait != 0 {
-		return
-	}
-	m.backWait, m.backArmed = m.cmd(), m.backFor
-	o.Commands = append(o.Commands, wait{Cmd: m.backWait, For: goBackAfter})
-}
-
-// backWaited: the wait for the item we would go back for is over; if it
-// still is that item, the next candidate goes back for it.
-func (m *Machine) backWaited() {
-	m.backWait = 0
-	if m.backFor == m.backArmed {
-		m.backDue = m.backFor
-	}
-}
-
-// behind: taking e would go back, before the last item we won of its
-// priority (our mark). An item that came again, or one of ours that went
-// to no one, is not behind.
-func (m *Machine) behind(e *entry) bool {
-	if e.again || e.ours {
-		return false
-	}
-	if e.prio == m.mark.prio { // all items but in a priority queue
-		return m.marked && e.seq < m.mark.seq
-	}
-	last, ok := m.marks[e.prio]
-	return ok && e.seq < last
-}
-
-// won notes an item we took or claimed: our mark moves up to it.
-func (m *Machine) won(e *entry) {
-	m.wins++
-	if l := &m.lanes[e.seq%lanes]; e.seq > l.won {
-		l.won = e.seq
-		if e.seq >= l.avoidFrom {
-			l.avoidUntil = 0 // won after the race we lost: the lane is ours
-		}
-	}
-	switch {
-	case !m.marked:
-		m.mark, m.marked = e.itemName, true
-		return
-	case e.prio != m.mark.prio:
-		// Keep the mark of the priority left; take up e's.
-		if m.marks == nil {
-			m.marks = make(map[int64]uint32)
-		}
-		m.marks[m.mark.prio] = m.mark.seq
-		m.mark = itemName{prio: e.prio, seq: m.marks[e.prio]}
-		delete(m.marks, e.prio)
-	}
-	if e.seq >= m.mark.seq {
-		m.mark = e.itemName
-	}
+	m.steal(best)
+	return m.candidate(t)
 }
 
 // steal takes lane l over, from its oldest item: the next stealInsist
 // races lost in it do not make us avoid it, so the consumer we took it
 // from, which loses one race to us and avoids it, leaves it to us.
 func (m *Machine) steal(l uint32) {
-	m.lanes[l] = lane{insist: stealInsist, won: m.lanes[l].won}
+	m.lanes[l] = lane{insist: stealInsist}
 }
 
 // avoiding: some lane is avoided, in part or whole.
@@ -722,9 +583,6 @@ func (m *Machine) avoided(e *entry) bool {
 // from e on, is avoided for a while, unless we insist on it (see steal).
 func (m *Machine) lostRace(e *entry) {
 	l := &m.lanes[e.seq%lanes]
-	if e.seq < l.won {
-		return // a late answer: we hold the lane past it
-	}
 	if l.insist > 0 {
 		l.insist--
 		return
@@ -801,7 +659,6 @@ func (m *Machine) listedItems(o *out, i listed) {
 			// over, and the names we know are those of old items. Forget
 			// them, but for those a write of ours is bound to.
 			clear(m.gone)
-			m.marked, m.marks = false, nil
 			for name, e := range m.entries {
 				if e.taker == nil && !e.mine && !e.busy && !m.uncert[name] {
 					delete(m.entries, name)
@@ -900,7 +757,7 @@ func (m *Machine) removed(o *out, i removed) {
 	e.busy = false
 	switch {
 	case i.Err == nil:
-		m.won(e)
+		m.wins++
 		e.retried = false
 		m.deliverTaken(o, e, nil)
 	case errors.Is(i.Err, zk.ErrNoNode) && e.retried:
@@ -969,7 +826,7 @@ func (m *Machine) cacheAgain(name string, data []byte) {
 	if !ok || m.entries[name] != nil {
 		return
 	}
-	m.entries[name] = &entry{itemName: n, data: data, hasData: true, ours: true}
+	m.entries[name] = &entry{itemName: n, data: data, hasData: true}
 	m.sortOrder()
 }
 
@@ -1015,7 +872,7 @@ func (m *Machine) claimed(o *out, i claimed) {
 		// is known (see checked).
 		m.uncertain(o, e)
 	case i.Err == nil:
-		m.won(e)
+		m.wins++
 		e.mine, e.retried = true, false
 		m.claims[e.name] = m.session
 		if e.hasData {
@@ -1032,7 +889,6 @@ func (m *Machine) claimed(o *out, i claimed) {
 		m.lostRace(e)
 		m.markGone(e)
 	case errors.Is(i.Err, errNotApplied): // the ack failed the multi
-		e.ours = true
 		m.unbind(e)
 	default:
 		m.uncertain(o, e)
@@ -1170,7 +1026,7 @@ func (m *Machine) checked(o *out, i checked) {
 		m.unbind(e)
 		m.othersClaim(o, e)
 	default:
-		e.retried, e.ours = true, true
+		e.retried = true
 		m.unbind(e) // not applied: try again
 	}
 }
@@ -1314,10 +1170,10 @@ func (m *Machine) aheadToTaker(o *out) {
 // TakeItem came: its claim is given back. While the connection is down it
 // waits again (a request sent now could go out on the next session, see
 // heldAcks).
-func (m *Machine) aheadWaited(o *out) {
+func (m *Machine) aheadWaited(o *out, i aheadWaited) {
 	e := m.ahead
 	switch {
-	case e == nil:
+	case e == nil || i.Cmd != m.aheadWait:
 	case !m.connected:
 		m.waitAhead(o)
 	default:
@@ -1387,7 +1243,7 @@ func (m *Machine) aheadOut() bool {
 // waitAhead starts the wait of the item claimed ahead.
 func (m *Machine) waitAhead(o *out) {
 	m.aheadWait = m.cmd()
-	o.Commands = append(o.Commands, wait{Cmd: m.aheadWait, For: m.cfg.ClaimAhead})
+	o.Commands = append(o.Commands, waitAhead{Cmd: m.aheadWait, For: m.cfg.ClaimAhead})
 }
 
 // claimWith sends write, the request that claims e, and the read of e's
@@ -1501,7 +1357,7 @@ func (m *Machine) claimEnded(o *out, name string, e *entry, a ackOp, uncertain e
 	}
 	switch {
 	case e != nil && a.nack:
-		e.mine, e.again, e.ours, e.retried = false, e.again || !a.back, e.ours || a.back, false
+		e.mine, e.again, e.retried = false, e.again || !a.back, false
 	case e != nil:
 		m.markGone(e)
 	default:
@@ -1599,8 +1455,7 @@ func (m *Machine) sessionLost(o *out) {
 	_ = m.fsm.Fire(trLost)
 	m.event(o, events.Lost, "", errs.sessionLost)
 	if m.ahead != nil {
-		// Never out: not a redelivery when it comes again.
-		m.ahead.mine, m.ahead.ours, m.ahead = false, true, nil
+		m.ahead.mine, m.ahead = false, nil // never out: not a redelivery when it comes again
 	}
 	m.dropAheadInFlight()
 	for _, e := range m.order {
