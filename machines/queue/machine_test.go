@@ -576,14 +576,14 @@ func TestTranscriptAckClaimsAhead(t *testing.T) {
 	}
 	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
 	out = tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
-	if len(commands[waitAhead](out)) != 1 || len(out.Events) != 0 {
+	if len(commands[wait](out)) != 1 || len(out.Events) != 0 {
 		t.Fatalf("the item claimed ahead: %+v, want a WaitAhead and no event", out)
 	}
 	out = tr.step(takeCall{Req: 3, Kind: kindClaim})
 	if r, ok := replied(out, 3); !ok || string(r.Value.(taken).Data) != "b" || len(out.Commands) != 0 {
 		t.Fatalf("TakeItem after the Ack = %+v, want item b at once, with no request", out)
 	}
-	if out := tr.step(aheadWaited{Cmd: 6}); len(out.Commands)+len(out.Events) != 0 {
+	if out := tr.step(waited{Cmd: 6}); len(out.Commands)+len(out.Events) != 0 {
 		t.Fatalf("the wait's end after the item was taken: %+v, want nothing", out)
 	}
 	// Nothing next in the cache: the ack alone.
@@ -600,7 +600,7 @@ func TestTranscriptAckClaimsAhead(t *testing.T) {
 func TestTranscriptClaimAheadGivenBack(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimAheadB()
-	out := tr.step(aheadWaited{Cmd: 6})
+	out := tr.step(waited{Cmd: 6})
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000002" || !ends[0].Nack {
 		t.Fatalf("the wait's end: %v, want the claim of qn-0000000002 given back", out.Commands)
 	}
@@ -634,7 +634,7 @@ func TestTranscriptTakeDuringTheClaimAhead(t *testing.T) {
 	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess})
 	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
 	out := tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
-	if r, ok := replied(out, 3); !ok || string(r.Value.(taken).Data) != "b" || len(commands[waitAhead](out)) != 0 {
+	if r, ok := replied(out, 3); !ok || string(r.Value.(taken).Data) != "b" || len(commands[wait](out)) != 0 {
 		t.Fatalf("the claim ahead came back: %+v, want item b for TakeItem and no wait", out)
 	}
 	tr.Check("take_during_the_claim_ahead")
@@ -679,7 +679,7 @@ func TestTranscriptClaimAheadWhileDisconnected(t *testing.T) {
 	if out := tr.step(takeCall{Req: 3, Kind: kindClaim}); len(out.Replies) != 0 {
 		t.Fatalf("TakeItem while disconnected got %+v, want it to wait", out.Replies)
 	}
-	if out := tr.step(aheadWaited{Cmd: 6}); len(commands[endClaim](out)) != 0 {
+	if out := tr.step(waited{Cmd: 6}); len(commands[endClaim](out)) != 0 {
 		t.Fatalf("the wait's end while disconnected: %v, want no request", out.Commands)
 	}
 	out := tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
@@ -737,7 +737,7 @@ func TestTranscriptClaimAheadReadLostWithTheSession(t *testing.T) {
 func TestTranscriptTakeWaitsForTheGiveBack(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimAheadB("qn-0000000003")
-	tr.step(aheadWaited{Cmd: 6})
+	tr.step(waited{Cmd: 6})
 	if out := tr.step(takeCall{Req: 3, Kind: kindClaim}); len(commands[claimItem](out))+len(commands[endClaim](out)) != 0 {
 		t.Fatalf("TakeItem during the give-back: %v, want it to wait for the give-back", out.Commands)
 	}
