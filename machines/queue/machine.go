@@ -1761,4 +1761,3 @@ func Diagram() string {
 	}
 	return f.Mermaid()
 }
-
