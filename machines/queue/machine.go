@@ -723,7 +723,12 @@ func (m *Machine) avoiding() bool {
 	return false
 }
 
+// avoided: e is in a part of a block another consumer holds. An item
+// that came again, or one of ours that went to no one, is not.
 func (m *Machine) avoided(e *entry) bool {
+	if e.again || e.ours {
+		return false
+	}
 	b := m.blocks[e.seq/blockSize]
 	return b != nil && b.until > m.wins && e.seq >= b.from && (b.to == 0 || e.seq < b.to)
 }
