@@ -127,6 +127,9 @@ type Machine struct {
 	// backFrom on are not behind our mark.
 	back, backFrom uint32
 	backSet        bool
+	// exceptHint: an item that came again, or of ours that went to no one,
+	// may be before our mark (see scanFrom); set with those flags.
+	exceptHint bool
 	// lagFor: the item we would take once its holder has had lagLen to
 	// take it (see overdue), as the last pump found it; lagArmed: as it
 	// was when the wait lagWait began; lagDue: the item whose wait ended
@@ -338,14 +341,14 @@ func (m *Machine) Step(in Input) out {
 		if e := m.entries[i.Name]; e != nil {
 			e.watching = i.Err == nil && i.Exists
 			if i.Err == nil && !i.Exists {
-				e.others, e.again = false, true
+				e.others, e.again, m.exceptHint = false, true, true
 			}
 		}
 	case claimGone:
 		if e := m.entries[i.Name]; e != nil {
 			e.watching = false
 			if i.Deleted {
-				e.others, e.again = false, true
+				e.others, e.again, m.exceptHint = false, true, true
 			}
 		}
 	case acked:
@@ -484,16 +487,12 @@ func (m *Machine) readAhead(o *out) {
 	}
 	// The next item, and those after it that are neither in another
 	// consumer's block nor behind our mark.
-	avoiding, found := m.avoiding(), false
-	for i, n := m.head, 0; i < len(m.order) && n < readBatch; i++ {
-		e := m.order[i]
-		if e == next {
-			found = true
-		} else if !found || !m.free(e) || avoiding && m.avoided(e) || m.behind(e) {
-			continue
+	avoiding := m.avoiding()
+	for i, n := m.search(next.prio, next.seq), 0; i < len(m.order) && n < readBatch; i++ {
+		if e := m.order[i]; e == next || m.free(e) && !(avoiding && m.avoided(e)) && !m.behind(e) {
+			m.read(o, e)
+			n++
 		}
-		m.read(o, e)
-		n++
 	}
 }
 
@@ -555,34 +554,32 @@ func (m *Machine) advance(o *out, e *entry) {
 // avoids nor would go back for (see blockSize). With t nil, the item the
 // next take would get (for reading ahead).
 func (m *Machine) candidate(t *taker) *entry {
-	inOrder := t == nil || t.kind != kindPeek
-	blockPick := inOrder && m.avoiding()
-	var first, oldestBehind *entry
+	first := m.firstFree()
+	if first == nil || t != nil && t.kind == kindPeek {
+		return first
+	}
+	// Items before our mark are behind it, but for the exceptions: start
+	// at the mark, or at the first exception before it.
+	from := m.scanFrom(first)
+	blockPick := m.avoiding()
 	var passed []*entry // items avoided, after our mark, in the queue's order
-	for i := m.head; i < len(m.order); i++ {
+	for i := from; i < len(m.order); i++ {
 		e := m.order[i]
-		if e.dead && i == m.head {
-			m.head++
-		}
-		if !m.free(e) {
-			continue
-		}
 		switch {
-		case first == nil:
-			first = e
+		case !m.free(e):
+			continue
 		case e.prio != first.prio:
 			return first // never pass over an item of a lower priority
-		}
-		switch {
-		case inOrder && m.behind(e):
-			if oldestBehind == nil {
-				oldestBehind = e
-			}
+		case m.behind(e):
 		case blockPick && m.avoided(e):
 			passed = append(passed, e)
 		default:
 			return e
 		}
+	}
+	var oldestBehind *entry
+	if m.behind(first) {
+		oldestBehind = first
 	}
 	switch {
 	case first == nil, t == nil:
@@ -607,6 +604,73 @@ func (m *Machine) candidate(t *taker) *entry {
 	}
 	delete(m.blocks, lagging.seq/blockSize)
 	return lagging
+}
+
+// firstFree is the oldest item that may be given to a take (see free),
+// whatever its block; nil if none is cached.
+func (m *Machine) firstFree() *entry {
+	for i := m.head; i < len(m.order); i++ {
+		e := m.order[i]
+		if e.dead && i == m.head {
+			m.head++
+		}
+		if m.free(e) {
+			return e
+		}
+	}
+	return nil
+}
+
+// scanFrom is where the search for first's successor starts in order: at
+// our mark in first's priority, or before it at the part of the block we
+// went back to, or at an item that came again or went to no one
+// (exceptHint says one may be there), which are not behind the mark.
+func (m *Machine) scanFrom(first *entry) int {
+	mark, ok := m.markOf(first.prio)
+	if !ok {
+		return m.head
+	}
+	from := max(m.head, m.search(first.prio, mark))
+	if m.backSet {
+		i := max(m.head, m.search(first.prio, m.backFrom))
+		live := false
+		for j := i; j < from && m.order[j].seq/blockSize == m.back; j++ {
+			live = live || m.free(m.order[j])
+		}
+		if live {
+			from = i
+		} else {
+			m.backSet = false
+		}
+	}
+	if m.exceptHint {
+		m.exceptHint = false
+		for i := m.head; i < from; i++ {
+			if e := m.order[i]; m.free(e) && (e.again || e.ours) {
+				m.exceptHint = true // until it is taken
+				return i
+			}
+		}
+	}
+	return from
+}
+
+// markOf is our mark in priority prio, if we took or claimed an item of
+// it.
+func (m *Machine) markOf(prio int64) (uint32, bool) {
+	if m.marked && m.mark.prio == prio {
+		return m.mark.seq, true
+	}
+	seq, ok := m.marks[prio]
+	return seq, ok
+}
+
+// search is the index of the first entry of order at or after the item
+// of priority prio and sequence seq.
+func (m *Machine) search(prio int64, seq uint32) int {
+	at := itemName{prio: prio, seq: seq}
+	i, _ := slices.BinarySearchFunc(m.order, at, func(e *entry, at itemName) int { return compareItems(e.itemName, at) })
+	return i
 }
 
 // stealHalf takes over the upper half of the block with the most items
@@ -681,11 +745,8 @@ func (m *Machine) behind(e *entry) bool {
 	if e.again || e.ours || m.backSet && e.seq/blockSize == m.back && e.seq >= m.backFrom {
 		return false
 	}
-	if e.prio == m.mark.prio { // all items but in a priority queue
-		return m.marked && e.seq < m.mark.seq
-	}
-	last, ok := m.marks[e.prio]
-	return ok && e.seq < last
+	mark, ok := m.markOf(e.prio)
+	return ok && e.seq < mark
 }
 
 // won notes an item we took or claimed: our mark moves up to it, and a
@@ -693,7 +754,12 @@ func (m *Machine) behind(e *entry) bool {
 func (m *Machine) won(e *entry) {
 	m.wins++
 	if m.avoided(e) {
+		// A write sent before the race we lost there landed: the block
+		// is ours after all, and its items after e are ours to take even
+		// if we took later ones meanwhile (for another call, believing
+		// the block lost): no one else takes them.
 		delete(m.blocks, e.seq/blockSize)
+		m.back, m.backFrom, m.backSet = e.seq/blockSize, e.seq, true
 	}
 	switch {
 	case !m.marked:
@@ -736,8 +802,13 @@ func (m *Machine) avoided(e *entry) bool {
 // lostRace notes that another consumer took or claimed e first: its
 // block, from e on, is avoided for a while (to the block's end, even in
 // a half we stole: its holder took it back). A loss of an item before
-// our mark is old news.
+// our mark is old news, and one of an item that came again (or of ours
+// that went to no one) says nothing of who holds its block: every
+// consumer may race for it, the holder too.
 func (m *Machine) lostRace(e *entry) {
+	if e.again || e.ours {
+		return
+	}
 	if m.behind(e) {
 		return
 	}
@@ -999,6 +1070,7 @@ func (m *Machine) cacheAgain(name string, data []byte) {
 		return
 	}
 	m.entries[name] = &entry{itemName: n, data: data, hasData: true, ours: true}
+	m.exceptHint = true
 	m.sortOrder()
 }
 
@@ -1061,7 +1133,7 @@ func (m *Machine) claimed(o *out, i claimed) {
 		m.lostRace(e)
 		m.markGone(e)
 	case errors.Is(i.Err, errNotApplied): // the ack failed the multi
-		e.ours = true
+		e.ours, m.exceptHint = true, true
 		m.unbind(e)
 	default:
 		m.uncertain(o, e)
@@ -1199,7 +1271,7 @@ func (m *Machine) checked(o *out, i checked) {
 		m.unbind(e)
 		m.othersClaim(o, e)
 	default:
-		e.retried, e.ours = true, true
+		e.retried, e.ours, m.exceptHint = true, true, true
 		m.unbind(e) // not applied: try again
 	}
 }
@@ -1531,6 +1603,7 @@ func (m *Machine) claimEnded(o *out, name string, e *entry, a ackOp, uncertain e
 	switch {
 	case e != nil && a.nack:
 		e.mine, e.again, e.ours, e.retried = false, e.again || !a.back, e.ours || a.back, false
+		m.exceptHint = true
 	case e != nil:
 		m.markGone(e)
 	default:
@@ -1630,11 +1703,12 @@ func (m *Machine) sessionLost(o *out) {
 	if m.ahead != nil {
 		// Never out: not a redelivery when it comes again.
 		m.ahead.mine, m.ahead.ours, m.ahead = false, true, nil
+		m.exceptHint = true
 	}
 	m.dropAheadInFlight()
 	for _, e := range m.order {
 		if e.mine || e.others {
-			e.again = true // it comes again, claimed by no one
+			e.again, m.exceptHint = true, true // it comes again, claimed by no one
 		}
 		e.mine, e.others, e.watching = false, false, false
 	}
