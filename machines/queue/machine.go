@@ -30,36 +30,42 @@ type Config struct {
 // takes the oldest item it does not avoid: the next block no one took
 // from. So each block is taken by one consumer, in order, and consumers
 // stop deleting items others already took (their caches learn of those
-// only from a failed write or read, or a listing).
+// only from a failed write or read, or a listing). A race lost on an item
+// that came again says nothing of its block (every consumer may race for
+// it, the holder too), and a consumer that wins in a block it avoids (a
+// write sent before the loss) holds the block again, and finishes it.
 //
 // A consumer never goes back: it takes only items after the last one it
 // took or claimed (its mark), so it gets items in the queue's order, and
 // each producer's in the order offered. Items before its mark are in the
 // blocks of consumers behind it, which take them. Exceptions: an item
 // that came again (a claim gone, a nack), one of its own that went to no
-// one (put back, given back, a write not applied), and a block whose
-// holder stopped taking (below). A loss answered for an item before the
-// mark is old news and changes nothing.
+// one (put back, given back, a write not applied), the rest of a block it
+// won back, and a block whose holder stopped taking (below). A loss
+// answered for an item before the mark is old news and changes nothing.
 //
 // A consumer left with nothing it may take lists the queue again and
-// steals the upper half of the block with the most items after its mark:
-// it takes the block from that half's first item on, and the holder,
-// which loses that item's race, stops there. Both keep their order: the
-// holder takes the lower half, the thief the upper. (Stealing a block, or
-// a lane of every eighth item, from its oldest item instead, the thief
-// took a backlog after later items, or ran ahead of every holder and
-// could not help them: 4 producers and 4 consumers on one real server,
-// 1 item in 100 reached its consumer after a later one of its producer,
-// or 4 consumers drained a queue four times slower than one.) A block
-// with fewer than stealMin items left is its holder's to finish: a thief
-// would meet the holder on the items it reads ahead. Such a block's
-// oldest item, or with nothing after its mark the oldest item of all,
-// that is still there after waitHolder has no holder taking it (closed,
-// or its session lost for that long): the consumer takes it, and the
-// rest of its block. Listing again to learn which items are gone costs
-// more than the failed writes it saves (measured: a listing per 16 items
-// passed over made 4 consumers slower than one). Without a lost race
-// nothing is avoided: a lone consumer takes the head, in order.
+// steals the upper half of the block with the most items after its mark,
+// if that is stealMin items or more: it takes the block from that half's
+// first item on, and the holder, which loses that item's race, stops
+// there. Both keep their order: the holder takes the lower half, the
+// thief the upper. (Stealing a lane of every eighth item from its oldest
+// item instead, the thief took a backlog after later items: 4 producers
+// and 4 consumers on one real server, 1 item in 100 reached its consumer
+// after a later one of its producer. Stealing such a lane from the
+// thief's mark, a consumer ran ahead of every holder and could not help
+// them: 4 consumers drained a queue four times slower than one.) A block
+// with fewer items left is its holder's for waitThief: a thief would meet
+// the holder on the items it reads ahead; then the idle consumer takes
+// its oldest item, still after its own mark. With nothing after its mark
+// at all, a consumer waits waitHolder for the holder of the oldest item;
+// one still there after that has no holder taking it (closed, or no
+// longer taking, or its session lost for that long): the consumer goes
+// back for it, and takes the rest of its block. Listing again to learn
+// which items are gone costs more than the failed writes it saves
+// (measured: a listing per 16 items passed over made 4 consumers slower
+// than one). Without a lost race nothing is avoided: a lone consumer
+// takes the head, in order.
 const (
 	blockSize   = 32
 	blockMemory = 2 * blockSize
