@@ -588,7 +588,7 @@ func (m *Machine) candidate(t *taker) *entry {
 		oldestBehind = first
 	}
 	switch {
-	case first == nil, t == nil:
+	case t == nil:
 		return nil
 	case m.stale || m.listing:
 		return nil // list again: the items passed over may be long gone
@@ -812,10 +812,7 @@ func (m *Machine) avoided(e *entry) bool {
 // that went to no one) says nothing of who holds its block: every
 // consumer may race for it, the holder too.
 func (m *Machine) lostRace(e *entry) {
-	if e.again || e.ours {
-		return
-	}
-	if m.behind(e) {
+	if e.again || e.ours || m.behind(e) {
 		return
 	}
 	n := e.seq / blockSize
