@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/runtime"
@@ -60,6 +61,22 @@ func (tr *transcript) takeWant(t *testing.T, req uint64, want string) {
 	if r, ok := replied(tr.step(removed{Cmd: rm.Cmd, Name: rm.Name}), req); !ok || r.Value.(taken).Name != want {
 		t.Fatalf("take %d: %+v, want %s", req, r, want)
 	}
+}
+
+// relistAndWait answers the listing out asks for with children, and
+// returns the wait of d the consumer then starts, with nothing removed.
+func (tr *transcript) relistAndWait(t *testing.T, out runtime.Output[Command], children []string, d time.Duration) wait {
+	t.Helper()
+	list := commands[listItems](out)
+	if len(list) != 1 {
+		t.Fatalf("commands %v; want a listing", out.Commands)
+	}
+	out = tr.step(listed{Cmd: list[0].Cmd, Children: children, Watched: true})
+	w := commands[wait](out)
+	if len(w) != 1 || w[0].For != d || len(commands[removeItem](out)) != 0 {
+		t.Fatalf("after a listing of %v, commands %v; want a wait of %v", children, out.Commands, d)
+	}
+	return w[0]
 }
 
 // A consumer that loses the head's race avoids the head's block (sequence
@@ -176,17 +193,11 @@ func TestTranscriptSmallRestTakenAfterAWait(t *testing.T) {
 	tr.step(takeCall{Req: 1, Kind: kindTake})
 	rm, _ := tr.answerReads(tr.step(listed{Cmd: 1, Children: items(1, 9, 17), Watched: true}))
 	tr.step(childrenChanged{Cmd: 1})
+	// After the lost race, with the children changed, a listing: only
+	// qn-0000000009 and qn-0000000017 are left, in the block lost.
 	out := tr.step(removed{Cmd: rm.Cmd, Name: "qn-0000000001", Err: zk.ErrNoNode})
-	list := commands[listItems](out)
-	if len(list) != 1 {
-		t.Fatalf("after the lost race, with the children changed, commands %v; want a listing", out.Commands)
-	}
-	out = tr.step(listed{Cmd: list[0].Cmd, Children: items(9, 17), Watched: true})
-	w := commands[wait](out)
-	if len(w) != 1 || w[0].For != waitThief || len(commands[removeItem](out)) != 0 {
-		t.Fatalf("with only qn-0000000009 and qn-0000000017, in the block lost, commands %v; want a wait of %v", out.Commands, waitThief)
-	}
-	rm, ok := removeOf(tr.step(waited{Cmd: w[0].Cmd}))
+	w := tr.relistAndWait(t, out, items(9, 17), waitThief)
+	rm, ok := removeOf(tr.step(waited{Cmd: w.Cmd}))
 	if !ok || rm.Name != "qn-0000000009" {
 		t.Fatalf("after the wait, removes %+v; want qn-0000000009", rm)
 	}
@@ -208,17 +219,9 @@ func TestTranscriptBlockBehindTakenAfterTheHolderWait(t *testing.T) {
 	tr.step(removed{Cmd: rm.Cmd, Name: "qn-0000000033"})
 	tr.takeWant(t, 2, "qn-0000000034")
 	tr.step(childrenChanged{Cmd: 1})
-	out := tr.step(takeCall{Req: 3, Kind: kindTake})
-	list := commands[listItems](out)
-	if len(list) != 1 {
-		t.Fatalf("with only items behind the mark cached, commands %v; want a listing", out.Commands)
-	}
-	out = tr.step(listed{Cmd: list[0].Cmd, Children: items(9, 10), Watched: true})
-	w := commands[wait](out)
-	if len(w) != 1 || w[0].For != waitHolder || len(commands[removeItem](out)) != 0 {
-		t.Fatalf("with only items behind the mark, commands %v; want a wait of %v", out.Commands, waitHolder)
-	}
-	rm, ok := tr.answerReads(tr.step(waited{Cmd: w[0].Cmd}))
+	// Only items behind the mark cached: a listing.
+	w := tr.relistAndWait(t, tr.step(takeCall{Req: 3, Kind: kindTake}), items(9, 10), waitHolder)
+	rm, ok := tr.answerReads(tr.step(waited{Cmd: w.Cmd}))
 	if !ok || rm.Name != "qn-0000000009" {
 		t.Fatalf("after the wait, removes %+v; want qn-0000000009", rm)
 	}
