@@ -287,6 +287,20 @@ func TestBlockBeliefsFollowTheRaces(t *testing.T) {
 	}
 }
 
+// A redelivery won far ahead of our block does not move our mark past the
+// rest of the block, which no other consumer takes.
+func TestRedeliveryLeavesTheMark(t *testing.T) {
+	m, err := NewMachine(Config{Path: "/app/q", SessionID: sess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.won(&entry{itemName: itemName{name: "qn-0000000040", seq: 40}})
+	m.won(&entry{itemName: itemName{name: "qn-0000000500", seq: 500}, again: true})
+	if m.behind(&entry{itemName: itemName{name: "qn-0000000041", seq: 41}}) {
+		t.Fatal("after winning a redelivered qn-0000000500, qn-0000000041 is behind our mark")
+	}
+}
+
 // A consumer's mark is kept per priority: having taken an item of
 // priority 5 and then one of priority 1, it still does not go back in
 // priority 5.

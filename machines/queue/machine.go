@@ -756,9 +756,16 @@ func (m *Machine) behind(e *entry) bool {
 }
 
 // won notes an item we took or claimed: our mark moves up to it, and a
-// block we avoided where we won it is ours.
+// block we avoided where we won it is ours; not for an item that came
+// again.
 func (m *Machine) won(e *entry) {
 	m.wins++
+	if e.again {
+		// A redelivery is out of the queue's order wherever it is: one
+		// after our mark would move the mark past the rest of our block,
+		// which no one else takes.
+		return
+	}
 	if m.avoided(e) {
 		// A write sent before the race we lost there landed: the block
 		// is ours after all, and its items after e are ours to take even

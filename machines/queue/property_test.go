@@ -242,10 +242,16 @@ func TestPropertyAcknowledged(t *testing.T) {
 		drained(t, ctx, tg.Connect(t), path)
 		stop()
 		wg.Wait()
+		hist := make([][]events.Event, len(qs))
+		bad := int64(-1)
 		for i, q := range qs {
 			q.Close()
-			checkOrder(t, i, subs[i])
+			hist[i] = eventsOf(subs[i])
+			if _, b := checkOrder(t, i, hist[i]); bad < 0 {
+				bad = b
+			}
 		}
+		logBlock(t, hist, bad)
 
 		var acked, uncertain, again int
 		for _, item := range itemNames() {
@@ -364,12 +370,20 @@ func TestPropertyPlain(t *testing.T) {
 		stop()
 		wg.Wait()
 		uncertain := make(map[string]bool)
+		hist := make([][]events.Event, len(qs))
+		bad := int64(-1)
 		for i, q := range qs {
 			q.Close()
-			for _, node := range checkOrder(t, i, subs[i]) {
+			hist[i] = eventsOf(subs[i])
+			nodes, b := checkOrder(t, i, hist[i])
+			for _, node := range nodes {
 				uncertain[node] = true
 			}
+			if bad < 0 {
+				bad = b
+			}
 		}
+		logBlock(t, hist, bad)
 		twice := 0
 		for _, item := range itemNames() {
 			switch k := taken[item]; {
@@ -396,16 +410,16 @@ func TestPropertyPlain(t *testing.T) {
 	})
 }
 
-// checkOrder reads a closed queue's events and checks that the consumer
-// took or claimed items in their order in the queue: the items it took
-// (TAKEN) and claimed (CLAIMED), except those that came again
-// (REDELIVERED first) and those whose removal is uncertain (TAKEN with
-// ErrUncertain), which it returns.
-func checkOrder(t *testing.T, consumer int, sub *events.Subscription) (uncertain []string) {
+// checkOrder checks a closed queue's events, evs, that the consumer took
+// or claimed items in their order in the queue: the items it took (TAKEN)
+// and claimed (CLAIMED), except those that came again (REDELIVERED first)
+// and those whose removal is uncertain (TAKEN with ErrUncertain), which it
+// returns. bad is the first item out of order (-1: none).
+func checkOrder(t *testing.T, consumer int, evs []events.Event) (uncertain []string, bad int64) {
 	t.Helper()
-	last := int64(-1) // the last item the consumer got
+	last, bad := int64(-1), int64(-1) // the last item the consumer got
 	again := ""
-	for ev := range sub.C {
+	for _, ev := range evs {
 		switch {
 		case ev.Type == events.Redelivered:
 			again = ev.Node
@@ -420,11 +434,49 @@ func checkOrder(t *testing.T, consumer int, sub *events.Subscription) (uncertain
 		}
 		if seq := nodeSeq(t, ev.Node); seq < last {
 			t.Errorf("consumer %d got %s after item %d", consumer, ev.Node, last)
+			if bad < 0 {
+				bad = seq
+			}
 		} else {
 			last = seq
 		}
 	}
-	return uncertain
+	return uncertain, bad
+}
+
+// eventsOf is what sub delivered until its queue was closed.
+func eventsOf(sub *events.Subscription) []events.Event {
+	var evs []events.Event
+	for ev := range sub.C {
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// logBlock logs, when an item came out of order, what every consumer did
+// with the items around it (the 32 before and after) and with its
+// sessions: the history a failed order check needs.
+func logBlock(t *testing.T, hist [][]events.Event, bad int64) {
+	t.Helper()
+	if bad < 0 {
+		return
+	}
+	for i, evs := range hist {
+		var lines []string
+		for _, ev := range evs {
+			near := false
+			if len(ev.Node) >= 10 {
+				var seq int64
+				if _, err := fmt.Sscanf(ev.Node[len(ev.Node)-10:], "%d", &seq); err == nil {
+					near = seq >= bad-32 && seq <= bad+32
+				}
+			}
+			if near || ev.Node == "" && ev.Type != events.Start {
+				lines = append(lines, ev.String())
+			}
+		}
+		t.Logf("consumer %d, around item %d:\n%s", i, bad, strings.Join(lines, "\n"))
+	}
 }
 
 // nodeSeq is the sequence number ending an item node's path.
