@@ -320,3 +320,33 @@ func TestMarkPerPriority(t *testing.T) {
 		t.Fatal("after priority 5's item 40: want 1/25 and 5/30 behind")
 	}
 }
+
+// A race lost while a take or claim of ours of a later item of the same
+// block is in flight waits for that write: the block may be ours past the
+// lost item. (Believed at once, a second call took from the next block,
+// and when our write landed the rest of the block was behind every mark.)
+func TestLossWaitsForOurLaterWrite(t *testing.T) {
+	m, err := NewMachine(Config{Path: "/app/q", SessionID: sess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := func(seq uint32) *entry {
+		return &entry{itemName: itemName{name: fmt.Sprintf("qn-%010d", seq), seq: seq}}
+	}
+	later := item(5)
+	later.busy = true
+	m.takers = []*taker{{req: 1, kind: kindClaim, entry: later}}
+	m.lostRace(item(4))
+	if m.avoided(item(6)) {
+		t.Fatal("a race lost on qn-0000000004 while our claim of qn-0000000005 is in flight made us avoid block 0")
+	}
+	m.lostRace(item(40)) // block 1: nothing of ours in flight there
+	if !m.avoided(item(41)) {
+		t.Fatal("a race lost in block 1 did not make us avoid it")
+	}
+	m.takers = nil // our claim lost too
+	m.lostRace(item(5))
+	if !m.avoided(item(6)) {
+		t.Fatal("with no write of ours in flight, a race lost on qn-0000000005 did not make us avoid block 0")
+	}
+}

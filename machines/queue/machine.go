@@ -32,8 +32,10 @@ type Config struct {
 // stop deleting items others already took (their caches learn of those
 // only from a failed write or read, or a listing). A race lost on an item
 // that came again says nothing of its block (every consumer may race for
-// it, the holder too), and a consumer that wins in a block it avoids (a
-// write sent before the loss) holds the block again, and finishes it.
+// it, the holder too); one lost while our take or claim of a later item
+// of the block is in flight waits for that write's answer (see
+// writingPast); and a consumer that wins in a block it avoids (a write
+// sent before the loss) holds the block again, and finishes it.
 //
 // A consumer never goes back: it takes only items after the last one it
 // took or claimed (its mark), so it gets items in the queue's order, and
@@ -638,14 +640,17 @@ func (m *Machine) scanFrom(first *entry) int {
 	}
 	from := max(m.head, m.search(first.prio, mark))
 	if m.backSet {
+		// The block is done once a listing shows items past it and none
+		// of it left (its items are listed before any later one).
 		i := max(m.head, m.search(first.prio, m.backFrom))
-		live := false
-		for j := i; j < from && m.order[j].seq/blockSize == m.back; j++ {
-			live = live || m.free(m.order[j])
+		j := i
+		for j < len(m.order) && m.order[j].seq/blockSize == m.back && m.order[j].dead {
+			j++
 		}
-		if live {
-			from = i
-		} else {
+		switch {
+		case j < len(m.order) && m.order[j].seq/blockSize == m.back:
+			from = min(from, j)
+		case j < len(m.order):
 			m.backSet = false
 		}
 	}
@@ -819,7 +824,7 @@ func (m *Machine) avoided(e *entry) bool {
 // that went to no one) says nothing of who holds its block: every
 // consumer may race for it, the holder too.
 func (m *Machine) lostRace(e *entry) {
-	if e.again || e.ours || m.behind(e) {
+	if e.again || e.ours || m.behind(e) || m.writingPast(e) {
 		return
 	}
 	n := e.seq / blockSize
@@ -830,6 +835,21 @@ func (m *Machine) lostRace(e *entry) {
 		m.blocks[n] = b
 	}
 	b.from, b.to, b.until = min(b.from, e.seq), 0, m.wins+blockMemory
+}
+
+// writingPast: a take or claim of ours of a later item of e's block is in
+// flight. We may hold the block past e: the loss waits for that write's
+// answer, which says (a loss there is a loss of the block). Believed at
+// once, the block is avoided while our write lands in it: a call after
+// that takes from the next block, our mark moves there, and the rest of
+// the block is left behind the marks of both consumers that took from it.
+func (m *Machine) writingPast(e *entry) bool {
+	for _, t := range m.takers {
+		if w := t.entry; w != nil && w.busy && w.prio == e.prio && w.seq > e.seq && w.seq/blockSize == e.seq/blockSize {
+			return true
+		}
+	}
+	return false
 }
 
 // forgetBlocks drops the beliefs that expired, once there are many.
