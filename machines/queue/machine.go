@@ -585,6 +585,15 @@ func (m *Machine) candidate(t *taker) *entry {
 			return e
 		}
 	}
+	// An item that came again, or went to no one, before our mark: the
+	// hint that sends the scan there is set where such an item turns up,
+	// but one can turn free later (a check answered, a write failed).
+	// Nothing else to take, look for one.
+	for i := m.head; i < from; i++ {
+		if e := m.order[i]; m.free(e) && (e.again || e.ours) {
+			return e
+		}
+	}
 	var oldestBehind *entry
 	if m.behind(first) {
 		oldestBehind = first
@@ -1269,8 +1278,9 @@ func (m *Machine) checked(o *out, i checked) {
 			m.markGone(e)
 			m.reply(o, req, nil, fmt.Errorf("%w: %s: the ack's reply was lost with the session", ErrUncertain, m.node(e.name)))
 		default:
+			// The claim went with its session: the item comes again.
 			delete(m.claims, e.name)
-			e.mine = false
+			e.mine, e.again, m.exceptHint = false, true, true
 			m.reply(o, req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(e.name)))
 		}
 		return
