@@ -227,13 +227,19 @@ func (r *queueRun) offer(ctx context.Context, n int) (float64, error) {
 }
 
 // take has the consumers take n items between them, each waiting at most
-// 30s for one.
+// 30s for one: they take until n items are taken, and the takes still
+// waiting then are called off (a take called off loses nothing). Each
+// consumer keeps taking to the end, as a consumer that serves a queue
+// does: one that stopped at a share of the items fixed beforehand would
+// leave the rest of its block behind the others (see the package queue's
+// Order).
 func (r *queueRun) take(ctx context.Context, n int) error {
 	if r.kind == "consume" {
 		return r.consume(ctx, n)
 	}
-	var left atomic.Int64
-	left.Store(int64(n))
+	ctx, done := context.WithCancel(ctx)
+	defer done()
+	var got atomic.Int64
 	errs := make([]error, len(r.consumers))
 	taken := make([][]int, len(r.consumers))
 	var wg sync.WaitGroup
@@ -245,7 +251,7 @@ func (r *queueRun) take(ctx context.Context, n int) error {
 				r.takeLat, r.ackLat = append(r.takeLat, takeLat...), append(r.ackLat, ackLat...)
 				r.mu.Unlock()
 			}()
-			for left.Add(-1) >= 0 {
+			for got.Load() < int64(n) {
 				tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				t0 := time.Now()
 				var data []byte
@@ -254,20 +260,26 @@ func (r *queueRun) take(ctx context.Context, n int) error {
 					var it *queue.Item
 					if it, err = q.TakeItem(tctx); err == nil {
 						t1 := time.Now()
-						data, err = it.Data(), it.Ack(tctx)
+						// The ack is not called off: the item is taken.
+						data, err = it.Data(), it.Ack(context.WithoutCancel(tctx))
 						ackLat = append(ackLat, time.Since(t1))
 						takeLat = append(takeLat, t1.Sub(t0))
 					}
-				} else {
-					data, err = q.Take(tctx)
+				} else if data, err = q.Take(tctx); err == nil {
 					takeLat = append(takeLat, time.Since(t0))
 				}
 				cancel()
-				if err != nil {
+				switch {
+				case err != nil && ctx.Err() != nil && got.Load() >= int64(n):
+					return // called off: every item is taken
+				case err != nil:
 					errs[i] = fmt.Errorf("consumer %d after %d items: %w", i, len(taken[i]), err)
 					return
 				}
 				taken[i] = append(taken[i], itemNumber(data))
+				if got.Add(1) >= int64(n) {
+					done()
+				}
 			}
 		})
 	}

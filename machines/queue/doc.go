@@ -28,20 +28,29 @@
 // were offered. A lone consumer takes each item at the head. Consumers
 // taking from one queue at once race for the head; one that loses a race
 // (its delete, claim or read finds the item gone or claimed) avoids that
-// item's lane (its sequence number modulo 8), from that item on, for its
-// next 64 items, and takes the oldest item of the rest, so competing
-// consumers spread over lanes instead of all deleting the same item. A
-// consumer left with nothing it does not avoid, or that has passed over 64
-// items of one lane it avoids, lists the queue again and steals the lane
-// with the most items, from its oldest: it does not give the lane up at
-// its next few lost races, and the consumer it took the lane from gives it
-// up at its first. Each consumer takes a lane's items in order, but it may
-// take an item before older ones of another lane: so with several
-// consumers, one producer's items may reach a consumer out of order (4
-// producers and 4 consumers running together on one real server: about 1
-// item in 100; see TestPropertyPlain). A lone consumer gets every
-// producer's items in order. No lane starves. An item is never passed over
-// for one of a larger priority number.
+// item's block (the run of 32 sequence numbers it is in), from that item
+// on, and takes the oldest item of the rest: each consumer ends with a
+// block of its own, instead of all deleting the same item. A consumer
+// never goes back: each takes items in the queue's order, after the last
+// one it took or claimed, so each producer's items of one priority reach
+// it in the order offered, with several consumers as with one (4
+// producers and 4 consumers with session expiries, on the simulator and a
+// real server: see TestPropertyPlain and TestPropertyAcknowledged). Items
+// of a block before a consumer's last are left to the block's holder. A
+// consumer left with nothing it does not avoid steals the upper half of
+// the block with the most items after its last (8 or more); the holder
+// keeps the lower half. A block with fewer items left is its holder's for
+// 10 ms, then the idle consumer takes its oldest. One left with nothing
+// at all after its last item waits for the holder of the oldest item
+// left; if that item is still there a second later, its holder is gone
+// (closed, or no longer taking), and the consumer takes it and the rest
+// of its block (a Poll takes it at once). So a consumer that stops taking
+// holds up to a block of items for a second. The exceptions to the order:
+// an item delivered again (a claim that went with its session, a nack), an
+// item a consumer had and that went to no one (a take withdrawn after its
+// delete, a write whose reply was lost and that turned out not made), and
+// items taken after that wait. An item is never passed over for one of a
+// larger priority number.
 //
 // # Delivery
 //

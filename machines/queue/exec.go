@@ -64,10 +64,10 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			})
 			return r, true
 		})
-	case waitAhead:
+	case wait:
 		// A timer, not a goroutine: one is started per item claimed ahead.
 		// Once the actor has stopped, its post is dropped.
-		time.AfterFunc(c.For, func() { sh.Post(aheadWaited{Cmd: c.Cmd}, false) })
+		time.AfterFunc(c.For, func() { sh.Post(waited{Cmd: c.Cmd}, false) })
 	case watchClaim:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			r := claimWatched{Cmd: c.Cmd, Name: c.Name}

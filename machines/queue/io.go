@@ -194,8 +194,8 @@ type restored struct {
 	Err  error
 }
 
-// aheadWaited answers waitAhead: its time is up.
-type aheadWaited struct{ Cmd uint64 }
+// waited answers wait: its time is up.
+type waited struct{ Cmd uint64 }
 
 // counted is the reply to countItems.
 type counted struct {
@@ -225,7 +225,7 @@ func (offered) isInput()         {}
 func (restored) isInput()        {}
 func (refused) isInput()         {}
 func (counted) isInput()         {}
-func (aheadWaited) isInput()     {}
+func (waited) isInput()          {}
 
 func (i takeCall) String() string { return fmt.Sprintf("Take req=%d kind=%s", i.Req, i.Kind) }
 func (i offerCall) String() string {
@@ -295,7 +295,7 @@ func (i offered) String() string {
 func (i restored) String() string {
 	return fmt.Sprintf("Restored cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
 }
-func (i aheadWaited) String() string { return fmt.Sprintf("AheadWaited cmd=%d", i.Cmd) }
+func (i waited) String() string { return fmt.Sprintf("Waited cmd=%d", i.Cmd) }
 func (i counted) String() string {
 	return fmt.Sprintf("Counted cmd=%d n=%d%s", i.Cmd, i.N, errText(i.Err))
 }
@@ -391,9 +391,10 @@ type restoreItem struct {
 // countItems reads the number of the path's children.
 type countItems struct{ Cmd uint64 }
 
-// waitAhead waits For (no request), then answers aheadWaited: the time an
-// item claimed ahead waits for a TakeItem.
-type waitAhead struct {
+// wait waits For (no request), then answers waited: the time an item
+// claimed ahead waits for a TakeItem, or a consumer for the holder of an
+// item it would go back for (see Machine.goBack).
+type wait struct {
 	Cmd uint64
 	For time.Duration
 }
@@ -408,7 +409,7 @@ func (c checkItem) ID() uint64   { return c.Cmd }
 func (c createItems) ID() uint64 { return c.Cmd }
 func (c restoreItem) ID() uint64 { return c.Cmd }
 func (c countItems) ID() uint64  { return c.Cmd }
-func (c waitAhead) ID() uint64   { return c.Cmd }
+func (c wait) ID() uint64        { return c.Cmd }
 
 func (c listItems) String() string {
 	return fmt.Sprintf("ListItems cmd=%d sync=%t watch=%t", c.Cmd, c.Sync, c.Watch)
@@ -429,7 +430,7 @@ func (c createItems) String() string {
 }
 func (c restoreItem) String() string { return fmt.Sprintf("RestoreItem cmd=%d item=%s", c.Cmd, c.Name) }
 func (c countItems) String() string  { return fmt.Sprintf("CountItems cmd=%d", c.Cmd) }
-func (c waitAhead) String() string   { return fmt.Sprintf("WaitAhead cmd=%d for=%v", c.Cmd, c.For) }
+func (c wait) String() string        { return fmt.Sprintf("Wait cmd=%d for=%v", c.Cmd, c.For) }
 
 // answers is the command an input answers (0: none).
 func answers(in Input) uint64 {
@@ -458,7 +459,7 @@ func answers(in Input) uint64 {
 		return i.Cmd
 	case counted:
 		return i.Cmd
-	case aheadWaited:
+	case waited:
 		return i.Cmd
 	}
 	return 0

@@ -22,41 +22,58 @@ type Config struct {
 	ClaimAhead time.Duration
 }
 
-// Consumers racing for the head spread over lanes: an item's lane is its
-// sequence modulo lanes. A consumer that loses a race for an item (its
-// delete, claim or read finds it gone or claimed) avoids that lane from
-// that item on, for its next laneMemory items, and takes the oldest item
-// it does not avoid. So each lane ends with one consumer, and consumers
+// Consumers racing for the head split the queue into blocks: an item's
+// block is its sequence number divided by blockSize, so a block is a run
+// of items offered one after another. A consumer that loses a race for an
+// item (its delete, claim or read finds it gone or claimed) avoids that
+// item's block from that item on, for its next blockMemory items, and
+// takes the oldest item it does not avoid: the next block no one took
+// from. So each block is taken by one consumer, in order, and consumers
 // stop deleting items others already took (their caches learn of those
-// only from a failed write or read, or a listing).
+// only from a failed write or read, or a listing). A race lost on an item
+// that came again says nothing of its block (every consumer may race for
+// it, the holder too); one lost while our take or claim of a later item
+// of the block is in flight waits for that write's answer (see
+// writingPast); and a consumer that wins in a block it avoids (a write
+// sent before the loss) holds the block again, and finishes it.
 //
-// A consumer left with nothing it does not avoid lists the queue again and
-// steals the lane with the most items, from its oldest: it does not avoid
-// the lane for its next stealInsist lost races, while the consumer it took
-// the lane from, which loses one race to it, avoids the lane from that
-// item on. (A thief that gave up at its first lost race met the holder on
-// the item it was deleting, lost, and listed again, often several times in
-// a row; one that found no lane walked its stale cache of one, a failed
-// read per item. One that left the holder the lane's first items took them
-// itself, late, when the holder stopped taking.) A consumer that would
-// pass over laneScan items it avoids in one lane does the same, so no lane
-// starves, and a lane no one holds comes back when the belief expires.
-// Each consumer takes a lane's items in order, but may take an item before
-// older ones of another lane. laneScan bounds how far a lane falls behind
-// the others: a consumer holding more lanes than the rest advances each
-// more slowly. (At 256, while consumers took from a queue its producers
-// were filling, a lane fell 2,000 sequence numbers behind; one in ten
-// items reached its consumer after a later one of its producer. At 64, one
-// in a hundred, with no fewer items taken per second.) Listing again to
-// learn which items are gone costs more than the failed writes it saves
+// A consumer never goes back: it takes only items after the last one it
+// took or claimed (its mark), so it gets items in the queue's order, and
+// each producer's in the order offered. Items before its mark are in the
+// blocks of consumers behind it, which take them. Exceptions: an item
+// that came again (a claim gone, a nack), one of its own that went to no
+// one (put back, given back, a write not applied), the rest of a block it
+// won back, and a block whose holder stopped taking (below). A loss
+// answered for an item before the mark is old news and changes nothing.
+//
+// A consumer left with nothing it may take lists the queue again and
+// steals the upper half of the block with the most items after its mark,
+// if that is stealMin items or more: it takes the block from that half's
+// first item on, and the holder, which loses that item's race, stops
+// there. Both keep their order: the holder takes the lower half, the
+// thief the upper. (Stealing a lane of every eighth item from its oldest
+// item instead, the thief took a backlog after later items: 4 producers
+// and 4 consumers on one real server, 1 item in 100 reached its consumer
+// after a later one of its producer. Stealing such a lane from the
+// thief's mark, a consumer ran ahead of every holder and could not help
+// them: 4 consumers drained a queue four times slower than one.) A block
+// with fewer items left is its holder's for waitThief: a thief would meet
+// the holder on the items it reads ahead; then the idle consumer takes
+// its oldest item, still after its own mark. With nothing after its mark
+// at all, a consumer waits waitHolder for the holder of the oldest item;
+// one still there after that has no holder taking it (closed, or no
+// longer taking, or its session lost for that long): the consumer goes
+// back for it, and takes the rest of its block. Listing again to learn
+// which items are gone costs more than the failed writes it saves
 // (measured: a listing per 16 items passed over made 4 consumers slower
-// than one). Without a lost race nothing is avoided: a lone consumer takes
-// the head, in order.
+// than one). Without a lost race nothing is avoided: a lone consumer
+// takes the head, in order.
 const (
-	lanes       = 8
-	laneMemory  = 64
-	laneScan    = 64
-	stealInsist = 2 * readBatch
+	blockSize   = 32
+	blockMemory = 2 * blockSize
+	stealMin    = 2 * readBatch
+	waitHolder  = time.Second
+	waitThief   = 10 * time.Millisecond
 )
 
 // readBatch: how many items' data a consumer reads ahead at once (see
@@ -97,20 +114,37 @@ type Machine struct {
 	nextCmd   uint64
 
 	entries    map[string]*entry
-	order      []*entry          // entries, sorted by compareItems, and some dead ones
-	head       int               // order[:head] are dead
-	dead       int               // dead entries in order
-	gone       map[string]uint64 // items known gone → the listing count when learnt
-	dir        int64             // the queue node's czxid at the last listing (0: unknown)
-	lists      uint64            // listings issued
-	listing    bool              // a listing is in flight
-	listSynced bool              // the listing in flight was made after a sync
-	freshNext  bool              // a takers wants a listing made after a sync
-	listed     bool              // a listing completed: the cache means something
-	watchArmed bool              // our child watch is set
-	stale      bool              // the children changed since the last listing
-	lanes      [lanes]lane       // what we believe of each lane
-	wins       uint64            // items we took or claimed
+	order      []*entry           // entries, sorted by compareItems, and some dead ones
+	head       int                // order[:head] are dead
+	dead       int                // dead entries in order
+	gone       map[string]uint64  // items known gone → the listing count when learnt
+	dir        int64              // the queue node's czxid at the last listing (0: unknown)
+	lists      uint64             // listings issued
+	listing    bool               // a listing is in flight
+	listSynced bool               // the listing in flight was made after a sync
+	freshNext  bool               // a takers wants a listing made after a sync
+	listed     bool               // a listing completed: the cache means something
+	watchArmed bool               // our child watch is set
+	stale      bool               // the children changed since the last listing
+	blocks     map[uint32]*belief // what we believe of the blocks others hold, by block
+	wins       uint64             // items we took or claimed
+	mark       itemName           // the last of them, in the queue's order (see blockSize)
+	marked     bool               // mark is set
+	marks      map[int64]uint32   // our marks in the priorities other than mark's
+	// back: the block we went back to (see overdue): its items from
+	// backFrom on are not behind our mark.
+	back, backFrom uint32
+	backSet        bool
+	// exceptHint: an item that came again, or of ours that went to no one,
+	// may be before our mark (see scanFrom); set with those flags.
+	exceptHint bool
+	// lagFor: the item we would take once its holder has had lagLen to
+	// take it (see overdue), as the last pump found it; lagArmed: as it
+	// was when the wait lagWait began; lagDue: the item whose wait ended
+	// with it still there.
+	lagFor, lagArmed, lagDue string
+	lagLen                   time.Duration
+	lagWait                  uint64
 
 	takers []*taker         // calls waiting for an item, in arrival order
 	claims map[string]int64 // our claims: item → the session they were made on
@@ -125,7 +159,7 @@ type Machine struct {
 	joints   map[uint64]*joint // calls whose ack went in one multi with the next claim
 	// ahead: the item an Ack claimed for the next TakeItem (see
 	// claimAhead), claimed and read, that no call has taken yet; aheadWait
-	// is the waitAhead command whose end gives it back.
+	// is the wait whose end gives it back.
 	ahead     *entry
 	aheadWait uint64
 	uncert    map[string]bool   // items whose last write of ours has an unknown outcome
@@ -156,7 +190,11 @@ type entry struct {
 	others    bool   // another consumer holds its claim
 	watching  bool   // our watch on that claim is set
 	again     bool   // its claim went away: the next delivery is a redelivery
-	dead      bool   // gone from the queue (and from entries)
+	// ours: we took or claimed it and it went to no one: put back for a
+	// withdrawn take, given back unclaimed, or our write not applied. Not
+	// behind our mark: it is ours to take again (see behind).
+	ours bool
+	dead bool // gone from the queue (and from entries)
 	// retried: our delete, claim or ack of it is made again after a lost
 	// reply, the check having found the first not applied; the first may
 	// land yet, and be what the second finds: a miss of the second's
@@ -164,14 +202,12 @@ type entry struct {
 	retried bool
 }
 
-// lane is what a consumer believes of one lane (see lanes), in items it
-// has won (Machine.wins): an item of the lane is avoided when it is at or
-// after avoidFrom while wins < avoidUntil (another consumer took
-// avoidFrom). insist: lost races left before one makes us avoid it.
-type lane struct {
-	avoidUntil uint64
-	avoidFrom  uint32
-	insist     int
+// belief is what a consumer believes of a block another consumer holds
+// (see blockSize): its items from from on, and before to (0: to the
+// block's end), are avoided while wins < until.
+type belief struct {
+	from, to uint32
+	until    uint64
 }
 
 // ackOp is an endClaim in flight: for the call req (0: the machine's own,
@@ -236,7 +272,7 @@ func NewMachine(cfg Config) (*Machine, error) {
 	}
 	return &Machine{
 		cfg: cfg, fsm: f, session: cfg.SessionID, connected: cfg.SessionID != 0,
-		entries: make(map[string]*entry), gone: make(map[string]uint64),
+		entries: make(map[string]*entry), gone: make(map[string]uint64), blocks: make(map[uint32]*belief),
 		claims: make(map[string]int64), acks: make(map[string]ackOp), uncert: make(map[string]bool), joints: make(map[uint64]*joint),
 		offers: make(map[uint64]uint64), counts: make(map[uint64]uint64), restore: make(map[string][]byte),
 	}, nil
@@ -313,14 +349,14 @@ func (m *Machine) Step(in Input) out {
 		if e := m.entries[i.Name]; e != nil {
 			e.watching = i.Err == nil && i.Exists
 			if i.Err == nil && !i.Exists {
-				e.others, e.again = false, true
+				e.others, e.again, m.exceptHint = false, true, true
 			}
 		}
 	case claimGone:
 		if e := m.entries[i.Name]; e != nil {
 			e.watching = false
 			if i.Deleted {
-				e.others, e.again = false, true
+				e.others, e.again, m.exceptHint = false, true, true
 			}
 		}
 	case acked:
@@ -331,8 +367,13 @@ func (m *Machine) Step(in Input) out {
 		m.offered(&o, i)
 	case restored:
 		m.restored(&o, i)
-	case aheadWaited:
-		m.aheadWaited(&o, i)
+	case waited:
+		switch i.Cmd {
+		case m.aheadWait:
+			m.aheadWaited(&o)
+		case m.lagWait:
+			m.lagWaited()
+		}
 	case counted:
 		req := m.counts[i.Cmd]
 		delete(m.counts, i.Cmd)
@@ -366,6 +407,8 @@ func (m *Machine) pump(o *out) {
 	if m.closing != 0 || !m.connected {
 		return
 	}
+	m.lagFor = ""
+	defer m.waitLag(o)
 	needList := !m.listed && len(m.takers) > 0
 	// An item on its way back to its place comes before the item any
 	// taker would get now: they wait for it.
@@ -446,11 +489,15 @@ func (m *Machine) pump(o *out) {
 // pays it; read in batches, one take in readBatch does, and the others'
 // deletes go alone.
 func (m *Machine) readAhead(o *out) {
-	if e := m.candidate(nil); e == nil || e.hasData || e.reading {
+	next := m.candidate(nil)
+	if next == nil || next.hasData || next.reading {
 		return
 	}
-	for i, n := m.head, 0; i < len(m.order) && n < readBatch; i++ {
-		if e := m.order[i]; m.free(e) && !(m.avoiding() && m.avoided(e)) { // not another consumer's lane
+	// The next item, and those after it that are neither in another
+	// consumer's block nor behind our mark.
+	avoiding := m.avoiding()
+	for i, n := m.search(next.prio, next.seq), 0; i < len(m.order) && n < readBatch; i++ {
+		if e := m.order[i]; e == next || m.free(e) && !(avoiding && m.avoided(e)) && !m.behind(e) {
 			m.read(o, e)
 			n++
 		}
@@ -509,88 +556,321 @@ func (m *Machine) advance(o *out, e *entry) {
 	}
 }
 
-// candidate is the item t gets next (nil: none cached, or none it does
-// not avoid until a listing says which are left): the head, or after a
-// lost race the oldest item it does not avoid (see lanes). With t nil,
-// the item the next take would get (for reading ahead).
+// candidate is the item t gets next (nil: none cached, or none it may
+// take until a listing says which are left, or until a holder has had
+// its wait): the head, or after a lost race the oldest item it neither
+// avoids nor would go back for (see blockSize). With t nil, the item the
+// next take would get (for reading ahead).
 func (m *Machine) candidate(t *taker) *entry {
-	lanePick := (t == nil || t.kind != kindPeek) && m.avoiding()
-	var first *entry
-	var count [lanes]int // free items passed over, per lane
+	first := m.firstFree()
+	if first == nil || t != nil && t.kind == kindPeek {
+		return first
+	}
+	// Items before our mark are behind it, but for the exceptions: start
+	// at the mark, or at the first exception before it.
+	from := m.scanFrom(first)
+	blockPick := m.avoiding()
+	var passed []*entry // items avoided, after our mark, in the queue's order
+	for i := from; i < len(m.order); i++ {
+		e := m.order[i]
+		switch {
+		case !m.free(e):
+			continue
+		case e.prio != first.prio:
+			return first // never pass over an item of a lower priority
+		case m.behind(e):
+		case blockPick && m.avoided(e):
+			passed = append(passed, e)
+		default:
+			return e
+		}
+	}
+	// An item that came again, or went to no one, before our mark: the
+	// hint that sends the scan there is set where such an item turns up,
+	// but one can turn free later (a check answered, a write failed).
+	// Nothing else to take, look for one.
+	for i := m.head; i < from; i++ {
+		if e := m.order[i]; m.free(e) && (e.again || e.ours) {
+			return e
+		}
+	}
+	var oldestBehind *entry
+	if m.behind(first) {
+		oldestBehind = first
+	}
+	switch {
+	case t == nil:
+		return nil
+	case m.stale || m.listing:
+		return nil // list again: the items passed over may be long gone
+	}
+	// A listing made since the last change shows only items we avoid or
+	// would go back for.
+	if e := m.stealHalf(passed); e != nil {
+		return e
+	}
+	lagging := oldestBehind
+	if len(passed) > 0 {
+		lagging = passed[0] // taking it keeps our order: it comes first
+	}
+	if !m.overdue(t, lagging) {
+		return nil
+	}
+	if m.behind(lagging) {
+		m.back, m.backFrom, m.backSet = lagging.seq/blockSize, lagging.seq, true
+	}
+	delete(m.blocks, lagging.seq/blockSize)
+	return lagging
+}
+
+// firstFree is the oldest item that may be given to a take (see free),
+// whatever its block; nil if none is cached.
+func (m *Machine) firstFree() *entry {
 	for i := m.head; i < len(m.order); i++ {
 		e := m.order[i]
 		if e.dead && i == m.head {
 			m.head++
 		}
-		if !m.free(e) {
-			continue
-		}
-		switch {
-		case first == nil:
-			first = e
-		case e.prio != first.prio:
-			return first // never pass over an item of a lower priority
-		}
-		if !lanePick || !m.avoided(e) {
+		if m.free(e) {
 			return e
 		}
-		if count[e.seq%lanes]++; count[e.seq%lanes] == laneScan {
-			break
+	}
+	return nil
+}
+
+// scanFrom is where the search for first's successor starts in order: at
+// our mark in first's priority, or before it at the part of the block we
+// went back to, or at an item that came again or went to no one
+// (exceptHint says one may be there), which are not behind the mark.
+func (m *Machine) scanFrom(first *entry) int {
+	mark, ok := m.markOf(first.prio)
+	if !ok {
+		return m.head
+	}
+	from := max(m.head, m.search(first.prio, mark))
+	if m.backSet {
+		// The block is done once a listing shows items past it and none
+		// of it left (its items are listed before any later one).
+		i := max(m.head, m.search(first.prio, m.backFrom))
+		j := i
+		for j < len(m.order) && m.order[j].seq/blockSize == m.back && m.order[j].dead {
+			j++
 		}
+		switch {
+		case j < len(m.order) && m.order[j].seq/blockSize == m.back:
+			from = min(from, j)
+		case j < len(m.order):
+			m.backSet = false
+		}
+	}
+	if m.exceptHint {
+		m.exceptHint = false
+		for i := m.head; i < from; i++ {
+			if e := m.order[i]; m.free(e) && (e.again || e.ours) {
+				m.exceptHint = true // until it is taken
+				return i
+			}
+		}
+	}
+	return from
+}
+
+// markOf is our mark in priority prio, if we took or claimed an item of
+// it.
+func (m *Machine) markOf(prio int64) (uint32, bool) {
+	if m.marked && m.mark.prio == prio {
+		return m.mark.seq, true
+	}
+	seq, ok := m.marks[prio]
+	return seq, ok
+}
+
+// search is the index of the first entry of order at or after the item
+// of priority prio and sequence seq.
+func (m *Machine) search(prio int64, seq uint32) int {
+	at := itemName{prio: prio, seq: seq}
+	i, _ := slices.BinarySearchFunc(m.order, at, func(e *entry, at itemName) int { return compareItems(e.itemName, at) })
+	return i
+}
+
+// stealHalf takes over the upper half of the block with the most items
+// in passed (items we avoid, after our mark, in the queue's order), if it
+// has stealMin or more, and returns that half's first item; nil if none.
+func (m *Machine) stealHalf(passed []*entry) *entry {
+	var best []*entry
+	for i := 0; i < len(passed); {
+		j := i + 1
+		for j < len(passed) && passed[j].seq/blockSize == passed[i].seq/blockSize && passed[j].prio == passed[i].prio {
+			j++
+		}
+		if j-i > len(best) {
+			best = passed[i:j]
+		}
+		i = j
+	}
+	if len(best) < stealMin {
+		return nil
+	}
+	e := best[len(best)/2]
+	m.blocks[e.seq/blockSize].to = e.seq
+	return e
+}
+
+// overdue: e, the oldest item of a block we avoid or behind our mark,
+// may be taken now. Its holder gets a while to take it: waitHolder for
+// one behind our mark (taking it goes back), waitThief for one after it
+// (taking it keeps our order; the wait only spares the holder a race for
+// its next item). A poll does not wait.
+func (m *Machine) overdue(t *taker, e *entry) bool {
+	switch {
+	case e == nil:
+		return false
+	case t.kind == kindPoll:
+		return true
+	case m.lagDue == e.name:
+		m.lagDue = ""
+		return true
+	}
+	m.lagFor, m.lagLen = e.name, waitThief
+	if m.behind(e) {
+		m.lagLen = waitHolder
+	}
+	return false
+}
+
+// waitLag starts the wait for the item whose holder lags (see overdue),
+// unless one is on.
+func (m *Machine) waitLag(o *out) {
+	if m.lagFor == "" || m.lagWait != 0 {
+		return
+	}
+	m.lagWait, m.lagArmed = m.cmd(), m.lagFor
+	o.Commands = append(o.Commands, wait{Cmd: m.lagWait, For: m.lagLen})
+}
+
+// lagWaited: the wait for a lagging holder is over; if the item it was
+// for is still the one we would take, the next candidate takes it.
+func (m *Machine) lagWaited() {
+	m.lagWait = 0
+	if m.lagFor == m.lagArmed {
+		m.lagDue = m.lagFor
+	}
+}
+
+// behind: taking e would go back, before the last item we won of its
+// priority (our mark). An item that came again, one of ours that went to
+// no one, and one of the block we went back to from there on, is not
+// behind.
+func (m *Machine) behind(e *entry) bool {
+	if e.again || e.ours || m.backSet && e.seq/blockSize == m.back && e.seq >= m.backFrom {
+		return false
+	}
+	mark, ok := m.markOf(e.prio)
+	return ok && e.seq < mark
+}
+
+// won notes an item we took or claimed: our mark moves up to it, and a
+// block we avoided where we won it is ours; not for an item that came
+// again.
+func (m *Machine) won(e *entry) {
+	m.wins++
+	if e.again {
+		// A redelivery is out of the queue's order wherever it is: one
+		// after our mark would move the mark past the rest of our block,
+		// which no one else takes.
+		return
+	}
+	if m.avoided(e) {
+		// A write sent before the race we lost there landed: the block
+		// is ours after all, and its items after e are ours to take even
+		// if we took later ones meanwhile (for another call, believing
+		// the block lost): no one else takes them.
+		delete(m.blocks, e.seq/blockSize)
+		m.back, m.backFrom, m.backSet = e.seq/blockSize, e.seq, true
 	}
 	switch {
-	case first == nil:
-		return nil
-	case m.stale || m.listing:
-		return nil // list again: the items passed over may be long gone
-	}
-	// A listing made since the last change still shows laneScan items we
-	// avoid in one lane before any we do not, or only items we avoid:
-	// steal the lane with the most.
-	best := first.seq % lanes
-	for l := range count {
-		if count[l] > count[best] {
-			best = uint32(l)
+	case !m.marked:
+		m.mark, m.marked = e.itemName, true
+		return
+	case e.prio != m.mark.prio:
+		// Keep the mark of the priority left; take up e's.
+		if m.marks == nil {
+			m.marks = make(map[int64]uint32)
 		}
+		m.marks[m.mark.prio] = m.mark.seq
+		m.mark = itemName{prio: e.prio, seq: m.marks[e.prio]}
+		delete(m.marks, e.prio)
 	}
-	m.steal(best)
-	return m.candidate(t)
+	if e.seq >= m.mark.seq {
+		m.mark = e.itemName
+	}
 }
 
-// steal takes lane l over, from its oldest item: the next stealInsist
-// races lost in it do not make us avoid it, so the consumer we took it
-// from, which loses one race to us and avoids it, leaves it to us.
-func (m *Machine) steal(l uint32) {
-	m.lanes[l] = lane{insist: stealInsist}
-}
-
-// avoiding: some lane is avoided, in part or whole.
+// avoiding: some block is avoided, in part or whole.
 func (m *Machine) avoiding() bool {
-	for _, l := range m.lanes {
-		if l.avoidUntil > m.wins {
+	for _, b := range m.blocks {
+		if b.until > m.wins {
 			return true
 		}
 	}
 	return false
 }
 
+// avoided: e is in a part of a block another consumer holds. An item
+// that came again, or one of ours that went to no one, is not.
 func (m *Machine) avoided(e *entry) bool {
-	l := &m.lanes[e.seq%lanes]
-	return l.avoidUntil > m.wins && e.seq >= l.avoidFrom
+	if e.again || e.ours {
+		return false
+	}
+	b := m.blocks[e.seq/blockSize]
+	return b != nil && b.until > m.wins && e.seq >= b.from && (b.to == 0 || e.seq < b.to)
 }
 
-// lostRace notes that another consumer took or claimed e first: its lane,
-// from e on, is avoided for a while, unless we insist on it (see steal).
+// lostRace notes that another consumer took or claimed e first: its
+// block, from e on, is avoided for a while (to the block's end, even in
+// a half we stole: its holder took it back). A loss of an item before
+// our mark is old news, and one of an item that came again (or of ours
+// that went to no one) says nothing of who holds its block: every
+// consumer may race for it, the holder too.
 func (m *Machine) lostRace(e *entry) {
-	l := &m.lanes[e.seq%lanes]
-	if l.insist > 0 {
-		l.insist--
+	if e.again || e.ours || m.behind(e) || m.writingPast(e) {
 		return
 	}
-	if l.avoidUntil <= m.wins || e.seq < l.avoidFrom {
-		l.avoidFrom = e.seq
+	n := e.seq / blockSize
+	b := m.blocks[n]
+	if b == nil || b.until <= m.wins {
+		m.forgetBlocks()
+		b = &belief{from: e.seq}
+		m.blocks[n] = b
 	}
-	l.avoidUntil = m.wins + laneMemory
+	b.from, b.to, b.until = min(b.from, e.seq), 0, m.wins+blockMemory
+}
+
+// writingPast: a take or claim of ours of a later item of e's block is in
+// flight. We may hold the block past e: the loss waits for that write's
+// answer, which says (a loss there is a loss of the block). Believed at
+// once, the block is avoided while our write lands in it: a call after
+// that takes from the next block, our mark moves there, and the rest of
+// the block is left behind the marks of both consumers that took from it.
+func (m *Machine) writingPast(e *entry) bool {
+	for _, t := range m.takers {
+		if w := t.entry; w != nil && w.busy && w.prio == e.prio && w.seq > e.seq && w.seq/blockSize == e.seq/blockSize {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetBlocks drops the beliefs that expired, once there are many.
+func (m *Machine) forgetBlocks() {
+	if len(m.blocks) < 16 {
+		return
+	}
+	for n, b := range m.blocks {
+		if b.until <= m.wins {
+			delete(m.blocks, n)
+		}
+	}
 }
 
 func (m *Machine) bound(t *taker) bool { return t.entry != nil }
@@ -659,6 +939,8 @@ func (m *Machine) listedItems(o *out, i listed) {
 			// over, and the names we know are those of old items. Forget
 			// them, but for those a write of ours is bound to.
 			clear(m.gone)
+			m.marked, m.marks, m.backSet = false, nil, false
+			clear(m.blocks)
 			for name, e := range m.entries {
 				if e.taker == nil && !e.mine && !e.busy && !m.uncert[name] {
 					delete(m.entries, name)
@@ -757,7 +1039,7 @@ func (m *Machine) removed(o *out, i removed) {
 	e.busy = false
 	switch {
 	case i.Err == nil:
-		m.wins++
+		m.won(e)
 		e.retried = false
 		m.deliverTaken(o, e, nil)
 	case errors.Is(i.Err, zk.ErrNoNode) && e.retried:
@@ -826,7 +1108,8 @@ func (m *Machine) cacheAgain(name string, data []byte) {
 	if !ok || m.entries[name] != nil {
 		return
 	}
-	m.entries[name] = &entry{itemName: n, data: data, hasData: true}
+	m.entries[name] = &entry{itemName: n, data: data, hasData: true, ours: true}
+	m.exceptHint = true
 	m.sortOrder()
 }
 
@@ -872,7 +1155,7 @@ func (m *Machine) claimed(o *out, i claimed) {
 		// is known (see checked).
 		m.uncertain(o, e)
 	case i.Err == nil:
-		m.wins++
+		m.won(e)
 		e.mine, e.retried = true, false
 		m.claims[e.name] = m.session
 		if e.hasData {
@@ -889,6 +1172,7 @@ func (m *Machine) claimed(o *out, i claimed) {
 		m.lostRace(e)
 		m.markGone(e)
 	case errors.Is(i.Err, errNotApplied): // the ack failed the multi
+		e.ours, m.exceptHint = true, true
 		m.unbind(e)
 	default:
 		m.uncertain(o, e)
@@ -994,8 +1278,9 @@ func (m *Machine) checked(o *out, i checked) {
 			m.markGone(e)
 			m.reply(o, req, nil, fmt.Errorf("%w: %s: the ack's reply was lost with the session", ErrUncertain, m.node(e.name)))
 		default:
+			// The claim went with its session: the item comes again.
 			delete(m.claims, e.name)
-			e.mine = false
+			e.mine, e.again, m.exceptHint = false, true, true
 			m.reply(o, req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(e.name)))
 		}
 		return
@@ -1026,7 +1311,7 @@ func (m *Machine) checked(o *out, i checked) {
 		m.unbind(e)
 		m.othersClaim(o, e)
 	default:
-		e.retried = true
+		e.retried, e.ours, m.exceptHint = true, true, true
 		m.unbind(e) // not applied: try again
 	}
 }
@@ -1170,10 +1455,10 @@ func (m *Machine) aheadToTaker(o *out) {
 // TakeItem came: its claim is given back. While the connection is down it
 // waits again (a request sent now could go out on the next session, see
 // heldAcks).
-func (m *Machine) aheadWaited(o *out, i aheadWaited) {
+func (m *Machine) aheadWaited(o *out) {
 	e := m.ahead
 	switch {
-	case e == nil || i.Cmd != m.aheadWait:
+	case e == nil:
 	case !m.connected:
 		m.waitAhead(o)
 	default:
@@ -1243,7 +1528,7 @@ func (m *Machine) aheadOut() bool {
 // waitAhead starts the wait of the item claimed ahead.
 func (m *Machine) waitAhead(o *out) {
 	m.aheadWait = m.cmd()
-	o.Commands = append(o.Commands, waitAhead{Cmd: m.aheadWait, For: m.cfg.ClaimAhead})
+	o.Commands = append(o.Commands, wait{Cmd: m.aheadWait, For: m.cfg.ClaimAhead})
 }
 
 // claimWith sends write, the request that claims e, and the read of e's
@@ -1357,7 +1642,8 @@ func (m *Machine) claimEnded(o *out, name string, e *entry, a ackOp, uncertain e
 	}
 	switch {
 	case e != nil && a.nack:
-		e.mine, e.again, e.retried = false, e.again || !a.back, false
+		e.mine, e.again, e.ours, e.retried = false, e.again || !a.back, e.ours || a.back, false
+		m.exceptHint = true
 	case e != nil:
 		m.markGone(e)
 	default:
@@ -1455,12 +1741,14 @@ func (m *Machine) sessionLost(o *out) {
 	_ = m.fsm.Fire(trLost)
 	m.event(o, events.Lost, "", errs.sessionLost)
 	if m.ahead != nil {
-		m.ahead.mine, m.ahead = false, nil // never out: not a redelivery when it comes again
+		// Never out: not a redelivery when it comes again.
+		m.ahead.mine, m.ahead.ours, m.ahead = false, true, nil
+		m.exceptHint = true
 	}
 	m.dropAheadInFlight()
 	for _, e := range m.order {
 		if e.mine || e.others {
-			e.again = true // it comes again, claimed by no one
+			e.again, m.exceptHint = true, true // it comes again, claimed by no one
 		}
 		e.mine, e.others, e.watching = false, false, false
 	}

@@ -155,71 +155,6 @@ func TestTranscriptTakeReadsAhead(t *testing.T) {
 	tr.Check("take_reads_ahead")
 }
 
-// The head was taken by another consumer: our delete finds no node, and
-// the take moves on to the next item. The lost race's lane (sequence
-// modulo 8) is avoided from then on: the next take passes over
-// qn-0000000009 (lane 1, like qn-0000000001) for qn-0000000010.
-func TestTranscriptHeadTakenByAnother(t *testing.T) {
-	tr := newTranscript(t)
-	tr.step(takeCall{Req: 1, Kind: kindPoll})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002", "qn-0000000009", "qn-0000000010"}, Watched: true})
-	tr.step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
-	tr.step(removed{Cmd: 6, Name: "qn-0000000001", Err: zk.ErrNoNode})
-	tr.step(childrenChanged{Cmd: 1})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
-	out := tr.step(removed{Cmd: 7, Name: "qn-0000000002"})
-	if r, ok := replied(out, 1); !ok || string(r.Value.(taken).Data) != "b" {
-		t.Fatalf("take 1: %+v, want b", r)
-	}
-	tr.step(takeCall{Req: 2, Kind: kindPoll})
-	tr.step(dataRead{Cmd: 5, Name: "qn-0000000010", Data: []byte("d")})
-	out = tr.step(removed{Cmd: 8, Name: "qn-0000000010"})
-	if r, ok := replied(out, 2); !ok || string(r.Value.(taken).Data) != "d" {
-		t.Fatalf("take 2: %+v, want d", r)
-	}
-	tr.Check("head_taken_by_another")
-}
-
-// A consumer whose lanes have nothing left does not wait on the lane it
-// avoids: after a lost race in lane 1, with only lane 1 left and the
-// children changed, it lists again, and takes over the lane.
-func TestLaneTakenOverWhenNothingElseWaits(t *testing.T) {
-	m, err := NewMachine(Config{Path: "/app/q", SessionID: sess})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Start()
-	m.Step(takeCall{Req: 1, Kind: kindTake})
-	m.Step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000009", "qn-0000000017"}, Watched: true})
-	m.Step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
-	m.Step(childrenChanged{Cmd: 1})
-	out := m.Step(removed{Cmd: 4, Name: "qn-0000000001", Err: zk.ErrNoNode})
-	var list *listItems
-	for _, c := range out.Commands {
-		if l, ok := c.(listItems); ok {
-			list = &l
-		}
-	}
-	if list == nil {
-		t.Fatalf("after the lost race, commands %v; want a listing", out.Commands)
-	}
-	m.Step(listed{Cmd: list.Cmd, Children: []string{"qn-0000000009", "qn-0000000017"}, Watched: true})
-	out = m.Step(dataRead{Cmd: 3, Name: "qn-0000000009", Data: []byte("b")}) // read ahead at the first listing
-	var remove removeItem
-	for _, c := range out.Commands {
-		if r, ok := c.(removeItem); ok {
-			remove = r
-		}
-	}
-	if remove.Name != "qn-0000000009" {
-		t.Fatalf("after the listing and the read, commands %v; want qn-0000000009 removed", out.Commands)
-	}
-	out = m.Step(removed{Cmd: remove.Cmd, Name: remove.Name})
-	if r, ok := replied(out, 1); !ok || r.Value.(taken).Name != "qn-0000000009" {
-		t.Fatalf("take: %+v, want qn-0000000009", r)
-	}
-}
-
 // Our claim's session ends before the ack: the ack is refused with
 // ErrClaimLost, and the item comes again (here to us, after a listing).
 func TestTranscriptClaimLost(t *testing.T) {
@@ -576,14 +511,14 @@ func TestTranscriptAckClaimsAhead(t *testing.T) {
 	}
 	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
 	out = tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
-	if len(commands[waitAhead](out)) != 1 || len(out.Events) != 0 {
+	if len(commands[wait](out)) != 1 || len(out.Events) != 0 {
 		t.Fatalf("the item claimed ahead: %+v, want a WaitAhead and no event", out)
 	}
 	out = tr.step(takeCall{Req: 3, Kind: kindClaim})
 	if r, ok := replied(out, 3); !ok || string(r.Value.(taken).Data) != "b" || len(out.Commands) != 0 {
 		t.Fatalf("TakeItem after the Ack = %+v, want item b at once, with no request", out)
 	}
-	if out := tr.step(aheadWaited{Cmd: 6}); len(out.Commands)+len(out.Events) != 0 {
+	if out := tr.step(waited{Cmd: 6}); len(out.Commands)+len(out.Events) != 0 {
 		t.Fatalf("the wait's end after the item was taken: %+v, want nothing", out)
 	}
 	// Nothing next in the cache: the ack alone.
@@ -600,7 +535,7 @@ func TestTranscriptAckClaimsAhead(t *testing.T) {
 func TestTranscriptClaimAheadGivenBack(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimAheadB()
-	out := tr.step(aheadWaited{Cmd: 6})
+	out := tr.step(waited{Cmd: 6})
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000002" || !ends[0].Nack {
 		t.Fatalf("the wait's end: %v, want the claim of qn-0000000002 given back", out.Commands)
 	}
@@ -634,7 +569,7 @@ func TestTranscriptTakeDuringTheClaimAhead(t *testing.T) {
 	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess})
 	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
 	out := tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
-	if r, ok := replied(out, 3); !ok || string(r.Value.(taken).Data) != "b" || len(commands[waitAhead](out)) != 0 {
+	if r, ok := replied(out, 3); !ok || string(r.Value.(taken).Data) != "b" || len(commands[wait](out)) != 0 {
 		t.Fatalf("the claim ahead came back: %+v, want item b for TakeItem and no wait", out)
 	}
 	tr.Check("take_during_the_claim_ahead")
@@ -679,7 +614,7 @@ func TestTranscriptClaimAheadWhileDisconnected(t *testing.T) {
 	if out := tr.step(takeCall{Req: 3, Kind: kindClaim}); len(out.Replies) != 0 {
 		t.Fatalf("TakeItem while disconnected got %+v, want it to wait", out.Replies)
 	}
-	if out := tr.step(aheadWaited{Cmd: 6}); len(commands[endClaim](out)) != 0 {
+	if out := tr.step(waited{Cmd: 6}); len(commands[endClaim](out)) != 0 {
 		t.Fatalf("the wait's end while disconnected: %v, want no request", out.Commands)
 	}
 	out := tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
@@ -737,7 +672,7 @@ func TestTranscriptClaimAheadReadLostWithTheSession(t *testing.T) {
 func TestTranscriptTakeWaitsForTheGiveBack(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimAheadB("qn-0000000003")
-	tr.step(aheadWaited{Cmd: 6})
+	tr.step(waited{Cmd: 6})
 	if out := tr.step(takeCall{Req: 3, Kind: kindClaim}); len(commands[claimItem](out))+len(commands[endClaim](out)) != 0 {
 		t.Fatalf("TakeItem during the give-back: %v, want it to wait for the give-back", out.Commands)
 	}
