@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
@@ -348,5 +350,102 @@ func TestLossWaitsForOurLaterWrite(t *testing.T) {
 	m.lostRace(item(5))
 	if !m.avoided(item(6)) {
 		t.Fatal("with no write of ours in flight, a race lost on qn-0000000005 did not make us avoid block 0")
+	}
+}
+
+// claimWant has TakeItem req claim want, on out, the output that sent the
+// claim, and answers the claim and the read behind it: the item had
+// claims changes before ours (its cversion, counting ours). It returns the
+// output of the read's answer.
+func (tr *transcript) claimWant(t *testing.T, out runtime.Output[Command], req uint64, want string, claims int32) runtime.Output[Command] {
+	t.Helper()
+	claim, read := commands[claimItem](out), commands[readItem](out)
+	if len(claim) != 1 || claim[0].Name != want || len(read) == 0 {
+		t.Fatalf("TakeItem %d: commands %v; want a claim of %s and its read", req, out.Commands, want)
+	}
+	tr.step(claimed{Cmd: claim[0].Cmd, Name: want, Session: sess})
+	out = tr.step(dataRead{Cmd: read[len(read)-1].Cmd, Name: want, Data: []byte(want[11:]), Claims: claims})
+	if r, ok := replied(out, req); !ok || r.Value.(taken).Name != want {
+		t.Fatalf("TakeItem %d: %+v, want %s", req, r, want)
+	}
+	return out
+}
+
+// lastWait is the last wait of d the machine started.
+func (tr *transcript) lastWait(t *testing.T, d time.Duration) wait {
+	t.Helper()
+	for i := len(tr.waits) - 1; i >= 0; i-- {
+		if tr.waits[i].For == d {
+			return tr.waits[i]
+		}
+	}
+	t.Fatalf("no wait of %v started", d)
+	return wait{}
+}
+
+// An item behind every consumer's mark that no one takes is taken out of
+// order once it has stayed the oldest for waitHolder, even by a consumer
+// with items after its mark. Here the consumer lost the race for
+// qn-0000000001 (another's claim) and claimed qn-0000000033 and
+// qn-0000000034 from the next block; qn-0000000002, behind its mark, came
+// again from a claim it never saw (its holder's session ended). After the
+// wait the consumer lists the queue (claiming qn-0000000035 meanwhile);
+// the listing shows qn-0000000002 still there, and the next TakeItem
+// claims it before qn-0000000036: REDELIVERED, as the item's claims count
+// says; the one after that goes on at qn-0000000036.
+func TestTranscriptStuckItemTakenOutOfOrder(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	out := tr.step(listed{Cmd: 1, Children: items(1, 2, 33, 34, 35), Watched: true})
+	claim := commands[claimItem](out)[0]
+	out = tr.step(claimed{Cmd: claim.Cmd, Name: claim.Name, Err: zk.ErrNodeExists})
+	tr.claimWant(t, out, 1, "qn-0000000033", 1)
+	tr.claimWant(t, tr.step(takeCall{Req: 2, Kind: kindClaim}), 2, "qn-0000000034", 1)
+	w := tr.lastWait(t, waitHolder) // for qn-0000000002, the oldest, behind our mark
+	tr.step(childrenChanged{Cmd: 1})
+	tr.step(waited{Cmd: w.Cmd})
+	// The wait is over with qn-0000000002 still the oldest: a listing,
+	// and meanwhile the TakeItem claims in order.
+	out = tr.step(takeCall{Req: 3, Kind: kindClaim})
+	list := commands[listItems](out)
+	if len(list) != 1 {
+		t.Fatalf("TakeItem after the wait, commands %v; want a listing", out.Commands)
+	}
+	tr.claimWant(t, out, 3, "qn-0000000035", 1)
+	tr.step(listed{Cmd: list[0].Cmd, Children: items(1, 2, 36), Watched: true})
+	out = tr.claimWant(t, tr.step(takeCall{Req: 4, Kind: kindClaim}), 4, "qn-0000000002", 3)
+	if !slices.ContainsFunc(out.Events, func(e events.Event) bool { return e.Type == events.Redelivered }) {
+		t.Fatalf("the stuck qn-0000000002 claimed: events %v, want REDELIVERED", out.Events)
+	}
+	tr.claimWant(t, tr.step(takeCall{Req: 5, Kind: kindClaim}), 5, "qn-0000000036", 1)
+	tr.Check("stuck_item_taken_out_of_order")
+}
+
+// An ack that finds our claim gone (the session ended, and the reply came
+// before the news of it) marks the item as coming again: the next
+// TakeItem claims it first, although the consumer's mark is past it.
+func TestAckOfAClaimGoneMarksTheItemAgain(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	out := tr.step(listed{Cmd: 1, Children: items(1, 2, 3), Watched: true})
+	tr.claimWant(t, out, 1, "qn-0000000001", 1)
+	tr.claimWant(t, tr.step(takeCall{Req: 2, Kind: kindClaim}), 2, "qn-0000000002", 1)
+	out = tr.step(ackCall{Req: 3, Name: "qn-0000000001", Session: sess})
+	end := commands[endClaim](out)
+	if len(end) != 1 {
+		t.Fatalf("Ack: commands %v; want one endClaim", out.Commands)
+	}
+	out = tr.step(acked{Cmd: end[0].Cmd, Name: "qn-0000000001", Err: zk.ErrNoNode})
+	if r, ok := replied(out, 3); !ok || !errors.Is(r.Err, ErrClaimLost) {
+		t.Fatalf("Ack: %+v, want ErrClaimLost", r)
+	}
+	tr.step(sessionChange{State: zk.StateLost})
+	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess})
+	out = tr.step(takeCall{Req: 4, Kind: kindClaim})
+	if list := commands[listItems](out); len(list) == 1 {
+		out = tr.step(listed{Cmd: list[0].Cmd, Children: items(1, 2, 3), Watched: true})
+	}
+	if claim := commands[claimItem](out); len(claim) != 1 || claim[0].Name != "qn-0000000001" {
+		t.Fatalf("TakeItem after the lost claim: commands %v; want a claim of qn-0000000001", out.Commands)
 	}
 }

@@ -36,7 +36,9 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			// no_node: another consumer took it first, an expected race.
 			op(runtime.Expect(ctx, zk.ErrNoNode), "get", func(ctx context.Context) error {
 				runtime.SetNode(ctx, item(c.Name))
-				r.Data, _, r.Err = conn.Get(ctx, item(c.Name))
+				var st zk.Stat
+				r.Data, st, r.Err = conn.Get(ctx, item(c.Name))
+				r.Claims = st.Cversion
 				return r.Err
 			})
 			return r, true

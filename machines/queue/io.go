@@ -116,7 +116,10 @@ type dataRead struct {
 	Cmd  uint64
 	Name string
 	Data []byte
-	Err  error
+	// Claims: the item's child changes (its cversion): every claim made
+	// of it and every claim gone add one each.
+	Claims int32
+	Err    error
 }
 
 // removed is the reply to removeItem.
@@ -269,7 +272,11 @@ func (i listed) String() string {
 }
 func (i childrenChanged) String() string { return fmt.Sprintf("ChildrenChanged cmd=%d", i.Cmd) }
 func (i dataRead) String() string {
-	return fmt.Sprintf("Read cmd=%d item=%s data=%q%s", i.Cmd, i.Name, i.Data, errText(i.Err))
+	claims := ""
+	if i.Claims != 0 {
+		claims = fmt.Sprintf(" claims=%d", i.Claims)
+	}
+	return fmt.Sprintf("Read cmd=%d item=%s data=%q%s%s", i.Cmd, i.Name, i.Data, claims, errText(i.Err))
 }
 func (i removed) String() string {
 	return fmt.Sprintf("Removed cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))

@@ -145,6 +145,14 @@ type Machine struct {
 	lagFor, lagArmed, lagDue string
 	lagLen                   time.Duration
 	lagWait                  uint64
+	// stuckFor: the oldest item cached, when it is behind our mark, as the
+	// last pump found it; stuckArmed: as it was when the wait stuckWait
+	// began. stuckDue: the item still the oldest when that wait ended;
+	// stuckListed: a listing made since shows it still there (stuckLists:
+	// the listings issued when the wait ended). See stuck.
+	stuckFor, stuckArmed, stuckDue string
+	stuckWait, stuckLists          uint64
+	stuckListed                    bool
 
 	takers []*taker         // calls waiting for an item, in arrival order
 	claims map[string]int64 // our claims: item → the session they were made on
@@ -194,7 +202,11 @@ type entry struct {
 	// withdrawn take, given back unclaimed, or our write not applied. Not
 	// behind our mark: it is ours to take again (see behind).
 	ours bool
-	dead bool // gone from the queue (and from entries)
+	// stuck: it stayed the oldest item, behind our mark, for waitHolder
+	// (see stuck): taken out of order. A claim of it is a redelivery when
+	// the item had a claim before (its cversion says so).
+	stuck bool
+	dead  bool // gone from the queue (and from entries)
 	// retried: our delete, claim or ack of it is made again after a lost
 	// reply, the check having found the first not applied; the first may
 	// land yet, and be what the second finds: a miss of the second's
@@ -373,6 +385,8 @@ func (m *Machine) Step(in Input) out {
 			m.aheadWaited(&o)
 		case m.lagWait:
 			m.lagWaited()
+		case m.stuckWait:
+			m.stuckWaited()
 		}
 	case counted:
 		req := m.counts[i.Cmd]
@@ -473,11 +487,12 @@ func (m *Machine) pump(o *out) {
 	if slices.ContainsFunc(m.takers, func(t *taker) bool { return t.kind != kindClaim }) {
 		m.readAhead(o)
 	}
+	m.watchStuck(o)
 	switch {
 	case m.listing:
 	case m.freshNext:
 		m.list(o, true)
-	case needList:
+	case needList, m.stuckDue != "" && !m.stuckListed && len(m.takers) > 0:
 		m.list(o, false)
 	}
 }
@@ -566,6 +581,9 @@ func (m *Machine) candidate(t *taker) *entry {
 	if first == nil || t != nil && t.kind == kindPeek {
 		return first
 	}
+	if t != nil && m.stuck(first) {
+		return first
+	}
 	// Items before our mark are behind it, but for the exceptions: start
 	// at the mark, or at the first exception before it.
 	from := m.scanFrom(first)
@@ -590,7 +608,7 @@ func (m *Machine) candidate(t *taker) *entry {
 	// but one can turn free later (a check answered, a write failed).
 	// Nothing else to take, look for one.
 	for i := m.head; i < from; i++ {
-		if e := m.order[i]; m.free(e) && (e.again || e.ours) {
+		if e := m.order[i]; m.free(e) && e.exempt() {
 			return e
 		}
 	}
@@ -666,7 +684,7 @@ func (m *Machine) scanFrom(first *entry) int {
 	if m.exceptHint {
 		m.exceptHint = false
 		for i := m.head; i < from; i++ {
-			if e := m.order[i]; m.free(e) && (e.again || e.ours) {
+			if e := m.order[i]; m.free(e) && e.exempt() {
 				m.exceptHint = true // until it is taken
 				return i
 			}
@@ -757,12 +775,65 @@ func (m *Machine) lagWaited() {
 	}
 }
 
+// stuck: first, the oldest item cached and behind our mark, may be
+// taken now, out of order: it stayed the oldest for waitHolder, and a
+// listing made after that shows it still there. Its block's holder is not
+// taking it: its claim went with a session we did not know it was on (a
+// redelivery no one watched), or its holder stopped taking, or is gone.
+// Consumers never go back, so without this it would wait until one had
+// nothing after its mark; in a queue that never runs dry, forever. The
+// wait costs the consumer a listing a waitHolder at most; an item its
+// holder is still claimed by costs a failed claim, which then watches
+// that claim (see othersClaim).
+func (m *Machine) stuck(first *entry) bool {
+	if m.stuckDue != first.name || !m.stuckListed || !m.behind(first) {
+		return false
+	}
+	first.stuck = true
+	m.stuckFor, m.stuckDue = "", ""
+	return true
+}
+
+// watchStuck times the oldest item cached while it is behind our mark
+// and calls wait (see stuck): one wait at a time, started by a call, so
+// an item that becomes the oldest during another's waits up to two.
+func (m *Machine) watchStuck(o *out) {
+	first := m.firstFree()
+	if first == nil || !m.behind(first) {
+		m.stuckFor, m.stuckDue = "", ""
+		return
+	}
+	if first.name != m.stuckFor {
+		m.stuckFor, m.stuckDue = first.name, ""
+	}
+	if m.stuckWait == 0 && m.stuckDue == "" && len(m.takers) > 0 {
+		m.stuckWait, m.stuckArmed = m.cmd(), first.name
+		o.Commands = append(o.Commands, wait{Cmd: m.stuckWait, For: waitHolder})
+	}
+}
+
+// stuckWaited: the oldest item's wait is over; if it is still the oldest,
+// it is due, once a listing shows it there (now, if nothing changed since
+// the last one).
+func (m *Machine) stuckWaited() {
+	m.stuckWait = 0
+	if m.stuckFor == "" || m.stuckFor != m.stuckArmed {
+		return
+	}
+	m.stuckDue, m.stuckLists = m.stuckFor, m.lists
+	m.stuckListed = m.watchArmed && !m.stale && !m.listing
+}
+
+// exempt: e is taken out of the queue's order wherever it is: it came
+// again, or it was ours and went to no one, or it was stuck.
+func (e *entry) exempt() bool { return e.again || e.ours || e.stuck }
+
 // behind: taking e would go back, before the last item we won of its
 // priority (our mark). An item that came again, one of ours that went to
 // no one, and one of the block we went back to from there on, is not
 // behind.
 func (m *Machine) behind(e *entry) bool {
-	if e.again || e.ours || m.backSet && e.seq/blockSize == m.back && e.seq >= m.backFrom {
+	if e.exempt() || m.backSet && e.seq/blockSize == m.back && e.seq >= m.backFrom {
 		return false
 	}
 	mark, ok := m.markOf(e.prio)
@@ -774,10 +845,10 @@ func (m *Machine) behind(e *entry) bool {
 // again.
 func (m *Machine) won(e *entry) {
 	m.wins++
-	if e.again {
-		// A redelivery is out of the queue's order wherever it is: one
-		// after our mark would move the mark past the rest of our block,
-		// which no one else takes.
+	if e.again || e.stuck {
+		// A redelivery, or an item that was stuck, is out of the queue's
+		// order wherever it is: one after our mark would move the mark
+		// past the rest of our block, which no one else takes.
 		return
 	}
 	if m.avoided(e) {
@@ -819,7 +890,7 @@ func (m *Machine) avoiding() bool {
 // avoided: e is in a part of a block another consumer holds. An item
 // that came again, or one of ours that went to no one, is not.
 func (m *Machine) avoided(e *entry) bool {
-	if e.again || e.ours {
+	if e.exempt() {
 		return false
 	}
 	b := m.blocks[e.seq/blockSize]
@@ -833,7 +904,7 @@ func (m *Machine) avoided(e *entry) bool {
 // that went to no one) says nothing of who holds its block: every
 // consumer may race for it, the holder too.
 func (m *Machine) lostRace(e *entry) {
-	if e.again || e.ours || m.behind(e) || m.writingPast(e) {
+	if e.exempt() || m.behind(e) || m.writingPast(e) {
 		return
 	}
 	n := e.seq / blockSize
@@ -931,6 +1002,9 @@ func (m *Machine) listedItems(o *out, i listed) {
 	}
 	m.watchArmed = i.Watched
 	m.stale, m.listed = false, true
+	if m.stuckDue != "" && m.lists > m.stuckLists {
+		m.stuckListed = true
+	}
 	_ = m.fsm.Fire(trListed)
 	if i.Dir != 0 {
 		if m.dir != 0 && i.Dir != m.dir {
@@ -1005,10 +1079,16 @@ func (m *Machine) dataRead(o *out, i dataRead) {
 	if e == nil || e.claimRead != 0 && i.Cmd != e.claimRead {
 		return // gone, or read ahead before our claim, whose read comes behind
 	}
+	claimRead := e.claimRead != 0
 	e.reading, e.claimRead = false, 0
 	switch {
 	case i.Err == nil:
 		e.data, e.hasData = i.Data, true
+		if claimRead && e.stuck && i.Claims > 1 {
+			// Read behind our claim, which made one change: the others
+			// are a claim before ours and its end. Delivered again.
+			e.again = true
+		}
 	case errors.Is(i.Err, zk.ErrNoNode):
 		if e.busy || e.mine || m.uncert[e.name] {
 			return // our own remove, claim or ack took it; its reply says the rest
@@ -1610,7 +1690,10 @@ func (m *Machine) acked(o *out, i acked) {
 		delete(m.acks, i.Name)
 		delete(m.claims, i.Name)
 		if e != nil {
-			e.mine = false
+			// Gone with its session, whose end we may learn only after
+			// this reply (sessionLost then finds the item not ours): the
+			// item comes again.
+			e.mine, e.again, m.exceptHint = false, true, true
 		}
 		m.reply(o, req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(i.Name)))
 	case e != nil:

@@ -19,7 +19,8 @@ const sess = 0x100
 // input, the events, replies and commands it produced and the state after.
 type transcript struct {
 	*golden.Transcript
-	m *Machine
+	m     *Machine
+	waits []wait // the waits the machine started, in order
 }
 
 func newTranscript(t *testing.T) *transcript {
@@ -56,6 +57,7 @@ func newTranscript(t *testing.T) *transcript {
 func (tr *transcript) step(in Input) runtime.Output[Command] {
 	out := tr.m.Step(in)
 	golden.Record(tr.Transcript, in.String(), out)
+	tr.waits = append(tr.waits, commands[wait](out)...)
 	return out
 }
 
