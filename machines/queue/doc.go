@@ -45,12 +45,19 @@
 // left; if that item is still there a second later, its holder is gone
 // (closed, or no longer taking), and the consumer takes it and the rest
 // of its block (a Poll takes it at once). So a consumer that stops taking
-// holds up to a block of items for a second. The exceptions to the order:
-// an item delivered again (a claim that went with its session, a nack), an
-// item a consumer had and that went to no one (a take withdrawn after its
-// delete, a write whose reply was lost and that turned out not made), and
-// items taken after that wait. An item is never passed over for one of a
-// larger priority number.
+// holds up to a block of items for a second. Nor does a consumer with
+// items after its last let an item wait behind it for good: one that has
+// been the oldest in its cache for a second, and is still there in a
+// listing made then, is its next item, out of order. That is how an item
+// whose claim went with a session no other consumer watched comes again
+// (REDELIVERED, as the item's count of claims made and gone shows), in a
+// queue that never runs dry too; it costs a consumer a listing a second,
+// at most. The exceptions to the order: an item delivered again (a claim
+// that went with its session, a nack), an item a consumer had and that
+// went to no one (a take withdrawn after its delete, a write whose reply
+// was lost and that turned out not made), and items taken after those
+// waits. An item is never passed over for one of a larger priority
+// number.
 //
 // # Delivery
 //

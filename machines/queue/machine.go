@@ -63,11 +63,12 @@ type Config struct {
 // at all, a consumer waits waitHolder for the holder of the oldest item;
 // one still there after that has no holder taking it (closed, or no
 // longer taking, or its session lost for that long): the consumer goes
-// back for it, and takes the rest of its block. Listing again to learn
-// which items are gone costs more than the failed writes it saves
-// (measured: a listing per 16 items passed over made 4 consumers slower
-// than one). Without a lost race nothing is avoided: a lone consumer
-// takes the head, in order.
+// back for it, and takes the rest of its block. One with items after its
+// mark still takes an item that stayed the oldest for waitHolder (see
+// stuck). Listing again to learn which items are gone costs more than the
+// failed writes it saves (measured: a listing per 16 items passed over
+// made 4 consumers slower than one). Without a lost race nothing is
+// avoided: a lone consumer takes the head, in order.
 const (
 	blockSize   = 32
 	blockMemory = 2 * blockSize
