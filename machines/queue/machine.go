@@ -136,8 +136,9 @@ type Machine struct {
 	// backFrom on are not behind our mark.
 	back, backFrom uint32
 	backSet        bool
-	// exceptHint: an item that came again, or of ours that went to no one,
-	// may be before our mark (see scanFrom); set with those flags.
+	// exceptHint: an item that came again, of ours that went to no one,
+	// or stuck, may be before our mark (see scanFrom); set with those
+	// flags.
 	exceptHint bool
 	// lagFor: the item we would take once its holder has had lagLen to
 	// take it (see overdue), as the last pump found it; lagArmed: as it
@@ -790,7 +791,7 @@ func (m *Machine) stuck(first *entry) bool {
 	if m.stuckDue != first.name || !m.stuckListed || !m.behind(first) {
 		return false
 	}
-	first.stuck = true
+	first.stuck, m.exceptHint = true, true // until taken (see scanFrom)
 	m.stuckFor, m.stuckDue = "", ""
 	return true
 }
