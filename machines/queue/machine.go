@@ -784,9 +784,9 @@ func (m *Machine) lagWaited() {
 // redelivery no one watched), or its holder stopped taking, or is gone.
 // Consumers never go back, so without this it would wait until one had
 // nothing after its mark; in a queue that never runs dry, forever. The
-// wait costs the consumer a listing a waitHolder at most; an item its
-// holder is still claimed by costs a failed claim, which then watches
-// that claim (see othersClaim).
+// wait costs the consumer a listing a waitHolder at most; an item still
+// claimed by its holder costs a failed claim, which then watches that
+// claim (see othersClaim).
 func (m *Machine) stuck(first *entry) bool {
 	if m.stuckDue != first.name || !m.stuckListed || !m.behind(first) {
 		return false
@@ -797,8 +797,8 @@ func (m *Machine) stuck(first *entry) bool {
 }
 
 // watchStuck times the oldest item cached while it is behind our mark
-// and calls wait (see stuck): one wait at a time, started by a call, so
-// an item that becomes the oldest during another's waits up to two.
+// (see stuck): one wait at a time, started while a call waits, so an item
+// that becomes the oldest during another's wait waits up to two.
 func (m *Machine) watchStuck(o *out) {
 	first := m.firstFree()
 	if first == nil || !m.behind(first) {
