@@ -1510,7 +1510,9 @@ func (m *Machine) dropAheadInFlight() {
 		if e.busy || m.uncert[e.name] {
 			return
 		}
-		e.mine = false // never out: not a redelivery when it comes again
+		// Never out: not a redelivery when it comes again, but ours to
+		// take, wherever our mark is now.
+		e.mine, e.ours, m.exceptHint = false, true, true
 		m.unbind(e)
 	}
 	m.dropTaker(t)
