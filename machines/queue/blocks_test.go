@@ -391,7 +391,8 @@ func (tr *transcript) lastWait(t *testing.T, d time.Duration) wait {
 // again from a claim it never saw (its holder's session ended). After the
 // wait the consumer lists the queue (claiming qn-0000000035 meanwhile);
 // the listing shows qn-0000000002 still there, and the next TakeItem
-// claims it before qn-0000000036: REDELIVERED, as the item's claims count
+// goes back for it (and would take the rest of its block after it): it
+// claims it before qn-0000000036, REDELIVERED, as the item's claims count
 // says; the one after that goes on at qn-0000000036.
 func TestTranscriptStuckItemTakenOutOfOrder(t *testing.T) {
 	tr := newTranscript(t)

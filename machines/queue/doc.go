@@ -48,11 +48,13 @@
 // holds up to a block of items for a second. Nor does a consumer with
 // items after its last let an item wait behind it for good: one that has
 // been the oldest in its cache for a second, and is still there in a
-// listing made then, is its next item, out of order. That is how an item
-// whose claim went with a session no other consumer watched comes again
-// (REDELIVERED, as the item's count of claims made and gone shows), in a
-// queue that never runs dry too; it costs a consumer a listing a second,
-// at most. The exceptions to the order: an item delivered again (a claim
+// listing made then, is its next item, and the rest of its block after
+// it, out of order. That is how an item whose claim went with a session
+// no other consumer watched comes again, in a queue that never runs dry
+// too; it costs a consumer a listing a second, at most. A claim of an
+// item that had a claim before is a redelivery (REDELIVERED), whether
+// the consumer saw that claim or not (the item's count of child changes
+// says so). The exceptions to the order: an item delivered again (a claim
 // that went with its session, a nack), an item a consumer had and that
 // went to no one (a take withdrawn after its delete, a write whose reply
 // was lost and that turned out not made), and items taken after those

@@ -136,9 +136,8 @@ type Machine struct {
 	// backFrom on are not behind our mark.
 	back, backFrom uint32
 	backSet        bool
-	// exceptHint: an item that came again, of ours that went to no one,
-	// or stuck, may be before our mark (see scanFrom); set with those
-	// flags.
+	// exceptHint: an item that came again, or of ours that went to no one,
+	// may be before our mark (see scanFrom); set with those flags.
 	exceptHint bool
 	// lagFor: the item we would take once its holder has had lagLen to
 	// take it (see overdue), as the last pump found it; lagArmed: as it
@@ -204,11 +203,7 @@ type entry struct {
 	// withdrawn take, given back unclaimed, or our write not applied. Not
 	// behind our mark: it is ours to take again (see behind).
 	ours bool
-	// stuck: it stayed the oldest item, behind our mark, for waitHolder
-	// (see stuck): taken out of order. A claim of it is a redelivery when
-	// the item had a claim before (its cversion says so).
-	stuck bool
-	dead  bool // gone from the queue (and from entries)
+	dead bool // gone from the queue (and from entries)
 	// retried: our delete, claim or ack of it is made again after a lost
 	// reply, the check having found the first not applied; the first may
 	// land yet, and be what the second finds: a miss of the second's
@@ -637,10 +632,18 @@ func (m *Machine) candidate(t *taker) *entry {
 		return nil
 	}
 	if m.behind(lagging) {
-		m.back, m.backFrom, m.backSet = lagging.seq/blockSize, lagging.seq, true
+		m.goBack(lagging)
+	} else {
+		delete(m.blocks, lagging.seq/blockSize)
 	}
-	delete(m.blocks, lagging.seq/blockSize)
 	return lagging
+}
+
+// goBack takes e, behind our mark, and the rest of its block from e on,
+// as if they were after it: their holder is not taking them.
+func (m *Machine) goBack(e *entry) {
+	m.back, m.backFrom, m.backSet = e.seq/blockSize, e.seq, true
+	delete(m.blocks, e.seq/blockSize)
 }
 
 // firstFree is the oldest item that may be given to a take (see free),
@@ -777,22 +780,22 @@ func (m *Machine) lagWaited() {
 	}
 }
 
-// stuck: first, the oldest item cached and behind our mark, may be
-// taken now, out of order: it stayed the oldest for waitHolder, and a
-// listing made after that shows it still there. Its block's holder is not
-// taking it: its claim went with a session we did not know it was on (a
-// redelivery no one watched), or its holder stopped taking, or is gone.
-// Consumers never go back, so without this it would wait until one had
-// nothing after its mark; in a queue that never runs dry, forever. The
-// wait costs the consumer a listing a waitHolder at most; an item still
-// claimed by its holder costs a failed claim, which then watches that
-// claim (see othersClaim).
+// stuck: first, the oldest item cached and behind our mark, stayed the
+// oldest for waitHolder, and a listing made after that shows it still
+// there: its block's holder is not taking it. Its claim went with a
+// session no other consumer watched (a redelivery), or its holder stopped
+// taking, or is gone. Consumers never go back, so without this it would
+// wait until one had nothing after its mark: in a queue that never runs
+// dry, forever. We go back for it and the rest of its block, as for an
+// item overdue (see overdue); a race lost there (the holder was taking
+// after all, or its claim is still there) makes us avoid the block again.
+// The wait costs a listing a waitHolder at most.
 func (m *Machine) stuck(first *entry) bool {
 	if m.stuckDue != first.name || !m.stuckListed || !m.behind(first) {
 		return false
 	}
-	first.stuck, m.exceptHint = true, true // until taken (see scanFrom)
 	m.stuckFor, m.stuckDue = "", ""
+	m.goBack(first)
 	return true
 }
 
@@ -827,8 +830,8 @@ func (m *Machine) stuckWaited() {
 }
 
 // exempt: e is taken out of the queue's order wherever it is: it came
-// again, or it was ours and went to no one, or it was stuck.
-func (e *entry) exempt() bool { return e.again || e.ours || e.stuck }
+// again, or it was ours and went to no one.
+func (e *entry) exempt() bool { return e.again || e.ours }
 
 // behind: taking e would go back, before the last item we won of its
 // priority (our mark). An item that came again, one of ours that went to
@@ -847,10 +850,10 @@ func (m *Machine) behind(e *entry) bool {
 // again.
 func (m *Machine) won(e *entry) {
 	m.wins++
-	if e.again || e.stuck {
-		// A redelivery, or an item that was stuck, is out of the queue's
-		// order wherever it is: one after our mark would move the mark
-		// past the rest of our block, which no one else takes.
+	if e.again {
+		// A redelivery is out of the queue's order wherever it is: one
+		// after our mark would move the mark past the rest of our block,
+		// which no one else takes.
 		return
 	}
 	if m.avoided(e) {
@@ -1086,9 +1089,12 @@ func (m *Machine) dataRead(o *out, i dataRead) {
 	switch {
 	case i.Err == nil:
 		e.data, e.hasData = i.Data, true
-		if claimRead && e.stuck && i.Claims > 1 {
+		if claimRead && !e.ours && i.Claims > 1 {
 			// Read behind our claim, which made one change: the others
-			// are a claim before ours and its end. Delivered again.
+			// are a claim before ours and its end, whether we saw them or
+			// not (a claim of a consumer whose session ended, that we
+			// never raced for). Delivered again. (Not when it was our own
+			// claim: one of ours that went to no one was never out.)
 			e.again = true
 		}
 	case errors.Is(i.Err, zk.ErrNoNode):
