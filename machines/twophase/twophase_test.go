@@ -209,6 +209,10 @@ func TestRestartedParticipantGetsTheDecision(t *testing.T) {
 			t.Errorf("restarted b: %d prepares of tx1, payload %q", b2.entered["tx1"], b2.payloads["tx1"])
 		}
 		b2.mu.Unlock()
+		// Its inbox entry goes once Commit returned: stopped before that
+		// delete is through, b would get tx1 again (at least once), and
+		// b3 below would see it.
+		waitGone(t, ca, root+"/inbox/b/tx1")
 
 		// tx2: b stops while preparing; a votes no; b comes back to the abort.
 		a.mu.Lock()
