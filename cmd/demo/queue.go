@@ -17,7 +17,9 @@ import (
 // simulator its session expires; on a server its connection closes).
 // Meanwhile 2 producers offer items orders each, and consumer-1 and
 // consumer-2 (Consume: ack when the handler returns nil) work through
-// them, passing over the order consumer-3 holds. When its session ends,
+// them, passing over the order consumer-3 holds; they leave the rest of
+// its block to it, and take it after a second in which consumer-3 takes
+// none of it (the package doc's "Order"). When its session ends,
 // its claim goes with it: the order is REDELIVERED to one of the two,
 // which acks it. Every order is acked exactly once, and none is lost.
 func queueScenario(ctx context.Context, c *cluster, p *printer, orders int, hold time.Duration) error {
@@ -65,6 +67,7 @@ func queueScenario(ctx context.Context, c *cluster, p *printer, orders int, hold
 		return fmt.Errorf("consumer-3: %w", err)
 	}
 	p.say("consumer-3 claimed %s (%s) and works on it", held.Data(), zk.Base(held.Node()))
+	p.say("the others lose the race for it, so they leave its block (sequence numbers 0-31) to consumer-3: they take the block's upper half at once, and the orders left below it once consumer-3 has taken none of them for a second")
 
 	// consumer-1 and consumer-2 consume; the producers offer.
 	var mu sync.Mutex
