@@ -37,7 +37,7 @@ func items(prefix string, n int) []string {
 // items qn-<seq10> under the path, so what one offers the other takes, in
 // the order offered; a consumer waiting on an empty queue is woken by the
 // other's offer; two consumers draining one queue together take every
-// item exactly once, each in queue order (ours within each lane).
+// item exactly once, each in queue order.
 func TestQueueWithCurator(t *testing.T) {
 	needCurator(t)
 	srv := testkit.StartServer(t)
