@@ -209,10 +209,11 @@ func TestTranscriptSmallRestTakenAfterAWait(t *testing.T) {
 
 // A consumer does not go back: it lost qn-0000000001 and took the next
 // block's qn-0000000033 and qn-0000000034. A fresh listing then shows only
-// qn-0000000009 and qn-0000000010, behind its mark. It waits waitHolder
-// for their holder; an item still there when the wait ends has no holder
-// taking it, and the consumer takes it, and the rest of its block after
-// it without waiting again.
+// qn-0000000009 and qn-0000000010, behind its mark. Its holder has
+// waitHolder from the time qn-0000000009 became the oldest (see stuck);
+// an item still there when that wait ends has no holder taking it, and
+// the consumer takes it, and the rest of its block after it without
+// waiting again.
 func TestTranscriptBlockBehindTakenAfterTheHolderWait(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(takeCall{Req: 1, Kind: kindTake})
@@ -221,8 +222,16 @@ func TestTranscriptBlockBehindTakenAfterTheHolderWait(t *testing.T) {
 	tr.step(removed{Cmd: rm.Cmd, Name: "qn-0000000033"})
 	tr.takeWant(t, 2, "qn-0000000034")
 	tr.step(childrenChanged{Cmd: 1})
-	// Only items behind the mark cached: a listing.
-	w := tr.relistAndWait(t, tr.step(takeCall{Req: 3, Kind: kindTake}), items(9, 10), waitHolder)
+	// Only items behind the mark cached: a listing, and nothing taken.
+	out := tr.step(takeCall{Req: 3, Kind: kindTake})
+	list := commands[listItems](out)
+	if len(list) != 1 {
+		t.Fatalf("commands %v; want a listing", out.Commands)
+	}
+	if out := tr.step(listed{Cmd: list[0].Cmd, Children: items(9, 10), Watched: true}); len(commands[removeItem](out)) != 0 {
+		t.Fatalf("after a listing of items behind the mark, commands %v; want none removed before the wait", out.Commands)
+	}
+	w := tr.lastWait(t, waitHolder) // started when qn-0000000009 became the oldest
 	rm, ok := tr.answerReads(tr.step(waited{Cmd: w.Cmd}))
 	if !ok || rm.Name != "qn-0000000009" {
 		t.Fatalf("after the wait, removes %+v; want qn-0000000009", rm)

@@ -40,18 +40,15 @@
 // consumer left with nothing it does not avoid steals the upper half of
 // the block with the most items after its last (8 or more); the holder
 // keeps the lower half. A block with fewer items left is its holder's for
-// 10 ms, then the idle consumer takes its oldest. One left with nothing
-// at all after its last item waits for the holder of the oldest item
-// left; if that item is still there a second later, its holder is gone
-// (closed, or no longer taking), and the consumer takes it and the rest
-// of its block (a Poll takes it at once). So a consumer that stops taking
-// holds up to a block of items for a second. Nor does a consumer with
-// items after its last let an item wait behind it for good: one that has
-// been the oldest in its cache for a second, and is still there in a
-// listing made then, is its next item, and the rest of its block after
-// it, out of order. That is how an item whose claim went with a session
-// no other consumer watched comes again, in a queue that never runs dry
-// too; it costs a consumer a listing a second, at most. A claim of an
+// 10 ms, then the idle consumer takes its oldest. An item that has been
+// the oldest in a consumer's cache, behind its last, for a second, and is
+// still there in a listing made then, has no holder taking it (closed, no
+// longer taking, or its claim gone with a session no other consumer
+// watched): the consumer takes it and the rest of its block next, out of
+// order, whether or not it has items after its last (a Poll with nothing
+// else to take does not wait). So a consumer that stops taking holds up
+// to a block of items for a second, in a queue that never runs dry too;
+// the rule costs a consumer a listing a second, at most. A claim of an
 // item that had a claim before is a redelivery (REDELIVERED), whether
 // the consumer saw that claim or not (the item's count of child changes
 // says so). The exceptions to the order: an item delivered again (a claim

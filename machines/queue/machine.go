@@ -59,12 +59,11 @@ type Config struct {
 // them: 4 consumers drained a queue four times slower than one.) A block
 // with fewer items left is its holder's for waitThief: a thief would meet
 // the holder on the items it reads ahead; then the idle consumer takes
-// its oldest item, still after its own mark. With nothing after its mark
-// at all, a consumer waits waitHolder for the holder of the oldest item;
-// one still there after that has no holder taking it (closed, or no
-// longer taking, or its session lost for that long): the consumer goes
-// back for it, and takes the rest of its block. One with items after its
-// mark still takes an item that stayed the oldest for waitHolder (see
+// its oldest item, still after its own mark. An item behind our mark
+// that stayed the oldest for waitHolder, whether or not we have items
+// after the mark, has no holder taking it (closed, or no longer taking,
+// or its session lost for that long, or its claim gone unseen): the
+// consumer goes back for it, and takes the rest of its block (see
 // stuck). Listing again to learn which items are gone costs more than the
 // failed writes it saves (measured: a listing per 16 items passed over
 // made 4 consumers slower than one). Without a lost race nothing is
@@ -132,19 +131,18 @@ type Machine struct {
 	mark       itemName           // the last of them, in the queue's order (see blockSize)
 	marked     bool               // mark is set
 	marks      map[int64]uint32   // our marks in the priorities other than mark's
-	// back: the block we went back to (see overdue): its items from
+	// back: the block we went back to (see goBack): its items from
 	// backFrom on are not behind our mark.
 	back, backFrom uint32
 	backSet        bool
 	// exceptHint: an item that came again, or of ours that went to no one,
 	// may be before our mark (see scanFrom); set with those flags.
 	exceptHint bool
-	// lagFor: the item we would take once its holder has had lagLen to
+	// lagFor: the item we would take once its holder has had waitThief to
 	// take it (see overdue), as the last pump found it; lagArmed: as it
 	// was when the wait lagWait began; lagDue: the item whose wait ended
 	// with it still there.
 	lagFor, lagArmed, lagDue string
-	lagLen                   time.Duration
 	lagWait                  uint64
 	// stuckFor: the oldest item cached, when it is behind our mark, as the
 	// last pump found it; stuckArmed: as it was when the wait stuckWait
@@ -609,10 +607,6 @@ func (m *Machine) candidate(t *taker) *entry {
 			return e
 		}
 	}
-	var oldestBehind *entry
-	if m.behind(first) {
-		oldestBehind = first
-	}
 	switch {
 	case t == nil:
 		return nil
@@ -624,19 +618,22 @@ func (m *Machine) candidate(t *taker) *entry {
 	if e := m.stealHalf(passed); e != nil {
 		return e
 	}
-	lagging := oldestBehind
-	if len(passed) > 0 {
-		lagging = passed[0] // taking it keeps our order: it comes first
+	switch {
+	case len(passed) > 0:
+		// Taking the oldest we avoid keeps our order: it comes first.
+		if !m.overdue(t, passed[0]) {
+			return nil
+		}
+		delete(m.blocks, passed[0].seq/blockSize)
+		return passed[0]
+	case t.kind == kindPoll && m.behind(first):
+		// Only items behind our mark: a poll takes the oldest at once
+		// (an empty answer would be false); a take waits until it is
+		// stuck.
+		m.goBack(first)
+		return first
 	}
-	if !m.overdue(t, lagging) {
-		return nil
-	}
-	if m.behind(lagging) {
-		m.goBack(lagging)
-	} else {
-		delete(m.blocks, lagging.seq/blockSize)
-	}
-	return lagging
+	return nil
 }
 
 // goBack takes e, behind our mark, and the rest of its block from e on,
@@ -739,25 +736,19 @@ func (m *Machine) stealHalf(passed []*entry) *entry {
 	return e
 }
 
-// overdue: e, the oldest item of a block we avoid or behind our mark,
-// may be taken now. Its holder gets a while to take it: waitHolder for
-// one behind our mark (taking it goes back), waitThief for one after it
-// (taking it keeps our order; the wait only spares the holder a race for
-// its next item). A poll does not wait.
+// overdue: e, the oldest item of a block we avoid, after our mark, may
+// be taken now. Its holder gets waitThief to take it (taking it keeps our
+// order; the wait only spares the holder a race for its next item). A
+// poll does not wait.
 func (m *Machine) overdue(t *taker, e *entry) bool {
 	switch {
-	case e == nil:
-		return false
 	case t.kind == kindPoll:
 		return true
 	case m.lagDue == e.name:
 		m.lagDue = ""
 		return true
 	}
-	m.lagFor, m.lagLen = e.name, waitThief
-	if m.behind(e) {
-		m.lagLen = waitHolder
-	}
+	m.lagFor = e.name
 	return false
 }
 
@@ -768,7 +759,7 @@ func (m *Machine) waitLag(o *out) {
 		return
 	}
 	m.lagWait, m.lagArmed = m.cmd(), m.lagFor
-	o.Commands = append(o.Commands, wait{Cmd: m.lagWait, For: m.lagLen})
+	o.Commands = append(o.Commands, wait{Cmd: m.lagWait, For: waitThief})
 }
 
 // lagWaited: the wait for a lagging holder is over; if the item it was
@@ -786,10 +777,11 @@ func (m *Machine) lagWaited() {
 // session no other consumer watched (a redelivery), or its holder stopped
 // taking, or is gone. Consumers never go back, so without this it would
 // wait until one had nothing after its mark: in a queue that never runs
-// dry, forever. We go back for it and the rest of its block, as for an
-// item overdue (see overdue); a race lost there (the holder was taking
-// after all, or its claim is still there) makes us avoid the block again.
-// The wait costs a listing a waitHolder at most.
+// dry, forever. We go back for it and the rest of its block (see
+// goBack); a race lost there (the holder was taking after all, or its
+// claim is still there) makes us avoid the block again. The wait costs a
+// listing a waitHolder at most. (A poll with nothing else to take does
+// not wait: see candidate.)
 func (m *Machine) stuck(first *entry) bool {
 	if m.stuckDue != first.name || !m.stuckListed || !m.behind(first) {
 		return false
