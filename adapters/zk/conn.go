@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/zkrecipes/zkrecipes"
 	"time"
 )
 
@@ -291,7 +292,7 @@ var (
 	// ErrClosed: the Conn was closed (or was nil).
 	ErrClosed = errors.New("zk: connection closed")
 	// ErrInvalidPath: the path was refused before anything was sent.
-	ErrInvalidPath = errors.New("zk: invalid path")
+	ErrInvalidPath = fmt.Errorf("zk: %w", zkrecipes.ErrInvalidPath)
 	// ErrRequestTooLarge: the request does not fit the client's 1.5 MiB
 	// send buffer, so it was refused before anything was sent. It is also
 	// an ErrBadArguments. (A request that fits the client but exceeds the
