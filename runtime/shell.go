@@ -2,6 +2,9 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,6 +98,19 @@ type Spec[In any, C Command] struct {
 	ErrorType func(error) string
 	// Closed is what calls get once the shell has stopped.
 	Closed error
+
+	// Shutdown is the input that asks the machine to let go of what it
+	// holds and finish; its reply comes when the deletes are done.
+	Shutdown func(req uint64) In
+	// HandOver is the input that gives up on the deletes a shutdown still
+	// waits for (the connection is down): its reply's Value is the
+	// Leftovers, for the connection's janitor (any other Value: none).
+	HandOver func(req uint64) In
+	// CloseTimeout bounds Close's wait for the shutdown.
+	CloseTimeout time.Duration
+	// CleanupPending is what Close returns when it handed leftovers to
+	// the janitor.
+	CleanupPending error
 }
 
 // Op makes one request, named name ("create", "children", ...), in a
@@ -119,6 +135,8 @@ type Shell[In any, C Command] struct {
 	state       atomic.Value // events.State after each step
 	nextReq     atomic.Uint64
 	unsubscribe func()
+	closeOnce   sync.Once
+	closeErr    error // Close's result
 
 	// Owned by the actor goroutine.
 	calls    map[uint64]*call[In]         // calls waiting for their answer
@@ -235,6 +253,51 @@ func (s *Shell[In, C]) Stop() {
 	<-s.actor.Done()
 	s.unsubscribe()
 	s.bus.Close()
+}
+
+// Close shuts the machine down (Spec.Shutdown), waiting at most
+// Spec.CloseTimeout, and stops the actor. When the wait times out (the
+// connection is down), what the machine still has to delete goes to the
+// connection's janitor (Spec.HandOver, HandOver), which deletes it when
+// the same session is back, and Close returns Spec.CleanupPending. A
+// closed connection is no error: its session's end removed our nodes.
+// Every later call returns the first one's result.
+func (s *Shell[In, C]) Close() error {
+	s.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.spec.CloseTimeout)
+		_, err := s.Do(ctx, s.spec.Shutdown)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = s.handOver()
+		}
+		s.Stop()
+		if errors.Is(err, s.spec.Closed) {
+			err = nil
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
+}
+
+// handOver gives what the machine still has to delete to the connection's
+// janitor: nil if the janitor finished at once (the session is over),
+// Spec.CleanupPending otherwise.
+func (s *Shell[In, C]) handOver() error {
+	a, err := s.Do(context.Background(), s.spec.HandOver)
+	if err != nil {
+		return err // the actor stopped meanwhile: nothing is left to hand over
+	}
+	l, _ := a.Value.(Leftovers)
+	if len(l.Nodes)+len(l.Prefixes) == 0 {
+		return nil
+	}
+	select {
+	case <-HandOver(s.conn, l):
+		return nil
+	default:
+		return fmt.Errorf("%w: %d nodes and %d lost creates are deleted when the session reconnects",
+			s.spec.CleanupPending, len(l.Nodes), len(l.Prefixes))
+	}
 }
 
 // handle runs on the actor goroutine.

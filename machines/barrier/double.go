@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,8 +36,6 @@ type DoubleBarrier struct {
 	shell   *runtime.Shell[Input, Command]
 	node    atomic.Value // string: our member node's name, once entered
 
-	closeOnce sync.Once
-	closeErr  error
 }
 
 // Option configures a DoubleBarrier. A nil Option is ignored.
@@ -122,8 +119,12 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 			_, enter := call.(enterCall)
 			return enterRefused{}, enter && r.Err == nil
 		},
-		ErrorType: errorType,
-		Closed:    ErrClosed,
+		ErrorType:      errorType,
+		Closed:         ErrClosed,
+		Shutdown:       func(req uint64) Input { return shutdown{Req: req} },
+		HandOver:       func(req uint64) Input { return handover{Req: req} },
+		CloseTimeout:   o.closeTimeout,
+		CleanupPending: ErrCleanupPending,
 	})
 	return d, nil
 }
@@ -195,39 +196,7 @@ func (d *DoubleBarrier) call(ctx context.Context, name string, mk func(req uint6
 // Close leaves the barrier at once (our member node is deleted, waiting
 // at most WithCloseTimeout) and stops the member; a waiting Enter or Leave
 // returns ErrClosed, as every later call does.
-func (d *DoubleBarrier) Close() error {
-	d.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), d.o.closeTimeout)
-		_, err := d.shell.Do(ctx, func(req uint64) Input { return shutdown{Req: req} })
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = d.handOver()
-		}
-		d.shell.Stop()
-		if errors.Is(err, ErrClosed) {
-			err = nil
-		}
-		d.closeErr = err
-	})
-	return d.closeErr
-}
-
-func (d *DoubleBarrier) handOver() error {
-	a, err := d.shell.Do(context.Background(), func(req uint64) Input { return handover{Req: req} })
-	if err != nil {
-		return err
-	}
-	l, _ := a.Value.(runtime.Leftovers)
-	if len(l.Nodes) == 0 {
-		return nil
-	}
-	select {
-	case <-runtime.HandOver(d.conn, l):
-		return nil
-	default:
-		return fmt.Errorf("%w: %s is deleted when the session reconnects", ErrCleanupPending, l.Nodes[0])
-	}
-}
+func (d *DoubleBarrier) Close() error { return d.shell.Close() }
 
 func errorType(err error) string {
 	for _, c := range []struct {

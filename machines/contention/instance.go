@@ -51,9 +51,6 @@ type Instance struct {
 	errs  Errors
 	tel   *runtime.Telemetry
 	shell *runtime.Shell[Input, Command]
-
-	closeOnce sync.Once
-	closeErr  error // Close's result
 }
 
 // Result is a call's answer: the machine's reply, and for a grant its
@@ -114,8 +111,12 @@ func start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
 			_, acquire := call.(Acquire) // a grant that raced the caller's giving up is handed back
 			return cancelReq{Req: req}, acquire
 		},
-		ErrorType: m.cfg.Errors.errorType,
-		Closed:    m.cfg.Errors.Closed,
+		ErrorType:      m.cfg.Errors.errorType,
+		Closed:         m.cfg.Errors.Closed,
+		Shutdown:       func(req uint64) Input { return shutdown{Req: req} },
+		HandOver:       func(req uint64) Input { return handover{Req: req} },
+		CloseTimeout:   opts.CloseTimeout,
+		CleanupPending: m.cfg.Errors.CleanupPending,
 	})
 	return in
 }
@@ -163,39 +164,7 @@ func (in *Instance) Do(ctx context.Context, mk func(req uint64) Input) (Result, 
 // (runtime.HandOver), which deletes them when the same session is back,
 // and Close returns cfg.Errors.CleanupPending. Every later call returns
 // the first one's result.
-func (in *Instance) Close() error {
-	in.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), in.opts.CloseTimeout)
-		_, err := in.Do(ctx, func(req uint64) Input { return shutdown{Req: req} })
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = in.handOver()
-		}
-		in.shell.Stop()
-		if errors.Is(err, in.errs.Closed) {
-			err = nil // the connection is closed: its session's end removed our nodes
-		}
-		in.closeErr = err
-	})
-	return in.closeErr
-}
-
-// handOver takes what the machine still has to delete and gives it to the
-// connection's janitor. It returns nil if the janitor finished at once
-// (the session is over), cfg.Errors.CleanupPending otherwise.
-func (in *Instance) handOver() error {
-	r, err := in.Do(context.Background(), func(req uint64) Input { return handover{Req: req} })
-	if err != nil {
-		return err // the actor stopped meanwhile: nothing is left to hand over
-	}
-	select {
-	case <-runtime.HandOver(in.conn, r.Leftovers):
-		return nil
-	default:
-		return fmt.Errorf("%w: %d nodes and %d lost creates are deleted when the session reconnects",
-			in.errs.CleanupPending, len(r.Leftovers.Nodes), len(r.Leftovers.Prefixes))
-	}
-}
+func (in *Instance) Close() error { return in.shell.Close() }
 
 // shellMachine is the Machine as the runtime.Shell runs it: its output in
 // the shell's terms.
@@ -215,6 +184,9 @@ func (m shellMachine) shellOutput(out Output) runtime.Output[Command] {
 	}
 	for _, r := range out.Replies {
 		sr := runtime.Reply{Req: r.Req, Value: r, Err: r.Err}
+		if l := r.Leftovers; len(l.Nodes)+len(l.Prefixes) > 0 {
+			sr.Value = l // a handover's answer, for Shell.Close
+		}
 		if r.Granted {
 			sr.Grant = r.Grant.Term
 		}

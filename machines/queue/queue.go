@@ -91,8 +91,6 @@ type Queue struct {
 	sent  metric.Int64Counter // messaging.client.sent.messages
 	taken metric.Int64Counter // messaging.client.consumed.messages
 
-	closeOnce sync.Once
-	closeErr  error
 }
 
 // Option configures a Queue. A nil Option is ignored.
@@ -221,8 +219,12 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 			}
 			return refused{Taken: t}, true
 		},
-		ErrorType: errorType,
-		Closed:    ErrClosed,
+		ErrorType:      errorType,
+		Closed:         ErrClosed,
+		Shutdown:       func(req uint64) Input { return shutdown{Req: req} },
+		HandOver:       func(req uint64) Input { return handover{Req: req} },
+		CloseTimeout:   o.closeTimeout,
+		CleanupPending: ErrCleanupPending,
 	})
 	return q, nil
 }
@@ -377,36 +379,7 @@ func (q *Queue) Len(ctx context.Context) (int, error) {
 // back by then go to the connection, which deletes them when the same
 // session reconnects, and Close returns ErrCleanupPending. Every later
 // call returns the first one's result.
-func (q *Queue) Close() error {
-	q.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), q.o.closeTimeout)
-		_, err := q.shell.Do(ctx, func(req uint64) Input { return shutdown{Req: req} })
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = q.handOver()
-		}
-		q.shell.Stop()
-		if errors.Is(err, ErrClosed) {
-			err = nil // the connection is closed: its session's end removed our claims
-		}
-		q.closeErr = err
-	})
-	return q.closeErr
-}
-
-func (q *Queue) handOver() error {
-	a, err := q.shell.Do(context.Background(), func(req uint64) Input { return handover{Req: req} })
-	if err != nil {
-		return err
-	}
-	l := a.Value.(runtime.Leftovers)
-	select {
-	case <-runtime.HandOver(q.conn, l):
-		return nil
-	default:
-		return fmt.Errorf("%w: %d claims are deleted when the session reconnects", ErrCleanupPending, len(l.Nodes))
-	}
-}
+func (q *Queue) Close() error { return q.shell.Close() }
 
 func (q *Queue) fail(span trace.Span, err error) { runtime.Fail(span, err, errorType(err)) }
 
