@@ -29,7 +29,10 @@ type Transition struct {
 // a self-transition is success (looplab returns NoTransitionError), and no
 // callback runs inside looplab, so none can deadlock it. Not safe for
 // concurrent use: it belongs to one actor.
-type FSM struct{ f *fsm.FSM }
+type FSM struct {
+	f   *fsm.FSM
+	bug error // the first transition fired where it is not allowed
+}
 
 // NewFSM builds a machine in state initial over the states its machine
 // declares: initial and every state named in transitions must be one of
@@ -71,16 +74,27 @@ func (m *FSM) Current() events.State { return events.State(m.f.Current()) }
 // Can reports whether t is allowed in the current state.
 func (m *FSM) Can(t Trigger) bool { return m.f.Can(string(t)) }
 
-// Fire moves the machine by t. It fails, leaving the state as it was, when t
-// is not allowed in the current state.
+// Fire moves the machine by t. When t is not allowed in the current state
+// it leaves the state as it was and returns the error, which Bug keeps:
+// a machine fires only what its own code allows, so that is a bug in the
+// machine, never its input's doing, and its Shell reports it (Bug).
 func (m *FSM) Fire(t Trigger) error {
 	err := m.f.Event(context.Background(), string(t))
 	var none fsm.NoTransitionError
 	if err == nil || (errors.As(err, &none) && none.Err == nil) {
 		return nil
 	}
-	return fmt.Errorf("runtime: %s in state %s: %w", t, m.Current(), err)
+	err = fmt.Errorf("runtime: %s in state %s: %w", t, m.Current(), err)
+	if m.bug == nil {
+		m.bug = err
+	}
+	return err
 }
+
+// Bug is the first transition fired where it was not allowed (nil: none).
+// A machine that returns it from a Bug method of its own has it reported
+// by its Shell: a FAILED event carrying it, once.
+func (m *FSM) Bug() error { return m.bug }
 
 // Mermaid renders the machine as a Mermaid state diagram (sorted, so it is
 // stable enough for golden files).

@@ -20,12 +20,17 @@ import (
 type Command interface{ ID() uint64 }
 
 // Machine is a pure machine: (state, input) → (state, output), no I/O, no
-// goroutines, no clock. A Shell runs it.
+// goroutines, no clock. A Shell runs it. A machine that also has a method
+// Bug() error (its FSM's Bug) has an illegal transition reported by the
+// Shell as a FAILED event with the error, once.
 type Machine[In any, C Command] interface {
 	Start() Output[C]
 	Step(In) Output[C]
 	State() events.State
 }
+
+// buggy is a Machine that reports its illegal transitions (FSM.Bug).
+type buggy interface{ Bug() error }
 
 // Output is what one step of a machine produced.
 type Output[C Command] struct {
@@ -137,6 +142,7 @@ type Shell[In any, C Command] struct {
 	unsubscribe func()
 	closeOnce   sync.Once
 	closeErr    error // Close's result
+	bugShown    bool  // the machine's Bug was published
 
 	// Owned by the actor goroutine.
 	calls    map[uint64]*call[In]         // calls waiting for their answer
@@ -333,6 +339,11 @@ func (s *Shell[In, C]) handle(_ context.Context, msg message[In]) bool {
 // done.
 func (s *Shell[In, C]) settle(out Output[C]) bool {
 	s.state.Store(s.m.State())
+	if b, ok := s.m.(buggy); ok && !s.bugShown && b.Bug() != nil {
+		s.bugShown = true
+		out.Events = append(out.Events, events.Event{Type: events.Failed, State: s.m.State(),
+			Err: fmt.Errorf("%s: a bug in its machine: %w", s.spec.Recipe, b.Bug())})
+	}
 	s.apply(out)
 	return !out.Done
 }
