@@ -192,3 +192,54 @@ func TestLossClosesBeforeTheStepsRequests(t *testing.T) {
 		t.Fatal("the step's request went out before the ended grant's Loss closed")
 	}
 }
+
+// buggyProbe fires a transition its state does not allow when asked about
+// "/illegal": a bug in a machine, which its Shell reports as a FAILED
+// event, once.
+type buggyProbe struct {
+	*probeMachine
+	fsm *FSM
+}
+
+func (m buggyProbe) Bug() error { return m.fsm.Bug() }
+
+func (m buggyProbe) Step(in probeIn) Output[check] {
+	if a, ok := in.(ask); ok && a.path == "/illegal" {
+		_ = m.fsm.Fire("finish") // START has no finish
+		_ = m.fsm.Fire("finish")
+		return Output[check]{Replies: []Reply{{Req: a.req}}}
+	}
+	return m.probeMachine.Step(in)
+}
+
+func TestShellReportsAMachineBugOnce(t *testing.T) {
+	conn := sim.New().Connect()
+	defer conn.Close()
+	f, err := NewFSM([]events.State{events.StateStart, events.StateReady, events.StateStop}, events.StateStart,
+		[]Transition{{Trigger: "begin", From: []events.State{events.StateStart}, To: events.StateReady},
+			{Trigger: "finish", From: []events.State{events.StateReady}, To: events.StateStop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := Run[probeIn, check](conn, buggyProbe{&probeMachine{state: events.StateStart, waiting: map[uint64]uint64{}}, f},
+		Spec[probeIn, check]{Recipe: "probe", Path: "/", Instance: "p1", Closed: errProbeClosed,
+			Answers: func(probeIn) uint64 { return 0 }, Session: func(ev zk.SessionEvent) probeIn { return sessionChanged{ev.State} }})
+	defer sh.Stop()
+	sub := sh.Subscribe()
+	for range 2 {
+		if _, err := sh.Do(context.Background(), func(req uint64) probeIn { return ask{req: req, path: "/illegal"} }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh.Stop()
+	var failed []events.Event
+	for ev := range sub.C {
+		if ev.Type == events.Failed {
+			failed = append(failed, ev)
+		}
+	}
+	if len(failed) != 1 || failed[0].Err == nil || f.Bug() == nil {
+		t.Fatalf("FAILED events %+v (bug %v), want one carrying the illegal transition", failed, f.Bug())
+	}
+	t.Log(failed[0].Err)
+}
