@@ -13,6 +13,7 @@ type Bus struct {
 	mu     sync.Mutex
 	subs   map[*Subscription]struct{}
 	closed bool
+	start  *Event // the first START published: every later subscription gets it first
 }
 
 // NewBus returns an open bus.
@@ -50,8 +51,10 @@ type Subscription struct {
 	bus    *Bus
 }
 
-// Subscribe starts a subscription. Events published from now on are
-// delivered; a subscription made after the bus closed has C closed at once.
+// Subscribe starts a subscription. It gets the bus's START event first,
+// when one was published (so every subscriber learns, once, the recipe,
+// path and instance it follows), then the events published from now on;
+// a subscription made after the bus closed has C closed at once.
 func (b *Bus) Subscribe(opts ...SubscribeOption) *Subscription {
 	c := make(chan Event)
 	s := &Subscription{C: c, c: c, wake: make(chan struct{}, 1), done: make(chan struct{}), exited: make(chan struct{}), bus: b}
@@ -63,6 +66,9 @@ func (b *Bus) Subscribe(opts ...SubscribeOption) *Subscription {
 		s.ended = true
 	} else {
 		b.subs[s] = struct{}{}
+		if b.start != nil {
+			s.push(*b.start)
+		}
 	}
 	b.mu.Unlock()
 	go s.pump()
@@ -73,6 +79,9 @@ func (b *Bus) Subscribe(opts ...SubscribeOption) *Subscription {
 func (b *Bus) Publish(ev Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if ev.Type == Start && b.start == nil {
+		b.start = &ev
+	}
 	for s := range b.subs {
 		s.push(ev)
 	}

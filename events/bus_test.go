@@ -1,6 +1,7 @@
 package events
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -111,5 +112,24 @@ func TestPhaseNames(t *testing.T) {
 		if got := p.String(); got != name {
 			t.Errorf("Phase(%d) = %q, want %q", uint8(p), got, name)
 		}
+	}
+}
+
+// A subscription made after the START event gets it first, once, then
+// what is published from then on.
+func TestLateSubscriberGetsStartFirst(t *testing.T) {
+	b := NewBus()
+	b.Publish(Event{Type: Start, Instance: "a"})
+	b.Publish(Event{Type: OfferStart})
+	b.Publish(Event{Type: Start, Instance: "b"}) // not the first START: not kept
+	sub := b.Subscribe()
+	b.Publish(Event{Type: Lost})
+	b.Close()
+	var got []string
+	for ev := range sub.C {
+		got = append(got, ev.Type.String()+ev.Instance)
+	}
+	if want := []string{"STARTa", "LOST"}; !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
 	}
 }
