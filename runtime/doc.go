@@ -21,7 +21,10 @@
 // as events on the spans in progress, holds' durations, the lifecycle
 // events on a Bus with the
 // trace of the call that began the term, the session fan-out, and a Loss
-// per granted term, closed with its cause.
+// per granted term, closed with its cause. Close is every handle's Close:
+// the machine's shutdown within a timeout, then the hand-over of what it
+// still owes to the janitor; the first call's result on every later call.
+// A machine's illegal transition (FSM.Bug) is published as a FAILED event.
 //
 // HandOver gives a connection's janitor the nodes a closed recipe still
 // owed; it deletes them when the same session reconnects.
