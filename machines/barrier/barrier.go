@@ -33,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	zkrecipes "github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
@@ -47,7 +48,7 @@ const Version = "0.1.0"
 var (
 	// ErrInvalidOption: an option's or argument's value is out of range
 	// (members below 1, a nil option value). Nothing was sent.
-	ErrInvalidOption = errors.New("barrier: invalid option")
+	ErrInvalidOption = fmt.Errorf("barrier: %w", zkrecipes.ErrInvalidOption)
 	// ErrMembersMismatch: the double barrier's path records another
 	// member count than ours (another participant was made with another
 	// count). Nothing was created.
@@ -58,9 +59,9 @@ var (
 	ErrAlreadyEntered = errors.New("barrier: already entered")
 	// ErrSessionLost: the session ended while we were a member: our node
 	// is gone and we are counted out. Enter again to take part again.
-	ErrSessionLost = errors.New("barrier: session lost")
+	ErrSessionLost = fmt.Errorf("barrier: %w", zkrecipes.ErrSessionLost)
 	// ErrClosed: the handle or its connection is closed.
-	ErrClosed = errors.New("barrier: closed")
+	ErrClosed = fmt.Errorf("barrier: %w", zkrecipes.ErrClosed)
 )
 
 // Barrier is a barrier node: while it exists, Wait blocks. Its methods are
@@ -134,16 +135,7 @@ func (b *Barrier) Set(ctx context.Context) error {
 		// no_node (parents to make first) and node_exists (set already)
 		// are steps of Set, not failures.
 		ctx = runtime.Expect(ctx, zk.ErrNoNode, zk.ErrNodeExists)
-		_, err := b.rq.Create(ctx, b.path, nil, zk.ModePersistent)
-		if errors.Is(err, zk.ErrNoNode) {
-			if err = ensurePath(ctx, b.rq, zk.Parent(b.path)); err == nil {
-				_, err = b.rq.Create(ctx, b.path, nil, zk.ModePersistent)
-			}
-		}
-		if errors.Is(err, zk.ErrNodeExists) {
-			return nil
-		}
-		return err
+		return zk.EnsurePath(ctx, b.rq, b.path, zk.ModePersistent)
 	})
 }
 
@@ -227,22 +219,4 @@ func awaitConnected(ctx context.Context, conn zk.Conn) error {
 			return ctx.Err()
 		}
 	}
-}
-
-// ensurePath creates path and its missing parents as containers.
-func ensurePath(ctx context.Context, conn zk.Conn, path string) error {
-	if path == "/" {
-		return nil
-	}
-	_, err := conn.Create(ctx, path, nil, zk.ModeContainer)
-	if errors.Is(err, zk.ErrNoNode) {
-		if err = ensurePath(ctx, conn, zk.Parent(path)); err != nil {
-			return err
-		}
-		_, err = conn.Create(ctx, path, nil, zk.ModeContainer)
-	}
-	if errors.Is(err, zk.ErrNodeExists) {
-		return nil
-	}
-	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	zkrecipes "github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/machines/barrier"
 	"github.com/zkrecipes/zkrecipes/testkit"
@@ -100,4 +101,16 @@ func TestBarrierBadInput(t *testing.T) {
 			t.Errorf("nil conn: %v", err)
 		}
 	})
+}
+
+// The package's sentinels match the ones every recipe shares.
+func TestSentinelsMatchZkrecipes(t *testing.T) {
+	for _, c := range []struct{ ours, shared error }{
+		{barrier.ErrClosed, zkrecipes.ErrClosed}, {barrier.ErrSessionLost, zkrecipes.ErrSessionLost},
+		{barrier.ErrInvalidOption, zkrecipes.ErrInvalidOption}, {barrier.ErrCleanupPending, zkrecipes.ErrCleanupPending},
+	} {
+		if !errors.Is(c.ours, c.shared) {
+			t.Errorf("%v does not match %v", c.ours, c.shared)
+		}
+	}
 }

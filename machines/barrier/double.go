@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	zkrecipes "github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/runtime"
@@ -21,7 +22,7 @@ import (
 // ErrCleanupPending: Close could not delete our member node in time (the
 // connection is down); the connection deletes it once the same session is
 // back, and the server once the session ends.
-var ErrCleanupPending = errors.New("barrier: cleanup pending")
+var ErrCleanupPending = fmt.Errorf("barrier: %w", zkrecipes.ErrCleanupPending)
 
 // DoubleBarrier is one member of a double barrier. Its methods are safe
 // for concurrent use; one Enter or Leave runs at a time.
@@ -205,12 +206,10 @@ func errorType(err error) string {
 	}{
 		{ErrMembersMismatch, "members_mismatch"}, {ErrNotEntered, "not_entered"}, {ErrAlreadyEntered, "already_entered"},
 		{ErrSessionLost, "session_lost"}, {ErrClosed, "closed"}, {ErrCleanupPending, "cleanup_pending"},
-		{context.Canceled, "canceled"}, {context.DeadlineExceeded, "deadline_exceeded"},
-		{zk.ErrConnectionLoss, "connection_loss"}, {zk.ErrSessionExpired, "session_expired"}, {zk.ErrClosed, "closed"},
 	} {
 		if errors.Is(err, c.err) {
 			return c.name
 		}
 	}
-	return "_OTHER"
+	return runtime.ZKErrorType(err)
 }

@@ -247,7 +247,7 @@ func (d *DoubleBarrier) join(ctx context.Context, name string, withReady bool) (
 // createPath creates the barrier's path, as a container that records the
 // member count, and its missing parents.
 func (d *DoubleBarrier) createPath(ctx context.Context) error {
-	if err := ensurePath(ctx, d.conn, zk.Parent(d.path)); err != nil {
+	if err := zk.EnsurePath(ctx, d.conn, zk.Parent(d.path), zk.ModeContainer); err != nil {
 		return err
 	}
 	_, err := d.conn.Create(ctx, d.path, []byte(strconv.Itoa(d.members)), zk.ModeContainer)

@@ -104,6 +104,10 @@ func NewMachine(cfg Config) (*Machine, error) {
 // State is the machine's state.
 func (m *Machine) State() events.State { return m.fsm.Current() }
 
+// Bug is the first illegal transition the machine fired (nil: none): its
+// Shell reports it as a FAILED event.
+func (m *Machine) Bug() error { return m.fsm.Bug() }
+
 // Mermaid renders the machine's states as a Mermaid diagram.
 func (m *Machine) Mermaid() string { return m.fsm.Mermaid() }
 
@@ -232,7 +236,7 @@ func (m *Machine) Step(in Input) out {
 			break
 		}
 		m.phase, m.member, m.deleted = outside, false, false
-		_ = m.fsm.Fire(trOut)
+		m.fsm.Fire(trOut)
 		m.event(&o, events.Left, nil)
 		m.answer(&o, nil)
 	}
@@ -251,7 +255,7 @@ func (m *Machine) enter(o *out, req uint64) {
 	}
 	m.phase, m.req, m.stale, m.lost, m.opened = entering, req, 0, false, false
 	m.newName()
-	_ = m.fsm.Fire(trEnter)
+	m.fsm.Fire(trEnter)
 	m.probe(o)
 }
 
@@ -321,7 +325,7 @@ func (m *Machine) joined(o *out, i joined) {
 		m.deleteOurs(o)
 		return
 	}
-	_ = m.fsm.Fire(trJoined)
+	m.fsm.Fire(trJoined)
 	switch {
 	case i.ReadyCreated:
 		m.entered(o)
@@ -395,7 +399,7 @@ func (m *Machine) newName() {
 
 func (m *Machine) entered(o *out) {
 	m.phase, m.step, m.watch = inside, 0, 0
-	_ = m.fsm.Fire(trEntered)
+	m.fsm.Fire(trEntered)
 	m.event(o, events.Entered, nil)
 	req := m.req
 	m.req = 0
@@ -409,7 +413,7 @@ func (m *Machine) leave(o *out, req uint64) {
 		return
 	case m.lost && m.phase == outside:
 		m.lost = false
-		_ = m.fsm.Fire(trOut)
+		m.fsm.Fire(trOut)
 		m.reply(o, req, nil, ErrSessionLost)
 		return
 	case m.phase != inside:
@@ -417,7 +421,7 @@ func (m *Machine) leave(o *out, req uint64) {
 		return
 	}
 	m.phase, m.req, m.deleted, m.round, m.relist, m.synced = leaving, req, false, nil, false, false
-	_ = m.fsm.Fire(trLeave)
+	m.fsm.Fire(trLeave)
 	m.list(o)
 }
 
@@ -532,7 +536,7 @@ func (m *Machine) getOut(o *out) {
 		m.deleteOurs(o)
 	}
 	m.phase, m.step, m.watch = outside, 0, 0
-	_ = m.fsm.Fire(trOut)
+	m.fsm.Fire(trOut)
 }
 
 // fail ends the call in progress with err, leaving the round.
@@ -587,7 +591,7 @@ func (m *Machine) countedOut(o *out) {
 	m.phase, m.member, m.deleted, m.joining, m.step, m.watch = outside, false, false, false, 0, 0
 	if wasMember {
 		m.lost = req == 0
-		_ = m.fsm.Fire(trLost)
+		m.fsm.Fire(trLost)
 		m.event(o, events.Lost, ErrSessionLost)
 	}
 	m.reply(o, req, nil, ErrSessionLost)
@@ -633,7 +637,7 @@ func (m *Machine) finish(o *out) {
 		return
 	}
 	m.stopped = true
-	_ = m.fsm.Fire(trStopped)
+	m.fsm.Fire(trStopped)
 	m.event(o, events.StopComplete, nil)
 	o.Done = true
 }

@@ -35,6 +35,11 @@ func newTranscript(t *testing.T, members int) *transcript {
 		},
 	}}
 	golden.Record(tr.Transcript, "(start)", m.Start())
+	t.Cleanup(func() {
+		if err := m.Bug(); err != nil {
+			t.Errorf("an illegal transition: %v", err)
+		}
+	})
 	return tr
 }
 
