@@ -29,7 +29,7 @@ func TestProgramsLinkNoTesting(t *testing.T) {
 			return p != "testing" && !strings.HasPrefix(p, "go.uber.org/goleak")
 		})
 	}
-	if bad := forbidden(deps("cmd/demo", "cmd/zkbench", "testkit/sim", "testkit/proxy", "testkit/fault")); len(bad) > 0 {
+	if bad := forbidden(deps("cmd/demo", "cmd/zkbench", "cmd/zkr", "testkit/sim", "testkit/proxy", "testkit/fault", "testkit/zkserver")); len(bad) > 0 {
 		t.Fatalf("the programs or testkit's program packages link %v", bad)
 	}
 	if got := forbidden(deps("testkit")); !slices.Contains(got, "testing") || !slices.Contains(got, "go.uber.org/goleak") {

@@ -74,8 +74,9 @@
 // RestartEmpty, which avoids a sync that ZooKeeper 3.8.0 can get wrong
 // after a kill). A server is usually ready within a second, an ensemble
 // within one or two.
-// LaunchServer and LaunchEnsemble do the same for programs (the demo,
-// benchmarks).
+// Both are built on package testkit/zkserver, which links no testing
+// package: programs (zkr server, benchmarks) use its Launch and
+// LaunchEnsemble.
 //
 // Test servers run with a 200 ms tick, so sessions can be as short as
 // 400 ms (two ticks; 1–2 s is a good choice) and expire at most one tick

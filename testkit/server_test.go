@@ -1,9 +1,6 @@
 package testkit
 
 import (
-	"context"
-	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -51,42 +48,6 @@ func TestStartServerStopStart(t *testing.T) {
 	t.Logf("reconnected %v after the restart", time.Since(t0))
 	if data, _, err := c.Get(ctx, "/e"); err != nil || string(data) != "kept" {
 		t.Fatalf("after the restart Get = %q, %v", data, err)
-	}
-}
-
-func TestLaunchServer(t *testing.T) {
-	s, err := LaunchServer(t.Context(), WithForceSync(true), WithTickTime(100*time.Millisecond), WithHeap("64m"))
-	if err != nil {
-		failOrSkip(t, err)
-	}
-	dir := s.proc.dir
-	cfg, err := os.ReadFile(s.proc.cfgPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range []string{"tickTime=100", "forceSync=yes", "minSessionTimeout=200"} {
-		if !strings.Contains(string(cfg), line+"\n") {
-			t.Errorf("zoo.cfg lacks %q:\n%s", line, cfg)
-		}
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Fatalf("data dir %s still there after Close: %v", dir, err)
-	}
-}
-
-func TestStartTimeout(t *testing.T) {
-	_, err := LaunchServer(t.Context(), WithStartTimeout(time.Millisecond))
-	if errors.Is(err, ErrNotInstalled) {
-		failOrSkip(t, err)
-	}
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("LaunchServer with a 1 ms start timeout: %v", err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/testkit/proxy"
+	"github.com/zkrecipes/zkrecipes/testkit/zkserver"
 )
 
 // ForEachTarget runs fn once per Target, each as a subtest named after it:
@@ -66,17 +67,8 @@ func sharedServer(t testing.TB) *Server {
 }
 
 func startSharedServer() (*Server, error) {
-	cfg := newServerConfig([]ServerOption{WithContainerCheckInterval(200 * time.Millisecond)})
-	cfg.quickJIT = true
-	dir, err := os.MkdirTemp("", "zkrecipes-zk-")
-	if err != nil {
-		return nil, err
-	}
-	s, err := launchServer(context.Background(), dir, true, cfg)
-	if err != nil {
-		os.RemoveAll(dir)
-	}
-	return s, err
+	return zkserver.Launch(context.Background(), zkserver.WithQuickJIT(true),
+		zkserver.WithContainerCheckInterval(200*time.Millisecond))
 }
 
 // stopSharedServer stops the shared server if one was started, first

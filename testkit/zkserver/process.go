@@ -1,4 +1,4 @@
-package testkit
+package zkserver
 
 import (
 	"bytes"
@@ -26,10 +26,10 @@ var zkClassPath = []string{
 
 const zkMainClass = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
-// ErrNotInstalled is returned by LaunchServer and LaunchEnsemble when java or
-// the ZooKeeper jars are missing. StartServer and StartEnsemble skip the test
-// on it unless the environment sets ZK_REQUIRED=1.
-var ErrNotInstalled = errors.New("testkit: ZooKeeper is not installed " +
+// ErrNotInstalled is returned by Launch and LaunchEnsemble when java or
+// the ZooKeeper jars are missing. testkit's StartServer and StartEnsemble skip
+// the test on it unless the environment sets ZK_REQUIRED=1.
+var ErrNotInstalled = errors.New("zkserver: ZooKeeper is not installed " +
 	"(need java and /usr/share/java/zookeeper.jar; install with " +
 	"`apt-get install --no-install-recommends libzookeeper-java default-jre-headless`)")
 
@@ -66,7 +66,7 @@ func (p *zkProcess) logPath() string { return filepath.Join(p.dir, "zk.log") }
 
 // writeConfig writes zoo.cfg. servers are the "server.N=..." lines of an
 // ensemble (none for a standalone server); myid is then this node's N.
-func (p *zkProcess) writeConfig(cfg serverConfig, clientPort, myid int, servers []string) error {
+func (p *zkProcess) writeConfig(cfg config, clientPort, myid int, servers []string) error {
 	data := filepath.Join(p.dir, "data")
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return err
@@ -96,7 +96,7 @@ func (p *zkProcess) writeConfig(cfg serverConfig, clientPort, myid int, servers 
 }
 
 // jvmArguments are the java arguments for cfg, without the config file.
-func jvmArguments(cfg serverConfig) []string {
+func jvmArguments(cfg config) []string {
 	args := []string{
 		"-Xms32m", "-Xmx" + cfg.heap, "-XX:+UseSerialGC",
 		"-XX:-UsePerfData", "-Djava.net.preferIPv4Stack=true",
@@ -116,7 +116,7 @@ func jvmArguments(cfg serverConfig) []string {
 
 // start launches the JVM. The child gets its own process group and, on
 // Linux, SIGKILL when this process dies, so no server outlives a crashed or
-// timed-out test binary.
+// timed-out program or test binary.
 func (p *zkProcess) start(java string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -124,21 +124,21 @@ func (p *zkProcess) start(java string) error {
 		select {
 		case <-p.done:
 		default:
-			return fmt.Errorf("testkit: %s is already running", p.name)
+			return fmt.Errorf("zkserver: %s is already running", p.name)
 		}
 	}
 	logf, err := os.OpenFile(p.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(logf, "==== testkit: starting %s at %s\n", p.name, time.Now().Format(time.RFC3339Nano))
+	fmt.Fprintf(logf, "==== zkserver: starting %s at %s\n", p.name, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(java, append(append([]string(nil), p.jvmArgs...), p.cfgPath())...)
 	cmd.Dir = p.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return fmt.Errorf("testkit: start %s: %w", p.name, err)
+		return fmt.Errorf("zkserver: start %s: %w", p.name, err)
 	}
 	done := make(chan struct{})
 	p.cmd, p.done, p.want = cmd, done, true
@@ -197,9 +197,9 @@ func (p *zkProcess) waitServing(ctx context.Context) (string, error) {
 		}
 		select {
 		case <-exited:
-			return "", fmt.Errorf("testkit: %s exited while starting; log tail:\n%s", p.name, p.logTail(30))
+			return "", fmt.Errorf("zkserver: %s exited while starting; log tail:\n%s", p.name, p.logTail(30))
 		case <-ctx.Done():
-			return "", fmt.Errorf("testkit: %s not serving on %s: %w; log tail:\n%s", p.name, p.addr, ctx.Err(), p.logTail(30))
+			return "", fmt.Errorf("zkserver: %s not serving on %s: %w; log tail:\n%s", p.name, p.addr, ctx.Err(), p.logTail(30))
 		case <-tick.C:
 		}
 	}
@@ -271,7 +271,7 @@ func srvrField(ctx context.Context, addr, name string) (string, error) {
 			return strings.TrimSpace(v), nil
 		}
 	}
-	return "", fmt.Errorf("testkit: %s is not serving: %q", addr, strings.TrimSpace(reply))
+	return "", fmt.Errorf("zkserver: %s is not serving: %q", addr, strings.TrimSpace(reply))
 }
 
 // FourLetterWord sends one of ZooKeeper's four-letter words ("srvr", "stat",
@@ -297,7 +297,7 @@ func FourLetterWord(ctx context.Context, addr, word string) (string, error) {
 	}
 	var b bytes.Buffer
 	if _, err := b.ReadFrom(c); err != nil {
-		return "", fmt.Errorf("testkit: %s %s: %w", addr, word, err)
+		return "", fmt.Errorf("zkserver: %s %s: %w", addr, word, err)
 	}
 	return b.String(), nil
 }

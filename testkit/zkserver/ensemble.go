@@ -1,4 +1,4 @@
-package testkit
+package zkserver
 
 import (
 	"context"
@@ -9,8 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
+
+	"github.com/zkrecipes/zkrecipes"
 )
 
 // ensembleSize is the number of servers in an Ensemble: the smallest that
@@ -21,63 +22,34 @@ const ensembleSize = 3
 // JVM with its own client, quorum and election ports. Servers are numbered
 // 0, 1, 2 (ZooKeeper's myid is the number plus one).
 type Ensemble struct {
-	nodes  []*zkProcess
-	java   string
-	cfg    serverConfig
-	dir    string
-	ownDir bool
+	nodes []*zkProcess
+	java  string
+	cfg   config
+	dir   string
 
 	closeMu sync.Mutex
 	closed  bool
 }
 
-// StartEnsemble starts a 3-server ensemble for the test and stops it when
-// the test ends, printing the tail of each server's log if the test failed.
-// It returns once every server serves and one of them leads (usually within
-// 1.5–2 s). Like StartServer it skips the test when ZooKeeper is not
-// installed, unless ZK_REQUIRED=1.
-func StartEnsemble(t testing.TB, opts ...ServerOption) *Ensemble {
-	t.Helper()
-	cfg := newServerConfig(opts)
-	cfg.quickJIT = true
-	e, err := launchEnsemble(t.Context(), t.TempDir(), false, cfg)
-	if err != nil {
-		failOrSkip(t, err)
+// LaunchEnsemble starts a 3-server ensemble and returns once it serves.
+// Close stops it and removes its data. WithPort and WithDataDir are
+// refused: an ensemble has several ports and directories.
+func LaunchEnsemble(ctx context.Context, opts ...Option) (*Ensemble, error) {
+	cfg := newConfig(opts)
+	if cfg.port != 0 || cfg.dataDir != "" {
+		return nil, fmt.Errorf("zkserver: WithPort and WithDataDir are for a standalone server: %w", zkrecipes.ErrInvalidOption)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for i, addr := range e.Addrs() {
-				t.Logf("ZooKeeper ensemble server %d (%s) log tail:\n%s", i, addr, e.LogTail(i, 25))
-			}
-		}
-		e.Close()
-	})
-	return e
-}
-
-// LaunchEnsemble starts a 3-server ensemble for a program and returns once
-// it serves. Close stops it and removes its data.
-func LaunchEnsemble(ctx context.Context, opts ...ServerOption) (*Ensemble, error) {
-	dir, err := os.MkdirTemp("", "zkrecipes-zk3-")
-	if err != nil {
-		return nil, err
-	}
-	e, err := launchEnsemble(ctx, dir, true, newServerConfig(opts))
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	return e, nil
-}
-
-func launchEnsemble(ctx context.Context, dir string, ownDir bool, cfg serverConfig) (*Ensemble, error) {
 	java, err := findJava()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "zkrecipes-zk3-")
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
 	defer cancel()
-	e := &Ensemble{java: java, cfg: cfg, dir: dir, ownDir: ownDir}
+	e := &Ensemble{java: java, cfg: cfg, dir: dir}
 	for i := range ensembleSize {
 		e.nodes = append(e.nodes, &zkProcess{
 			name:    fmt.Sprintf("ensemble server %d", i),
@@ -96,6 +68,7 @@ func launchEnsemble(ctx context.Context, dir string, ownDir bool, cfg serverConf
 			bindFailed = bindFailed || n.bindFailed()
 		}
 		if attempt == 3 || !bindFailed {
+			e.Close()
 			return nil, err
 		}
 		for _, n := range e.nodes {
@@ -180,7 +153,7 @@ func (e *Ensemble) RestartEmpty(ctx context.Context, i int) error {
 		return err
 	}
 	if n.wanted() {
-		return fmt.Errorf("testkit: server %d is running: Kill it first", i)
+		return fmt.Errorf("zkserver: server %d is running: Kill it first", i)
 	}
 	if err := os.RemoveAll(filepath.Join(n.dir, "data", "version-2")); err != nil {
 		return err
@@ -199,7 +172,7 @@ func (e *Ensemble) Leader(ctx context.Context) (int, error) {
 			return i, nil
 		}
 	}
-	return -1, errors.New("testkit: the ensemble has no leader")
+	return -1, errors.New("zkserver: the ensemble has no leader")
 }
 
 // WaitServing waits until every server that should run (all but those
@@ -217,7 +190,7 @@ func (e *Ensemble) WaitServing(ctx context.Context) error {
 			}
 			select {
 			case <-n.exited():
-				return fmt.Errorf("testkit: %s exited by itself; log tail:\n%s", n.name, n.logTail(30))
+				return fmt.Errorf("zkserver: %s exited by itself; log tail:\n%s", n.name, n.logTail(30))
 			default:
 			}
 			mode, err := serverMode(ctx, n.addr)
@@ -237,7 +210,7 @@ func (e *Ensemble) WaitServing(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("testkit: ensemble not serving: %w (last: %v)", ctx.Err(), last)
+			return fmt.Errorf("zkserver: ensemble not serving: %w (last: %v)", ctx.Err(), last)
 		case <-tick.C:
 		}
 	}
@@ -280,7 +253,7 @@ func (e *Ensemble) WaitSynced(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("testkit: %s has not caught up with zxid %#x: %w", behind, target, ctx.Err())
+			return fmt.Errorf("zkserver: %s has not caught up with zxid %#x: %w", behind, target, ctx.Err())
 		case <-tick.C:
 		}
 	}
@@ -323,8 +296,7 @@ func (e *Ensemble) LogTail(i, n int) string {
 	return e.nodes[i].logTail(n)
 }
 
-// Close kills every server and, for an ensemble started by LaunchEnsemble,
-// removes its data. It is idempotent.
+// Close kills every server and removes their data. It is idempotent.
 func (e *Ensemble) Close() error {
 	e.closeMu.Lock()
 	defer e.closeMu.Unlock()
@@ -335,15 +307,12 @@ func (e *Ensemble) Close() error {
 	for _, n := range e.nodes {
 		n.kill()
 	}
-	if e.ownDir {
-		return os.RemoveAll(e.dir)
-	}
-	return nil
+	return os.RemoveAll(e.dir)
 }
 
 func (e *Ensemble) node(i int) (*zkProcess, error) {
 	if i < 0 || i >= len(e.nodes) {
-		return nil, fmt.Errorf("testkit: no ensemble server %d (have 0..%d)", i, len(e.nodes)-1)
+		return nil, fmt.Errorf("zkserver: no ensemble server %d (have 0..%d)", i, len(e.nodes)-1)
 	}
 	return e.nodes[i], nil
 }

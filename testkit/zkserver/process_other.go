@@ -1,6 +1,6 @@
 //go:build !linux
 
-package testkit
+package zkserver
 
 import "syscall"
 
