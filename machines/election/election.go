@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	zkrecipes "github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/contention"
@@ -30,27 +32,28 @@ const (
 
 var markers = []string{latchMarker, selectorMarker}
 
-// Errors of the election. Match them with errors.Is.
+// Errors of the election. Match them with errors.Is; those of the same
+// name in the root package zkrecipes match them too.
 var (
 	// ErrSessionLost: the session expired (or was replaced) while
 	// campaigning or leading.
-	ErrSessionLost = errors.New("election: session lost")
+	ErrSessionLost = fmt.Errorf("election: %w", zkrecipes.ErrSessionLost)
 	// ErrSuspended: the connection was lost while leading, which ends the
 	// term under the default policy.
-	ErrSuspended = errors.New("election: connection suspended")
+	ErrSuspended = fmt.Errorf("election: %w", zkrecipes.ErrSuspended)
 	// ErrNodeDeleted: our election node was deleted by someone else.
-	ErrNodeDeleted = errors.New("election: election node deleted by another client")
+	ErrNodeDeleted = fmt.Errorf("election: election %w by another client", zkrecipes.ErrNodeDeleted)
 	// ErrClosed: the Election, or its connection, is closed (or nil).
-	ErrClosed = errors.New("election: closed")
+	ErrClosed = fmt.Errorf("election: %w", zkrecipes.ErrClosed)
 	// ErrResigned: the term ended by Resign, or by Run's function returning
 	// (Term.Err).
 	ErrResigned = errors.New("election: resigned")
 	// ErrCleanupPending: Close could not delete our node within its close
 	// timeout (the connection is down). The connection deletes it when the
 	// same session reconnects, or the session's end does.
-	ErrCleanupPending = errors.New("election: cleanup pending")
+	ErrCleanupPending = fmt.Errorf("election: %w", zkrecipes.ErrCleanupPending)
 	// ErrInvalidOption: New refused an option's value.
-	ErrInvalidOption = errors.New("election: invalid option")
+	ErrInvalidOption = fmt.Errorf("election: %w", zkrecipes.ErrInvalidOption)
 	errNotLeading    = errors.New("election: not leading")
 )
 

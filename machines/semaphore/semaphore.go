@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	zkrecipes "github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/contention"
@@ -34,33 +35,34 @@ const Marker = "lease-"
 // Curator's InterProcessSemaphoreV2 layout.
 func LeasesDir(path string) string { return zk.Join(path, "leases") }
 
-// Errors of the semaphore. Match them with errors.Is.
+// Errors of the semaphore. Match them with errors.Is; those of the same
+// name in the root package zkrecipes match them too.
 var (
 	// ErrSessionLost: the session expired (or was replaced) while acquiring
 	// or holding; the lease is gone.
-	ErrSessionLost = errors.New("semaphore: session lost")
+	ErrSessionLost = fmt.Errorf("semaphore: %w", zkrecipes.ErrSessionLost)
 	// ErrSuspended: the connection was lost while holding, and the
 	// semaphore counts that as losing the lease (the default policy).
-	ErrSuspended = errors.New("semaphore: connection suspended")
+	ErrSuspended = fmt.Errorf("semaphore: %w", zkrecipes.ErrSuspended)
 	// ErrNodeDeleted: our lease node was deleted by someone else.
-	ErrNodeDeleted = errors.New("semaphore: lease node deleted by another client")
+	ErrNodeDeleted = fmt.Errorf("semaphore: lease %w by another client", zkrecipes.ErrNodeDeleted)
 	// ErrNotHeld: Release of a lease that is no longer held (released
 	// already, or lost).
 	ErrNotHeld = errors.New("semaphore: lease not held")
 	// ErrClosed: the Semaphore, or its connection, is closed (or the
 	// connection is nil).
-	ErrClosed = errors.New("semaphore: closed")
+	ErrClosed = fmt.Errorf("semaphore: %w", zkrecipes.ErrClosed)
 	// ErrReleased: the lease ended by Release (Lease.Err).
 	ErrReleased = errors.New("semaphore: released")
 	// ErrCleanupPending: Close could not delete the semaphore's nodes
 	// within its close timeout (the connection is down). The connection
 	// deletes them when the same session reconnects, or the session's end
 	// does.
-	ErrCleanupPending = errors.New("semaphore: cleanup pending")
+	ErrCleanupPending = fmt.Errorf("semaphore: %w", zkrecipes.ErrCleanupPending)
 	// ErrInvalidOption: New refused an argument or an option's value:
 	// maxLeases below 1, a close timeout that is not positive; and
 	// AcquireN refused its n (below 1 or above maxLeases).
-	ErrInvalidOption = errors.New("semaphore: invalid option")
+	ErrInvalidOption = fmt.Errorf("semaphore: %w", zkrecipes.ErrInvalidOption)
 	// ErrMaxLeasesMismatch: the semaphore's path records another
 	// maxLeases than ours (its data, in decimal). Nothing was created.
 	ErrMaxLeasesMismatch = errors.New("semaphore: maxLeases mismatch")
@@ -324,29 +326,10 @@ func (s *Semaphore) check(ctx context.Context) error {
 func (s *Semaphore) record(ctx context.Context, data []byte) error {
 	_, err := s.rq.Create(ctx, s.path, data, zk.ModePersistent)
 	if errors.Is(err, zk.ErrNoNode) {
-		if err = ensureDir(ctx, s.rq, zk.Parent(s.path)); err != nil {
+		if err = zk.EnsurePath(ctx, s.rq, zk.Parent(s.path), zk.ModeContainer); err != nil {
 			return err
 		}
 		_, err = s.rq.Create(ctx, s.path, data, zk.ModePersistent)
-	}
-	return err
-}
-
-// ensureDir creates path and its missing ancestors as container nodes
-// (persistent where the server has no containers), as the contention
-// engine makes its directories.
-func ensureDir(ctx context.Context, conn zk.Conn, path string) error {
-	if path == "/" {
-		return nil
-	}
-	_, err := conn.Create(ctx, path, nil, zk.ModeContainer)
-	if errors.Is(err, zk.ErrNoNode) {
-		if err = ensureDir(ctx, conn, zk.Parent(path)); err == nil {
-			_, err = conn.Create(ctx, path, nil, zk.ModeContainer)
-		}
-	}
-	if errors.Is(err, zk.ErrNodeExists) {
-		return nil
 	}
 	return err
 }
