@@ -260,10 +260,11 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 		case errors.Is(err, zk.ErrNoNode) && !ensured:
 			// A registered participant has its inbox already; the
 			// transactions' directory is made by the first Propose.
-			err := ensurePath(ctx, c.rq, c.p.txs())
+			ectx := runtime.Expect(ctx, zk.ErrNoNode, zk.ErrNodeExists)
+			err := zk.EnsurePath(ectx, c.rq, c.p.txs(), zk.ModePersistent)
 			for _, id := range participants {
 				if err == nil {
-					err = ensurePath(ctx, c.rq, c.p.inbox(id))
+					err = zk.EnsurePath(ectx, c.rq, c.p.inbox(id), zk.ModePersistent)
 				}
 			}
 			if err == nil {

@@ -42,7 +42,7 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 			r.Err = do(ctx, "children", list)
 			if errors.Is(r.Err, zk.ErrNoNode) {
 				// Made once: a create, even one that finds the node, is a write.
-				if r.Err = do(ctx, "create", func(ctx context.Context) error { return ensurePath(ctx, conn, inbox) }); r.Err == nil {
+				if r.Err = do(ctx, "create", func(ctx context.Context) error { return zk.EnsurePath(ctx, conn, inbox, zk.ModePersistent) }); r.Err == nil {
 					r.Err = do(ctx, "children", list)
 				}
 			}
@@ -300,12 +300,8 @@ func awaitWatch(ctx context.Context, w <-chan zk.WatchEvent, mk func(zk.EventTyp
 // old session of ours still has, and watches it.
 func (p *Participant) register(ctx context.Context) (<-chan zk.WatchEvent, error) {
 	path := p.p.participant(p.id)
-	if err := ensurePath(ctx, p.conn, p.p.participants()); err != nil {
-		return nil, err
-	}
 	for range 3 {
-		_, err := p.conn.Create(ctx, path, nil, zk.ModeEphemeral)
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		if err := zk.EnsurePath(ctx, p.conn, path, zk.ModeEphemeral); err != nil {
 			return nil, err
 		}
 		_, ok, w, err := p.conn.ExistsW(ctx, path)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/machines/twophase"
 	"github.com/zkrecipes/zkrecipes/testkit"
@@ -191,4 +192,16 @@ func TestCloseDuringPropose(t *testing.T) {
 			t.Errorf("a saw %+v", o)
 		}
 	})
+}
+
+// The package's sentinels match the ones every recipe shares.
+func TestSharedSentinels(t *testing.T) {
+	for _, c := range []struct{ err, shared error }{
+		{twophase.ErrClosed, zkrecipes.ErrClosed},
+		{twophase.ErrInvalidOption, zkrecipes.ErrInvalidOption},
+	} {
+		if !errors.Is(c.err, c.shared) {
+			t.Errorf("%v does not match %v", c.err, c.shared)
+		}
+	}
 }

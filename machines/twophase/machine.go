@@ -111,6 +111,10 @@ func NewMachine(cfg Config) (*Machine, error) {
 // State is the machine's state.
 func (m *Machine) State() events.State { return m.fsm.Current() }
 
+// Bug is the machine's first illegal transition (nil: none); its Shell
+// reports it.
+func (m *Machine) Bug() error { return m.fsm.Bug() }
+
 // Mermaid renders the machine's states as a Mermaid diagram.
 func (m *Machine) Mermaid() string { return m.fsm.Mermaid() }
 
@@ -315,7 +319,7 @@ func (m *Machine) settle() {
 	default:
 		tr = trIdle
 	}
-	_ = m.fsm.Fire(tr)
+	m.fsm.Fire(tr)
 }
 
 func (m *Machine) sessionChange(o *out, i sessionChange) {

@@ -162,19 +162,10 @@ func (p *Participant) Serve(ctx context.Context) error {
 }
 
 func errorType(err error) string {
-	for _, c := range []struct {
-		err  error
-		name string
-	}{
-		{ErrClosed, "closed"}, {context.Canceled, "canceled"}, {context.DeadlineExceeded, "deadline_exceeded"},
-		{zk.ErrConnectionLoss, "connection_loss"}, {zk.ErrSessionExpired, "session_expired"}, {zk.ErrClosed, "closed"},
-		{zk.ErrNoNode, "no_node"}, {zk.ErrNodeExists, "node_exists"},
-	} {
-		if errors.Is(err, c.err) {
-			return c.name
-		}
+	if errors.Is(err, ErrClosed) {
+		return "closed"
 	}
-	return "_OTHER"
+	return runtime.ZKErrorType(err)
 }
 
 // WaitRegistered waits until every participant of ids is registered under

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
 
@@ -36,13 +37,14 @@ var (
 	ErrNilHandler = errors.New("twophase: nil handler")
 	// ErrTxExists: a transaction with this id already exists.
 	ErrTxExists = errors.New("twophase: transaction exists")
-	// ErrInvalidOption: an option's value was refused.
-	ErrInvalidOption = errors.New("twophase: invalid option")
+	// ErrInvalidOption: an option's value was refused, or the option is
+	// not one the constructor can use.
+	ErrInvalidOption = fmt.Errorf("twophase: %w", zkrecipes.ErrInvalidOption)
 	// ErrServing: Serve was called while the participant is already
 	// serving.
 	ErrServing = errors.New("twophase: already serving")
 	// ErrClosed: the handle is closed, or its connection is nil.
-	ErrClosed = errors.New("twophase: closed")
+	ErrClosed = fmt.Errorf("twophase: %w", zkrecipes.ErrClosed)
 )
 
 // Abort reasons the package itself gives.
@@ -207,23 +209,6 @@ func decodeTx(b []byte) (txData, error) {
 	var d txData
 	err := json.Unmarshal(b, &d)
 	return d, err
-}
-
-// ensurePath creates path and its missing parents as persistent nodes.
-func ensurePath(ctx context.Context, conn zk.Conn, path string) error {
-	if _, ok, err := conn.Exists(ctx, path); err != nil || ok {
-		return err
-	}
-	if parent := zk.Parent(path); parent != "/" {
-		if err := ensurePath(ctx, conn, parent); err != nil {
-			return err
-		}
-	}
-	_, err := conn.Create(ctx, path, nil, zk.ModePersistent)
-	if errors.Is(err, zk.ErrNodeExists) {
-		return nil
-	}
-	return err
 }
 
 // deleteTx deletes a finished transaction: its node, its votes and

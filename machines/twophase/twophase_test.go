@@ -400,3 +400,36 @@ func TestDecisionReadFromAServerBehindItsEvent(t *testing.T) {
 		}
 	})
 }
+
+// The directories that are emptied in normal use stay: the transactions'
+// and each participant's inbox are persistent (a coordinator's multi
+// creates in them, and would take a reaped one for an unregistered
+// participant); the participants' directory, emptied when the last one
+// stops, is a container, reaped and made again.
+func TestDirectoriesSurviveTheReaper(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		conn := connect(t, tg)
+		s := serve(t, connect(t, tg), "a", newRec())
+		c := newCoordinator(t, conn, twophase.WithRetention(time.Millisecond))
+		if p := recv(t, ctx, proposeAsync(ctx, c, "tx1", nil, "a")); p.err != nil || !p.out.Committed {
+			t.Fatalf("tx1: %+v %v", p.out, p.err)
+		}
+		waitGone(t, conn, root+"/tx/tx1")
+		waitGone(t, conn, root+"/inbox/a/tx1")
+		s.stop()
+		if sim, ok := testkit.SimOf(tg); ok {
+			sim.ReapContainers()
+		}
+		waitGone(t, conn, root+"/participants") // the real server reaps every 200 ms
+		for _, dir := range []string{root + "/tx", root + "/inbox/a"} {
+			if _, ok, err := conn.Exists(ctx, dir); err != nil || !ok {
+				t.Errorf("%s reaped (%v)", dir, err)
+			}
+		}
+		serve(t, connect(t, tg), "a", newRec())
+		if p := recv(t, ctx, proposeAsync(ctx, c, "tx2", nil, "a")); p.err != nil || !p.out.Committed {
+			t.Fatalf("tx2: %+v %v", p.out, p.err)
+		}
+	})
+}
