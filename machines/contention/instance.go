@@ -341,7 +341,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runt
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var err error
 			op(ctx, "create", func(ctx context.Context) error {
-				err = ensurePath(ctx, conn, c.Dir)
+				err = zk.EnsurePath(ctx, conn, c.Dir, zk.ModeContainer)
 				return err
 			})
 			return dirEnsured{Cmd: c.Cmd, Err: err}, true
@@ -587,29 +587,10 @@ func announce(ctx context.Context, conn zk.Conn, node, path string) error {
 	}
 	res, err := mark()
 	if errors.Is(err, zk.ErrNoNode) && len(res) == 2 && errors.Is(res[1].Err, zk.ErrNoNode) {
-		if err := ensurePath(ctx, conn, zk.Parent(path)); err != nil {
+		if err := zk.EnsurePath(ctx, conn, zk.Parent(path), zk.ModeContainer); err != nil {
 			return err
 		}
 		_, err = mark()
-	}
-	return err
-}
-
-// ensurePath creates path and its missing ancestors as container nodes
-// (persistent where the server has no containers). Nodes that exist are
-// left as they are.
-func ensurePath(ctx context.Context, conn zk.Conn, path string) error {
-	if path == "/" {
-		return nil
-	}
-	_, err := conn.Create(ctx, path, nil, zk.ModeContainer)
-	if errors.Is(err, zk.ErrNoNode) {
-		if err = ensurePath(ctx, conn, zk.Parent(path)); err == nil {
-			_, err = conn.Create(ctx, path, nil, zk.ModeContainer)
-		}
-	}
-	if errors.Is(err, zk.ErrNodeExists) {
-		return nil
 	}
 	return err
 }

@@ -279,6 +279,10 @@ func (m *Machine) FSM() *runtime.FSM { return m.fsm }
 // State is the machine's state.
 func (m *Machine) State() events.State { return m.fsm.Current() }
 
+// Bug is the first illegal transition the machine made (nil: none); its
+// Shell reports it as a FAILED event.
+func (m *Machine) Bug() error { return m.fsm.Bug() }
+
 // Start emits the START event.
 func (m *Machine) Start() Output {
 	m.out = Output{}
@@ -1249,11 +1253,8 @@ func (m *Machine) checkDone() {
 
 // ---- output helpers
 
-func (m *Machine) fire(t runtime.Trigger) {
-	if err := m.fsm.Fire(t); err != nil {
-		panic(fmt.Sprintf("contention: %v", err)) // a bug in this file, never input-driven
-	}
-}
+// fire moves the machine by t; an illegal move is kept by the FSM (Bug).
+func (m *Machine) fire(t runtime.Trigger) { m.fsm.Fire(t) }
 
 func (m *Machine) emit(typ events.Type, err error) {
 	e := Event{Type: typ, State: m.State(), Err: err}

@@ -88,6 +88,9 @@ func (tr *transcript) record(in string, out Output) {
 		fmt.Fprintf(&tr.b, "  Done\n")
 	}
 	fmt.Fprintf(&tr.b, "  = %s\n", tr.m.State())
+	if err := tr.m.Bug(); err != nil {
+		tr.t.Fatalf("after %s: %v", in, err)
+	}
 }
 
 func (tr *transcript) check(name string) {

@@ -3,12 +3,14 @@ package lock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/contention"
@@ -25,25 +27,25 @@ const Version = "0.1.0"
 var (
 	// ErrSessionLost: the session expired (or was replaced) while acquiring
 	// or holding; whatever the lock held is gone.
-	ErrSessionLost = errors.New("lock: session lost")
+	ErrSessionLost = fmt.Errorf("lock: %w", zkrecipes.ErrSessionLost)
 	// ErrSuspended: the connection was lost while holding, and the lock
 	// counts that as losing the hold (the default policy).
-	ErrSuspended = errors.New("lock: connection suspended")
+	ErrSuspended = fmt.Errorf("lock: %w", zkrecipes.ErrSuspended)
 	// ErrNodeDeleted: our lock node was deleted by someone else.
-	ErrNodeDeleted = errors.New("lock: lock node deleted by another client")
+	ErrNodeDeleted = fmt.Errorf("lock: lock %w by another client", zkrecipes.ErrNodeDeleted)
 	// ErrNotHeld: Release without a hold.
 	ErrNotHeld = errors.New("lock: not held")
 	// ErrClosed: the Lock, or its connection, is closed (or the connection
 	// is nil).
-	ErrClosed = errors.New("lock: closed")
+	ErrClosed = fmt.Errorf("lock: %w", zkrecipes.ErrClosed)
 	// ErrReleased: the hold ended by Release (Grant.Err).
 	ErrReleased = errors.New("lock: released")
 	// ErrCleanupPending: Close could not delete the lock's node within its
 	// close timeout (the connection is down). The connection deletes it
 	// when the same session reconnects, or the session's end does.
-	ErrCleanupPending = errors.New("lock: cleanup pending")
+	ErrCleanupPending = fmt.Errorf("lock: %w", zkrecipes.ErrCleanupPending)
 	// ErrInvalidOption: New refused an option's value.
-	ErrInvalidOption = errors.New("lock: invalid option")
+	ErrInvalidOption = fmt.Errorf("lock: %w", zkrecipes.ErrInvalidOption)
 )
 
 // Lock is a handle on a distributed lock. One handle holds at most once at a

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/contention"
@@ -40,25 +41,25 @@ var (
 	ErrUpgrade = errors.New("rwlock: upgrade from read to write lock")
 	// ErrSessionLost: the session expired (or was replaced) while acquiring
 	// or holding.
-	ErrSessionLost = errors.New("rwlock: session lost")
+	ErrSessionLost = fmt.Errorf("rwlock: %w", zkrecipes.ErrSessionLost)
 	// ErrSuspended: the connection was lost while holding, and the lock
 	// counts that as losing the hold (the default policy).
-	ErrSuspended = errors.New("rwlock: connection suspended")
+	ErrSuspended = fmt.Errorf("rwlock: %w", zkrecipes.ErrSuspended)
 	// ErrNodeDeleted: our node was deleted by someone else.
-	ErrNodeDeleted = errors.New("rwlock: lock node deleted by another client")
+	ErrNodeDeleted = fmt.Errorf("rwlock: lock %w by another client", zkrecipes.ErrNodeDeleted)
 	// ErrNotHeld: Release without a hold; or a downgrade whose write hold
 	// ended before the reader was made.
 	ErrNotHeld = errors.New("rwlock: not held")
 	// ErrClosed: the RWLock, or its connection, is closed (or nil).
-	ErrClosed = errors.New("rwlock: closed")
+	ErrClosed = fmt.Errorf("rwlock: %w", zkrecipes.ErrClosed)
 	// ErrReleased: the hold ended by Release (Grant.Err).
 	ErrReleased = errors.New("rwlock: released")
 	// ErrCleanupPending: Close could not delete the lock's nodes within its
 	// close timeout (the connection is down); the connection deletes them
 	// when the same session reconnects, or the session's end does.
-	ErrCleanupPending = errors.New("rwlock: cleanup pending")
+	ErrCleanupPending = fmt.Errorf("rwlock: %w", zkrecipes.ErrCleanupPending)
 	// ErrInvalidOption: New refused an option's value.
-	ErrInvalidOption = errors.New("rwlock: invalid option")
+	ErrInvalidOption = fmt.Errorf("rwlock: %w", zkrecipes.ErrInvalidOption)
 )
 
 var errs = contention.Errors{

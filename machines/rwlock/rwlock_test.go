@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/rwlock"
@@ -355,6 +356,23 @@ func writerGivesUp(t *testing.T, tg testkit.Target, readerFirst bool) {
 	for name, c := range map[string]zk.Conn{"a": ca, "b": cb, "reader": cr, "writer": cw} {
 		if ws := testkit.WatchedPaths(t, tg, c); len(ws) != 0 {
 			t.Errorf("%s's session still watches %v", name, ws)
+		}
+	}
+}
+
+// Each of the read/write lock's sentinels matches the one every recipe
+// shares.
+func TestErrorsMatchTheShared(t *testing.T) {
+	for _, c := range []struct{ err, shared error }{
+		{rwlock.ErrClosed, zkrecipes.ErrClosed},
+		{rwlock.ErrSessionLost, zkrecipes.ErrSessionLost},
+		{rwlock.ErrSuspended, zkrecipes.ErrSuspended},
+		{rwlock.ErrNodeDeleted, zkrecipes.ErrNodeDeleted},
+		{rwlock.ErrInvalidOption, zkrecipes.ErrInvalidOption},
+		{rwlock.ErrCleanupPending, zkrecipes.ErrCleanupPending},
+	} {
+		if !errors.Is(c.err, c.shared) {
+			t.Errorf("%v does not match %v", c.err, c.shared)
 		}
 	}
 }
