@@ -2,9 +2,9 @@ package barrier
 
 import "testing"
 
-// Diagram draws the machine NewMachine builds.
+// Diagram draws the machine newMachine builds.
 func TestDiagramIsTheMachines(t *testing.T) {
-	m, err := NewMachine(Config{Path: "/d"})
+	m, err := newMachine(config{Path: "/d"})
 	if err != nil {
 		t.Fatal(err)
 	}

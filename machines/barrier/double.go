@@ -34,7 +34,7 @@ type DoubleBarrier struct {
 	o       options
 	tel     *runtime.Telemetry
 	attrs   []attribute.KeyValue
-	shell   *runtime.Shell[Input, Command]
+	shell   *runtime.Shell[input, command]
 	node    atomic.Value // string: our member node's name, once entered
 
 }
@@ -95,7 +95,7 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 	if o.id == "" {
 		o.id = name
 	}
-	m, err := NewMachine(Config{Path: path, Members: members, Name: name, SessionID: conn.SessionID()})
+	m, err := newMachine(config{Path: path, Members: members, Name: name, SessionID: conn.SessionID()})
 	if err != nil {
 		return nil, err
 	}
@@ -104,26 +104,26 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 			Scope: ScopeName, Version: Version, Recipe: "barrier", Path: path, Instance: o.id}),
 		attrs: []attribute.KeyValue{AttrMembers.Int(members)},
 	}
-	d.shell = runtime.Run[Input, Command](conn, m, runtime.Spec[Input, Command]{
+	d.shell = runtime.Run[input, command](conn, m, runtime.Spec[input, command]{
 		Recipe: "barrier", Path: path, Instance: o.id, Telemetry: d.tel,
 		Exec:    d.exec,
 		Answers: answers,
-		Session: func(ev zk.SessionEvent) Input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
-		Withdraw: func(call Input, req uint64) (Input, bool) {
+		Session: func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
+		Withdraw: func(call input, req uint64) (input, bool) {
 			switch call.(type) {
 			case enterCall, leaveCall:
 				return cancelReq{Req: req}, true
 			}
 			return nil, false
 		},
-		Refused: func(call Input, r runtime.Reply) (Input, bool) {
+		Refused: func(call input, r runtime.Reply) (input, bool) {
 			_, enter := call.(enterCall)
 			return enterRefused{}, enter && r.Err == nil
 		},
 		ErrorType:      errorType,
 		Closed:         ErrClosed,
-		Shutdown:       func(req uint64) Input { return shutdown{Req: req} },
-		HandOver:       func(req uint64) Input { return handover{Req: req} },
+		Shutdown:       func(req uint64) input { return shutdown{Req: req} },
+		HandOver:       func(req uint64) input { return handover{Req: req} },
 		CloseTimeout:   o.closeTimeout,
 		CleanupPending: ErrCleanupPending,
 	})
@@ -170,7 +170,7 @@ func (d *DoubleBarrier) Subscribe(opts ...events.SubscribeOption) *events.Subscr
 // ErrMembersMismatch when the path records another count (nothing is
 // created); ErrSessionLost when the session ended while we waited.
 func (d *DoubleBarrier) Enter(ctx context.Context) error {
-	a, err := d.call(ctx, "enter", func(req uint64) Input { return enterCall{Req: req} })
+	a, err := d.call(ctx, "enter", func(req uint64) input { return enterCall{Req: req} })
 	if err == nil {
 		d.node.Store(a.Value)
 	}
@@ -182,11 +182,11 @@ func (d *DoubleBarrier) Enter(ctx context.Context) error {
 // ErrNotEntered without a completed Enter; ErrSessionLost when the session
 // ended while we were a member (we were counted out then).
 func (d *DoubleBarrier) Leave(ctx context.Context) error {
-	_, err := d.call(ctx, "leave", func(req uint64) Input { return leaveCall{Req: req} })
+	_, err := d.call(ctx, "leave", func(req uint64) input { return leaveCall{Req: req} })
 	return err
 }
 
-func (d *DoubleBarrier) call(ctx context.Context, name string, mk func(req uint64) Input) (runtime.Answer, error) {
+func (d *DoubleBarrier) call(ctx context.Context, name string, mk func(req uint64) input) (runtime.Answer, error) {
 	ctx, span := d.tel.Start(ctx, name, trace.SpanKindInternal, d.attrs...)
 	defer span.End()
 	a, err := d.shell.Do(ctx, mk)

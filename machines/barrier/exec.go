@@ -17,7 +17,7 @@ import (
 // is safe to repeat: our member node has one name, and a create that finds
 // it made, or a delete that finds it gone, is what was wanted); when the
 // session ended instead, it fails with ErrSessionLost.
-func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.Op) {
+func (d *DoubleBarrier) exec(sh *runtime.Shell[input, command], cmd command, op runtime.Op) {
 	conn, path := d.conn, d.path
 	ready := zk.Join(path, ReadyName)
 	do := func(ctx context.Context, name string, f func(ctx context.Context) error) error {
@@ -29,7 +29,7 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 	}
 	switch c := cmd.(type) {
 	case probe:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := probed{Cmd: c.Cmd}
 			var w <-chan zk.WatchEvent
 			var wg sync.WaitGroup
@@ -71,7 +71,7 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 			return awaitReady(ctx, c.Cmd, w)
 		})
 	case join:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := joined{Cmd: c.Cmd, Name: c.Name}
 			r.Err = do(ctx, "create", func(ctx context.Context) error {
 				var err error
@@ -88,7 +88,7 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 			return r, true
 		})
 	case openReady:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := readyOpened{Cmd: c.Cmd}
 			name := "multi"
 			if c.Check {
@@ -104,7 +104,7 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 			return r, true
 		})
 	case watchReady:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := readyWatched{Cmd: c.Cmd}
 			var w <-chan zk.WatchEvent
 			r.Err = do(ctx, "exists", func(ctx context.Context) (err error) {
@@ -120,7 +120,7 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 			return awaitReady(ctx, c.Cmd, w)
 		})
 	case listMembers:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := leaveListed{Cmd: c.Cmd}
 			if c.Sync {
 				if r.Err = do(ctx, "sync", func(ctx context.Context) error { return conn.Sync(ctx, path) }); r.Err != nil {
@@ -137,13 +137,13 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 			return r, true
 		})
 	case deleteMember:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := memberDeleted{Cmd: c.Cmd, Name: c.Name}
 			r.Err = do(ctx, "delete", func(ctx context.Context) error { return deleteIfThere(ctx, conn, zk.Join(path, c.Name)) })
 			return r, true
 		})
 	case watchMember:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := nodeWatched{Cmd: c.Cmd}
 			var w <-chan zk.WatchEvent
 			r.Err = do(ctx, "get", func(ctx context.Context) (err error) {
@@ -162,7 +162,7 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 			}
 		})
 	case deleteReady:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := readyDeleted{Cmd: c.Cmd}
 			r.Err = do(ctx, "delete", func(ctx context.Context) error { return deleteIfThere(ctx, conn, ready) })
 			return r, true
@@ -173,7 +173,7 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[Input, Command], cmd Command, op 
 }
 
 // awaitReady waits for the watch on ready to fire.
-func awaitReady(ctx context.Context, cmd uint64, w <-chan zk.WatchEvent) (Input, bool) {
+func awaitReady(ctx context.Context, cmd uint64, w <-chan zk.WatchEvent) (input, bool) {
 	select {
 	case ev, ok := <-w:
 		if !ok {

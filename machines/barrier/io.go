@@ -6,9 +6,9 @@ import (
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
 
-// Input is everything that can happen to a DoubleBarrier's Machine: a
+// input is everything that can happen to a DoubleBarrier's machine: a
 // call, a reply to one of its commands, a watch firing, a session change.
-type Input interface {
+type input interface {
 	isInput()
 	String() string
 }
@@ -190,8 +190,8 @@ func (i readyDeleted) String() string {
 	return fmt.Sprintf("ready deleted cmd=%d err=%v", i.Cmd, i.Err)
 }
 
-// Command is a request the Machine asks its shell to make.
-type Command interface {
+// command is a request the machine asks its shell to make.
+type command interface {
 	ID() uint64
 	String() string
 }
@@ -279,7 +279,7 @@ func (c watchMember) String() string  { return fmt.Sprintf("watch member cmd=%d 
 func (c deleteReady) String() string  { return fmt.Sprintf("delete ready cmd=%d", c.Cmd) }
 
 // answers is the command an input answers (0: none).
-func answers(in Input) uint64 {
+func answers(in input) uint64 {
 	switch i := in.(type) {
 	case probed:
 		return i.Cmd

@@ -15,8 +15,8 @@ import (
 // creation lets everyone waiting in Enter through (Curator's name).
 const ReadyName = "ready"
 
-// Config is what a Machine needs.
-type Config struct {
+// config is what a machine needs.
+type config struct {
 	Path      string // the barrier's path
 	Members   int    // how many members enter and leave together
 	Name      string // our member nodes' name: a UUID, and -<round> after it
@@ -60,10 +60,10 @@ const (
 	leaving
 )
 
-// Machine is a double barrier member: a pure machine, run by a
+// machine is a double barrier member: a pure machine, run by a
 // runtime.Shell.
-type Machine struct {
-	cfg Config
+type machine struct {
+	cfg config
 	fsm *runtime.FSM
 
 	phase   phase
@@ -92,36 +92,36 @@ type Machine struct {
 	stopped  bool
 }
 
-// NewMachine returns a machine for cfg.
-func NewMachine(cfg Config) (*Machine, error) {
+// newMachine returns a machine for cfg.
+func newMachine(cfg config) (*machine, error) {
 	f, err := runtime.NewFSM(states, events.StateStart, transitions)
 	if err != nil {
 		return nil, err
 	}
-	return &Machine{cfg: cfg, fsm: f, session: cfg.SessionID}, nil
+	return &machine{cfg: cfg, fsm: f, session: cfg.SessionID}, nil
 }
 
 // State is the machine's state.
-func (m *Machine) State() events.State { return m.fsm.Current() }
+func (m *machine) State() events.State { return m.fsm.Current() }
 
 // Bug is the first illegal transition the machine fired (nil: none): its
 // Shell reports it as a FAILED event.
-func (m *Machine) Bug() error { return m.fsm.Bug() }
+func (m *machine) Bug() error { return m.fsm.Bug() }
 
 // Mermaid renders the machine's states as a Mermaid diagram.
-func (m *Machine) Mermaid() string { return m.fsm.Mermaid() }
+func (m *machine) Mermaid() string { return m.fsm.Mermaid() }
 
-type out = runtime.Output[Command]
+type out = runtime.Output[command]
 
 // Start begins: nothing is sent until Enter.
-func (m *Machine) Start() out {
+func (m *machine) Start() out {
 	var o out
 	m.event(&o, events.Start, nil)
 	return o
 }
 
 // Step handles one input.
-func (m *Machine) Step(in Input) out {
+func (m *machine) Step(in input) out {
 	var o out
 	switch i := in.(type) {
 	case enterCall:
@@ -244,7 +244,7 @@ func (m *Machine) Step(in Input) out {
 	return o
 }
 
-func (m *Machine) enter(o *out, req uint64) {
+func (m *machine) enter(o *out, req uint64) {
 	switch {
 	case m.closing != 0:
 		m.reply(o, req, nil, ErrClosed)
@@ -259,13 +259,13 @@ func (m *Machine) enter(o *out, req uint64) {
 	m.probe(o)
 }
 
-func (m *Machine) probe(o *out) {
+func (m *machine) probe(o *out) {
 	m.step, m.waitOn = m.cmd(), 0
 	m.watch = m.step // probe leaves the watch on ready
 	o.Commands = append(o.Commands, probe{Cmd: m.step})
 }
 
-func (m *Machine) probed(o *out, i probed) {
+func (m *machine) probed(o *out, i probed) {
 	if i.Cmd != m.step || m.phase != entering {
 		return
 	}
@@ -300,7 +300,7 @@ func (m *Machine) probed(o *out, i probed) {
 	o.Commands = append(o.Commands, join{Cmd: m.step, Name: m.name, WithReady: withReady})
 }
 
-func (m *Machine) joined(o *out, i joined) {
+func (m *machine) joined(o *out, i joined) {
 	if !m.joining || i.Cmd != m.joinCmd {
 		if i.Err == nil {
 			// The create of a join we gave up (its session ended): the
@@ -345,7 +345,7 @@ func (m *Machine) joined(o *out, i joined) {
 // is): ours when made with or after our node; else a stale one (replaced,
 // or with check reported), or a round in progress without us
 // (readyOpened.InProgress).
-func (m *Machine) openReady(o *out, check bool) {
+func (m *machine) openReady(o *out, check bool) {
 	m.step = m.cmd()
 	o.Commands = append(o.Commands, openReady{Cmd: m.step, Name: m.name, Stale: m.stale, Check: check})
 }
@@ -354,7 +354,7 @@ func (m *Machine) openReady(o *out, check bool) {
 // made after our node: this round's, and we are through. Before it, it was
 // made before our node (the server sends events and replies in the order
 // it applies the changes), unless by our own multi: joined decides.
-func (m *Machine) readyOpen(o *out) {
+func (m *machine) readyOpen(o *out) {
 	if m.joining {
 		m.opened = true
 		return
@@ -364,7 +364,7 @@ func (m *Machine) readyOpen(o *out) {
 
 // readyMaybeOurs: a ready is there, made after the stale one went; whether
 // it was made with or after our node is not known yet.
-func (m *Machine) readyMaybeOurs(o *out) {
+func (m *machine) readyMaybeOurs(o *out) {
 	if m.joining {
 		m.opened = true
 		return
@@ -379,7 +379,7 @@ func (m *Machine) readyMaybeOurs(o *out) {
 // round's members must not wait for our node: it goes, and we wait for
 // one of them to go, then look again, under a new name (the delete of
 // this one is in flight).
-func (m *Machine) withdraw(o *out, inside []string) {
+func (m *machine) withdraw(o *out, inside []string) {
 	m.deleteOurs(o)
 	m.member, m.opened, m.stale = false, false, 0
 	m.step, m.watch = 0, 0 // replies to our reads of ready no longer matter
@@ -392,12 +392,12 @@ func (m *Machine) withdraw(o *out, inside []string) {
 // member that left and entered again is not taken for one of the last
 // round still leaving, and a join after a withdrawal does not race the
 // delete of the node withdrawn.
-func (m *Machine) newName() {
+func (m *machine) newName() {
 	m.rounds++
 	m.name = m.cfg.Name + "-" + strconv.Itoa(m.rounds)
 }
 
-func (m *Machine) entered(o *out) {
+func (m *machine) entered(o *out) {
 	m.phase, m.step, m.watch = inside, 0, 0
 	m.fsm.Fire(trEntered)
 	m.event(o, events.Entered, nil)
@@ -406,7 +406,7 @@ func (m *Machine) entered(o *out) {
 	m.reply(o, req, m.name, nil)
 }
 
-func (m *Machine) leave(o *out, req uint64) {
+func (m *machine) leave(o *out, req uint64) {
 	switch {
 	case m.closing != 0:
 		m.reply(o, req, nil, ErrClosed)
@@ -425,13 +425,13 @@ func (m *Machine) leave(o *out, req uint64) {
 	m.list(o)
 }
 
-func (m *Machine) list(o *out) {
+func (m *machine) list(o *out) {
 	m.step, m.watch = m.cmd(), 0
 	o.Commands = append(o.Commands, listMembers{Cmd: m.step})
 }
 
 // syncList lists again after a sync (see leaveListed).
-func (m *Machine) syncList(o *out) {
+func (m *machine) syncList(o *out) {
 	m.synced = true
 	m.step, m.watch = m.cmd(), 0
 	o.Commands = append(o.Commands, listMembers{Cmd: m.step, Sync: true})
@@ -440,7 +440,7 @@ func (m *Machine) syncList(o *out) {
 // leaveListed applies the exit protocol: the lowest member waits on the
 // highest; every other member deletes its node and waits on the lowest;
 // once only we are left we delete ours; once no one is left, ready goes.
-func (m *Machine) leaveListed(o *out, i leaveListed) {
+func (m *machine) leaveListed(o *out, i leaveListed) {
 	if i.Cmd != m.step || m.phase != leaving {
 		return
 	}
@@ -499,18 +499,18 @@ func (m *Machine) leaveListed(o *out, i leaveListed) {
 	}
 }
 
-func (m *Machine) watchNode(o *out, name string) {
+func (m *machine) watchNode(o *out, name string) {
 	m.watch = m.cmd()
 	o.Commands = append(o.Commands, watchMember{Cmd: m.watch, Name: name})
 }
 
-func (m *Machine) deleteOurs(o *out) {
+func (m *machine) deleteOurs(o *out) {
 	m.deleted = true
 	m.owed++
 	o.Commands = append(o.Commands, deleteMember{Cmd: m.cmd(), Name: m.name})
 }
 
-func (m *Machine) memberDeleted(o *out, i memberDeleted) {
+func (m *machine) memberDeleted(o *out, i memberDeleted) {
 	m.owed--
 	if i.Name != m.name {
 		return // an earlier round's
@@ -531,7 +531,7 @@ func (m *Machine) memberDeleted(o *out, i memberDeleted) {
 // getOut leaves the round when its call was withdrawn or failed: our
 // member node goes (so that no one counts us), and we are outside. A
 // create still in flight is deleted when its reply comes (joined).
-func (m *Machine) getOut(o *out) {
+func (m *machine) getOut(o *out) {
 	if m.member && !m.deleted && !m.joining {
 		m.deleteOurs(o)
 	}
@@ -540,7 +540,7 @@ func (m *Machine) getOut(o *out) {
 }
 
 // fail ends the call in progress with err, leaving the round.
-func (m *Machine) fail(o *out, err error) {
+func (m *machine) fail(o *out, err error) {
 	if errors.Is(err, ErrSessionLost) || errors.Is(err, zk.ErrSessionExpired) {
 		err = ErrSessionLost
 	}
@@ -550,13 +550,13 @@ func (m *Machine) fail(o *out, err error) {
 	m.reply(o, req, nil, err)
 }
 
-func (m *Machine) answer(o *out, err error) {
+func (m *machine) answer(o *out, err error) {
 	req := m.req
 	m.req = 0
 	m.reply(o, req, nil, err)
 }
 
-func (m *Machine) sessionChange(o *out, i sessionChange) {
+func (m *machine) sessionChange(o *out, i sessionChange) {
 	switch i.State {
 	case zk.StateSuspended:
 		m.event(o, events.Suspended, nil)
@@ -584,7 +584,7 @@ func (m *Machine) sessionChange(o *out, i sessionChange) {
 // session, whether we heard of its end yet or not), so the others count us
 // out. The call in progress fails with ErrSessionLost; with none, the next
 // Leave does (lost).
-func (m *Machine) countedOut(o *out) {
+func (m *machine) countedOut(o *out) {
 	wasMember := m.member && !m.deleted
 	req := m.req
 	m.req = 0
@@ -598,7 +598,7 @@ func (m *Machine) countedOut(o *out) {
 }
 
 // sessionLost: our member node went with the session; we are counted out.
-func (m *Machine) sessionLost(o *out) {
+func (m *machine) sessionLost(o *out) {
 	if m.session == 0 {
 		return
 	}
@@ -606,7 +606,7 @@ func (m *Machine) sessionLost(o *out) {
 	m.countedOut(o)
 }
 
-func (m *Machine) shutdown(o *out, req uint64) {
+func (m *machine) shutdown(o *out, req uint64) {
 	if m.closing != 0 {
 		m.reply(o, req, nil, ErrClosed)
 		return
@@ -624,7 +624,7 @@ func (m *Machine) shutdown(o *out, req uint64) {
 	m.phase, m.step, m.watch = outside, 0, 0
 }
 
-func (m *Machine) finishShutdown(o *out) {
+func (m *machine) finishShutdown(o *out) {
 	if m.closing == 0 || m.stopped || m.owed > 0 {
 		return
 	}
@@ -632,7 +632,7 @@ func (m *Machine) finishShutdown(o *out) {
 	m.reply(o, m.closing, nil, nil)
 }
 
-func (m *Machine) finish(o *out) {
+func (m *machine) finish(o *out) {
 	if m.stopped {
 		return
 	}
@@ -642,19 +642,19 @@ func (m *Machine) finish(o *out) {
 	o.Done = true
 }
 
-func (m *Machine) cmd() uint64 {
+func (m *machine) cmd() uint64 {
 	m.nextCmd++
 	return m.nextCmd
 }
 
-func (m *Machine) reply(o *out, req uint64, v any, err error) {
+func (m *machine) reply(o *out, req uint64, v any, err error) {
 	if req == 0 {
 		return
 	}
 	o.Replies = append(o.Replies, runtime.Reply{Req: req, Value: v, Err: err})
 }
 
-func (m *Machine) event(o *out, t events.Type, err error) {
+func (m *machine) event(o *out, t events.Type, err error) {
 	var node string
 	if m.name != "" {
 		node = zk.Join(m.cfg.Path, m.name)

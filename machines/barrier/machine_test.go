@@ -13,15 +13,15 @@ import (
 
 const sess = 0x100
 
-// transcript drives a Machine with scripted inputs and records, for each
+// transcript drives a machine with scripted inputs and records, for each
 // input, the events, replies and commands it produced and the state after.
 type transcript struct {
 	*golden.Transcript
-	m *Machine
+	m *machine
 }
 
 func newTranscript(t *testing.T, members int) *transcript {
-	m, err := NewMachine(Config{Path: "/app/b", Members: members, Name: "me", SessionID: sess})
+	m, err := newMachine(config{Path: "/app/b", Members: members, Name: "me", SessionID: sess})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,13 +43,13 @@ func newTranscript(t *testing.T, members int) *transcript {
 	return tr
 }
 
-func (tr *transcript) step(in Input) runtime.Output[Command] {
+func (tr *transcript) step(in input) runtime.Output[command] {
 	out := tr.m.Step(in)
 	golden.Record(tr.Transcript, in.String(), out)
 	return out
 }
 
-func replied(out runtime.Output[Command], req uint64) (runtime.Reply, bool) {
+func replied(out runtime.Output[command], req uint64) (runtime.Reply, bool) {
 	for _, r := range out.Replies {
 		if r.Req == req {
 			return r, true
@@ -329,7 +329,7 @@ func TestTranscriptLeaveListingBehindReady(t *testing.T) {
 }
 
 // only returns out's one command, if it is a C.
-func only[C Command](out runtime.Output[Command]) (C, bool) {
+func only[C command](out runtime.Output[command]) (C, bool) {
 	var c C
 	if len(out.Commands) != 1 {
 		return c, false
