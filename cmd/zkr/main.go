@@ -9,9 +9,10 @@
 //	zkr queue take [flags] PATH                remove and print the head item, waiting for one
 //	zkr queue len [flags] PATH                 print the number of items
 //	zkr trace FILE.jsonl -html OUT [-trace-json OUT]   render a recording (observers.WithRecording) as a timeline
+//	zkr server [-port N] [-data DIR]           run a ZooKeeper for development until interrupted
 //
-// Flags every subcommand but trace takes (trace reads a file and needs no
-// server):
+// Flags every subcommand but trace and server takes (trace reads a file and
+// needs no server; server is one):
 //
 //	-zk host:port,...      ZooKeeper servers (default: $ZKR_SERVERS)
 //	-session 10s           session timeout asked of the server
@@ -57,6 +58,7 @@ const usage = `usage:
   zkr holders [-election | -rwlock | -semaphore] [flags] PATH
   zkr queue offer|take|len [flags] PATH [DATA]
   zkr trace FILE.jsonl -html OUT.html [-trace-json OUT.json]
+  zkr server [-port N] [-data DIR]
 "zkr COMMAND -h" lists a command's flags.
 `
 
@@ -89,6 +91,7 @@ var commands = map[string]func(e *env, args []string) int{
 	"holders": holdersCmd,
 	"queue":   queueCmd,
 	"trace":   traceCmd,
+	"server":  serverCmd,
 }
 
 func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {

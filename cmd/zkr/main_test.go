@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -41,6 +42,7 @@ func TestZkr(t *testing.T) {
 	t.Run("queue round trip", z.testQueue)
 	t.Run("elect, holders and a forwarded signal", z.testElect)
 	t.Run("holders of a read/write lock and a semaphore", z.testSharedHolders)
+	t.Run("server serves until a signal and keeps -data", z.testServer)
 }
 
 type zkr struct {
@@ -388,5 +390,40 @@ func (z *zkr) testSharedHolders(t *testing.T) {
 	}
 	if _, _, code := z.run(t, "holders", "-rwlock", "-semaphore", "-zk", z.addr, "/rw"); code != 2 {
 		t.Errorf("holders -rwlock -semaphore: status %d, want 2", code)
+	}
+}
+
+// testServer: zkr server serves on the address it prints until SIGINT or
+// SIGTERM, exits 0, and the nodes in its -data directory are there on
+// the next run.
+func (z *zkr) testServer(t *testing.T) {
+	ctx := t.Context()
+	data := t.TempDir()
+	for i, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		c := z.cmd("server", "-port", "0", "-data", data)
+		out := startWithPipe(t, c)
+		addr := next(t, out)
+		conn, err := zk.Connect(ctx, []string{addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			_, err = conn.Create(ctx, "/dev", []byte("kept"), zk.ModePersistent)
+		} else if data, _, gerr := conn.Get(ctx, "/dev"); gerr != nil || string(data) != "kept" {
+			err = fmt.Errorf("second run: /dev = %q, %v", data, gerr)
+		}
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Process.Signal(sig)
+		if code := waitExit(t, c); code != 0 {
+			t.Errorf("zkr server exited with %d after %v, want 0", code, sig)
+		}
+		for range out {
+		}
+		if _, err := testkit.FourLetterWord(ctx, addr, "srvr"); err == nil {
+			t.Errorf("%s still serves after zkr server exited", addr)
+		}
 	}
 }

@@ -202,6 +202,10 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
+// Exited returns a channel closed once the running JVM has exited: killed
+// by Stop or Close, or dead by itself.
+func (s *Server) Exited() <-chan struct{} { return s.proc.exited() }
+
 // LogTail returns the last n lines of the server's log (stdout and stderr
 // of the JVM).
 func (s *Server) LogTail(n int) string { return s.proc.logTail(n) }
