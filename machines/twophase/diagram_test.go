@@ -2,9 +2,9 @@ package twophase
 
 import "testing"
 
-// Diagram draws the machine NewMachine builds.
+// Diagram draws the machine newMachine builds.
 func TestDiagramIsTheMachines(t *testing.T) {
-	m, err := NewMachine(Config{Root: "/d", ID: "p"})
+	m, err := newMachine(config{Root: "/d", ID: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,8 +69,8 @@
 // (NewParticipant takes them too); the coordinator counts decided
 // transactions in zkrecipes.twophase.transactions by outcome.
 //
-// A Participant is an actor: a pure state machine (Machine, run by a
-// runtime.Shell on one goroutine with one mailbox) whose ZooKeeper requests
+// A Participant is an actor: a pure state machine, run by a
+// runtime.Shell on one goroutine with one mailbox, whose ZooKeeper requests
 // and Handler calls are made off the actor, on goroutines of the
 // participant's, and come back to it as inputs. Its handler is called one
 // call at a time, with a ctx that carries Serve's values and ends with it.

@@ -18,7 +18,7 @@ import (
 // not retried here: an error goes back to the machine, which makes the
 // command again at its next resync (every request is safe to repeat: a
 // create that finds its node reads it).
-func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.Op) {
+func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op runtime.Op) {
 	conn, ps := p.conn, p.p
 	// Every request here has no_node and node_exists among its expected
 	// answers (a transaction deleted after its retention, a decision not
@@ -31,7 +31,7 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 	}
 	switch c := cmd.(type) {
 	case listInbox:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := inboxListed{Cmd: c.Cmd}
 			inbox := ps.inbox(p.id)
 			var w <-chan zk.WatchEvent
@@ -50,10 +50,10 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 				return r, true
 			}
 			sh.Post(r, true)
-			return awaitWatch(ctx, w, func(t zk.EventType) Input { return inboxEvent{Cmd: c.Cmd, Type: t} })
+			return awaitWatch(ctx, w, func(t zk.EventType) input { return inboxEvent{Cmd: c.Cmd, Type: t} })
 		})
 	case register:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := registered{Cmd: c.Cmd}
 			var w <-chan zk.WatchEvent
 			r.Err = do(ctx, "create", func(ctx context.Context) (err error) {
@@ -64,10 +64,10 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 				return r, true
 			}
 			sh.Post(r, true)
-			return awaitWatch(ctx, w, func(t zk.EventType) Input { return regEvent{Cmd: c.Cmd, Type: t} })
+			return awaitWatch(ctx, w, func(t zk.EventType) input { return regEvent{Cmd: c.Cmd, Type: t} })
 		})
 	case load:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := loaded{Cmd: c.Cmd, Tx: c.Tx}
 			// The transaction, its decision (with a watch) and our vote,
 			// read at once: one round trip.
@@ -117,20 +117,20 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 			}
 			r.DecWatched = true
 			sh.Post(r, true)
-			return awaitWatch(ctx, w, func(t zk.EventType) Input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
+			return awaitWatch(ctx, w, func(t zk.EventType) input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
 		})
 	case readDecision:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r, w, err := p.readDecision(ctx, do, c.Tx, c.Made)
 			r.Cmd, r.Tx, r.Err = c.Cmd, c.Tx, err
 			if err != nil || w == nil {
 				return r, true
 			}
 			sh.Post(r, true)
-			return awaitWatch(ctx, w, func(t zk.EventType) Input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
+			return awaitWatch(ctx, w, func(t zk.EventType) input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
 		})
 	case watchCoord:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := coordWatched{Cmd: c.Cmd, Tx: c.Tx}
 			var w <-chan zk.WatchEvent
 			r.Err = do(ctx, "get", func(ctx context.Context) (err error) {
@@ -141,11 +141,11 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 				return r, true
 			}
 			sh.Post(r, true)
-			return awaitWatch(ctx, w, func(t zk.EventType) Input { return coordEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
+			return awaitWatch(ctx, w, func(t zk.EventType) input { return coordEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
 		})
 	case prepare:
 		hctx, span := p.handlerCtx(c.Tx, "prepare")
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			hc, cancel := context.WithCancel(hctx)
 			defer cancel()
 			defer context.AfterFunc(ctx, cancel)()
@@ -160,7 +160,7 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 			return r, true
 		})
 	case vote:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := voteWritten{Cmd: c.Cmd, Tx: c.Tx, Yes: c.Yes, Reason: c.Reason}
 			path := ps.vote(c.Tx, p.id)
 			var err error
@@ -200,7 +200,7 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 			return r, true
 		})
 	case makeDecision:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := decided{Cmd: c.Cmd, Tx: c.Tx}
 			var err error
 			op(runtime.Expect(ctx, zk.ErrNoNode, zk.ErrNodeExists), "create", func(ctx context.Context) error {
@@ -221,7 +221,7 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 			name = "abort"
 		}
 		hctx, span := p.handlerCtx(c.Tx, name)
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			hc, cancel := context.WithCancel(hctx)
 			defer cancel()
 			defer context.AfterFunc(ctx, cancel)()
@@ -243,7 +243,7 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 			return r, true
 		})
 	case deleteEntry:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := entryDeleted{Cmd: c.Cmd, Tx: c.Tx}
 			r.Err = do(ctx, "delete", func(ctx context.Context) error {
 				err := conn.Delete(ctx, ps.inboxEntry(p.id, c.Tx), zk.AnyVersion)
@@ -258,7 +258,7 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 			return r, true
 		})
 	case deregister:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			p.endSpans()
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
@@ -272,7 +272,7 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 			return deregistered{Cmd: c.Cmd}, true
 		})
 	case sleep:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			if wait(ctx, c.Delay) != nil {
 				return nil, false
 			}
@@ -284,7 +284,7 @@ func (p *Participant) exec(sh *runtime.Shell[Input, Command], cmd Command, op ru
 }
 
 // awaitWatch waits for w to fire.
-func awaitWatch(ctx context.Context, w <-chan zk.WatchEvent, mk func(zk.EventType) Input) (Input, bool) {
+func awaitWatch(ctx context.Context, w <-chan zk.WatchEvent, mk func(zk.EventType) input) (input, bool) {
 	select {
 	case ev, ok := <-w:
 		if !ok {

@@ -7,9 +7,9 @@ import (
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
 
-// Input is everything that can happen to a participant's Machine: a call,
+// input is everything that can happen to a participant's machine: a call,
 // a reply to one of its commands, a watch firing, a session change.
-type Input interface {
+type input interface {
 	isInput()
 	String() string
 }
@@ -259,8 +259,8 @@ func outcomeString(o Outcome) string {
 	return fmt.Sprintf("abort(%q)", o.Reason)
 }
 
-// Command is a request the Machine asks its shell to make.
-type Command interface {
+// command is a request the machine asks its shell to make.
+type command interface {
 	ID() uint64
 	String() string
 }
@@ -387,7 +387,7 @@ func (c deregister) String() string  { return fmt.Sprintf("deregister cmd=%d", c
 func (c sleep) String() string       { return fmt.Sprintf("sleep cmd=%d %v", c.Cmd, c.Delay) }
 
 // answers is the command an input answers (0: none).
-func answers(in Input) uint64 {
+func answers(in input) uint64 {
 	switch i := in.(type) {
 	case inboxListed:
 		return i.Cmd

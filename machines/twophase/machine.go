@@ -9,8 +9,8 @@ import (
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
-// Config is what a participant's Machine needs.
-type Config struct {
+// config is what a participant's machine needs.
+type config struct {
 	Root      string // the root path of the transactions
 	ID        string // the participant's id
 	SessionID int64  // the connection's session when the machine starts
@@ -69,9 +69,9 @@ type ptx struct {
 	coordCmd uint64 // the watch on the coordinator node (or its request)
 }
 
-// Machine is a participant: a pure machine, run by a runtime.Shell.
-type Machine struct {
-	cfg Config
+// machine is a participant: a pure machine, run by a runtime.Shell.
+type machine struct {
+	cfg config
 	fsm *runtime.FSM
 	p   paths
 
@@ -99,32 +99,32 @@ type Machine struct {
 	nextCmd    uint64
 }
 
-// NewMachine returns a machine for cfg.
-func NewMachine(cfg Config) (*Machine, error) {
+// newMachine returns a machine for cfg.
+func newMachine(cfg config) (*machine, error) {
 	f, err := runtime.NewFSM(states, events.StateStart, transitions)
 	if err != nil {
 		return nil, err
 	}
-	return &Machine{cfg: cfg, fsm: f, p: paths{cfg.Root}, session: cfg.SessionID}, nil
+	return &machine{cfg: cfg, fsm: f, p: paths{cfg.Root}, session: cfg.SessionID}, nil
 }
 
 // State is the machine's state.
-func (m *Machine) State() events.State { return m.fsm.Current() }
+func (m *machine) State() events.State { return m.fsm.Current() }
 
 // Bug is the machine's first illegal transition (nil: none); its Shell
 // reports it.
-func (m *Machine) Bug() error { return m.fsm.Bug() }
+func (m *machine) Bug() error { return m.fsm.Bug() }
 
 // Mermaid renders the machine's states as a Mermaid diagram.
-func (m *Machine) Mermaid() string { return m.fsm.Mermaid() }
+func (m *machine) Mermaid() string { return m.fsm.Mermaid() }
 
-type out = runtime.Output[Command]
+type out = runtime.Output[command]
 
 // Start begins: nothing is sent until Serve.
-func (m *Machine) Start() out { return out{} }
+func (m *machine) Start() out { return out{} }
 
 // Step handles one input.
-func (m *Machine) Step(in Input) out {
+func (m *machine) Step(in input) out {
 	var o out
 	switch i := in.(type) {
 	case serveCall:
@@ -259,7 +259,7 @@ func (m *Machine) Step(in Input) out {
 	return o
 }
 
-func (m *Machine) serve(o *out, req uint64) {
+func (m *machine) serve(o *out, req uint64) {
 	switch {
 	case m.closing != 0:
 		m.reply(o, req, ErrClosed)
@@ -278,7 +278,7 @@ func (m *Machine) serve(o *out, req uint64) {
 // stopServing forgets every transaction and watch (replies to them are
 // ignored from now on) and deletes our registration node. A handler call
 // in flight is waited for (see finish).
-func (m *Machine) stopServing(o *out) {
+func (m *machine) stopServing(o *out) {
 	m.serving, m.txs, m.queue = 0, nil, nil
 	m.inboxCmd, m.inboxArmed, m.regCmd, m.registered, m.sleepCmd, m.failed = 0, false, 0, false, 0, false
 	m.deregCmd = m.cmd()
@@ -289,7 +289,7 @@ func (m *Machine) stopServing(o *out) {
 
 // finish answers the waits for the end of serving, and the shutdown,
 // once nothing is in flight.
-func (m *Machine) finish(o *out) {
+func (m *machine) finish(o *out) {
 	if m.serving != 0 || m.deregCmd != 0 || m.busy != 0 {
 		return
 	}
@@ -305,7 +305,7 @@ func (m *Machine) finish(o *out) {
 }
 
 // settle moves the state machine to where the participant is.
-func (m *Machine) settle() {
+func (m *machine) settle() {
 	var tr runtime.Trigger
 	switch {
 	case m.stopped:
@@ -322,7 +322,7 @@ func (m *Machine) settle() {
 	m.fsm.Fire(tr)
 }
 
-func (m *Machine) sessionChange(o *out, i sessionChange) {
+func (m *machine) sessionChange(o *out, i sessionChange) {
 	switch i.State {
 	case zk.StateLost:
 		m.lose()
@@ -340,7 +340,7 @@ func (m *Machine) sessionChange(o *out, i sessionChange) {
 
 // lose forgets every watch: the session that had them is gone, and our
 // registration node with it.
-func (m *Machine) lose() {
+func (m *machine) lose() {
 	if m.serving == 0 {
 		return
 	}
@@ -353,7 +353,7 @@ func (m *Machine) lose() {
 
 // resync lists the inbox and registers (when their watches are not
 // pending) and moves every transaction on.
-func (m *Machine) resync(o *out) {
+func (m *machine) resync(o *out) {
 	if m.serving == 0 {
 		return
 	}
@@ -374,7 +374,7 @@ func (m *Machine) resync(o *out) {
 }
 
 // fail schedules a resync after an error of the server.
-func (m *Machine) fail(o *out) {
+func (m *machine) fail(o *out) {
 	if m.serving == 0 || m.sleepCmd != 0 {
 		return
 	}
@@ -382,18 +382,18 @@ func (m *Machine) fail(o *out) {
 	o.Commands = append(o.Commands, sleep{Cmd: m.sleepCmd, Delay: m.b.next()})
 }
 
-func (m *Machine) listInbox(o *out) {
+func (m *machine) listInbox(o *out) {
 	m.inboxCmd, m.inboxArmed = m.cmd(), false
 	o.Commands = append(o.Commands, listInbox{Cmd: m.inboxCmd})
 }
 
-func (m *Machine) register(o *out) {
+func (m *machine) register(o *out) {
 	m.regCmd, m.registered = m.cmd(), false
 	m.regBusy = m.regCmd
 	o.Commands = append(o.Commands, register{Cmd: m.regCmd})
 }
 
-func (m *Machine) inboxListed(o *out, i inboxListed) {
+func (m *machine) inboxListed(o *out, i inboxListed) {
 	if i.Cmd != m.inboxCmd || m.serving == 0 {
 		return
 	}
@@ -421,7 +421,7 @@ func (m *Machine) inboxListed(o *out, i inboxListed) {
 
 // tx is the transaction id whose command cmd is answered, or nil for a
 // stale reply; its command is done.
-func (m *Machine) tx(id string, cmd uint64) *ptx {
+func (m *machine) tx(id string, cmd uint64) *ptx {
 	t := m.txs[id]
 	if t == nil || t.cmd != cmd || cmd == 0 {
 		return nil
@@ -431,7 +431,7 @@ func (m *Machine) tx(id string, cmd uint64) *ptx {
 }
 
 // advance moves t on, unless a command of its is in flight.
-func (m *Machine) advance(o *out, t *ptx) {
+func (m *machine) advance(o *out, t *ptx) {
 	if t.cmd != 0 || m.serving == 0 {
 		return
 	}
@@ -477,7 +477,7 @@ func (m *Machine) advance(o *out, t *ptx) {
 }
 
 // pump starts the next handler call, one at a time.
-func (m *Machine) pump(o *out) {
+func (m *machine) pump(o *out) {
 	for m.busy == 0 && m.serving != 0 && len(m.queue) > 0 {
 		id := m.queue[0]
 		m.queue = m.queue[1:]
@@ -496,7 +496,7 @@ func (m *Machine) pump(o *out) {
 	}
 }
 
-func (m *Machine) loaded(o *out, i loaded) {
+func (m *machine) loaded(o *out, i loaded) {
 	t := m.tx(i.Tx, i.Cmd)
 	if t == nil {
 		return
@@ -525,7 +525,7 @@ func (m *Machine) loaded(o *out, i loaded) {
 	m.advance(o, t)
 }
 
-func (m *Machine) decisionRead(o *out, i decisionRead) {
+func (m *machine) decisionRead(o *out, i decisionRead) {
 	t := m.txs[i.Tx]
 	if t == nil || t.decCmd != i.Cmd {
 		return
@@ -550,7 +550,7 @@ func (m *Machine) decisionRead(o *out, i decisionRead) {
 	m.advance(o, t)
 }
 
-func (m *Machine) prepared(o *out, i prepared) {
+func (m *machine) prepared(o *out, i prepared) {
 	if i.Cmd == m.busy {
 		m.busy = 0
 	}
@@ -565,7 +565,7 @@ func (m *Machine) prepared(o *out, i prepared) {
 	m.advance(o, t)
 }
 
-func (m *Machine) voteWritten(o *out, i voteWritten) {
+func (m *machine) voteWritten(o *out, i voteWritten) {
 	t := m.tx(i.Tx, i.Cmd)
 	if t == nil {
 		return
@@ -592,9 +592,9 @@ func (m *Machine) voteWritten(o *out, i voteWritten) {
 }
 
 // abortReason is the reason of the abort our no vote decides.
-func (m *Machine) abortReason(reason string) string { return m.cfg.ID + ": " + reason }
+func (m *machine) abortReason(reason string) string { return m.cfg.ID + ": " + reason }
 
-func (m *Machine) handled(o *out, i handled) {
+func (m *machine) handled(o *out, i handled) {
 	if i.Cmd == m.busy {
 		m.busy = 0
 	}
@@ -617,19 +617,19 @@ func (m *Machine) handled(o *out, i handled) {
 	m.advance(o, t)
 }
 
-func (m *Machine) cmd() uint64 {
+func (m *machine) cmd() uint64 {
 	m.nextCmd++
 	return m.nextCmd
 }
 
-func (m *Machine) reply(o *out, req uint64, err error) {
+func (m *machine) reply(o *out, req uint64, err error) {
 	if req == 0 {
 		return
 	}
 	o.Replies = append(o.Replies, runtime.Reply{Req: req, Err: err})
 }
 
-func (m *Machine) event(o *out, t *ptx, ev events.Event) {
+func (m *machine) event(o *out, t *ptx, ev events.Event) {
 	ev.Node = m.p.tx(t.id)
 	o.Events = append(o.Events, ev)
 }

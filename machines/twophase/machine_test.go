@@ -13,15 +13,15 @@ import (
 
 const sess = 0x100
 
-// transcript drives a Machine with scripted inputs and records, for each
+// transcript drives a machine with scripted inputs and records, for each
 // input, the events, replies and commands it produced and the state after.
 type transcript struct {
 	*golden.Transcript
-	m *Machine
+	m *machine
 }
 
 func newTranscript(t *testing.T) *transcript {
-	m, err := NewMachine(Config{Root: "/app/2pc", ID: "me", SessionID: sess})
+	m, err := newMachine(config{Root: "/app/2pc", ID: "me", SessionID: sess})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func newTranscript(t *testing.T) *transcript {
 	return tr
 }
 
-func (tr *transcript) step(in Input) runtime.Output[Command] {
+func (tr *transcript) step(in input) runtime.Output[command] {
 	out := tr.m.Step(in)
 	golden.Record(tr.Transcript, in.String(), out)
 	return out
@@ -47,7 +47,7 @@ func (tr *transcript) wantState(s events.State) {
 	}
 }
 
-func commands[C Command](out runtime.Output[Command]) []C {
+func commands[C command](out runtime.Output[command]) []C {
 	var cs []C
 	for _, c := range out.Commands {
 		if c, ok := c.(C); ok {
@@ -57,7 +57,7 @@ func commands[C Command](out runtime.Output[Command]) []C {
 	return cs
 }
 
-func eventTypes(out runtime.Output[Command]) []events.Type {
+func eventTypes(out runtime.Output[command]) []events.Type {
 	var ts []events.Type
 	for _, e := range out.Events {
 		ts = append(ts, e.Type)

@@ -15,7 +15,7 @@ import (
 
 // Participant takes part, under its id, in the transactions proposed
 // under a root path. Serve runs it; its methods are safe for concurrent
-// use. It is an actor: a pure Machine run by a runtime.Shell, whose
+// use. It is an actor: a pure machine run by a runtime.Shell, whose
 // requests and handler calls are made off the actor.
 type Participant struct {
 	conn  zk.Conn
@@ -23,7 +23,7 @@ type Participant struct {
 	id    string
 	h     Handler
 	tel   *runtime.Telemetry
-	shell *runtime.Shell[Input, Command]
+	shell *runtime.Shell[input, command]
 
 	life   context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -56,7 +56,7 @@ func NewParticipant(conn zk.Conn, root, id string, h Handler, opts ...Option) (*
 	if conn == nil {
 		return nil, ErrClosed
 	}
-	m, err := NewMachine(Config{Root: root, ID: id, SessionID: conn.SessionID()})
+	m, err := newMachine(config{Root: root, ID: id, SessionID: conn.SessionID()})
 	if err != nil {
 		return nil, err
 	}
@@ -70,12 +70,12 @@ func NewParticipant(conn zk.Conn, root, id string, h Handler, opts ...Option) (*
 		tel: runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tracerProvider, MeterProvider: o.meterProvider,
 			Scope: ScopeName, Version: Version, Recipe: "twophase", Path: root, Instance: id})}
 	p.life, p.cancel = context.WithCancel(context.Background())
-	p.shell = runtime.Run[Input, Command](conn, m, runtime.Spec[Input, Command]{
+	p.shell = runtime.Run[input, command](conn, m, runtime.Spec[input, command]{
 		Recipe: "twophase", Path: root, Instance: id, Telemetry: p.tel,
 		Exec:    p.exec,
 		Answers: answers,
-		Session: func(ev zk.SessionEvent) Input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
-		Withdraw: func(call Input, req uint64) (Input, bool) {
+		Session: func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
+		Withdraw: func(call input, req uint64) (input, bool) {
 			if _, ok := call.(serveCall); ok {
 				return unserve{Req: req}, true
 			}
@@ -109,7 +109,7 @@ func (p *Participant) Close() error {
 		p.closed = true
 		p.mu.Unlock()
 		p.cancel()
-		_, _ = p.shell.Do(context.Background(), func(req uint64) Input { return shutdown{Req: req} })
+		_, _ = p.shell.Do(context.Background(), func(req uint64) input { return shutdown{Req: req} })
 		p.served.Wait()
 		p.shell.Stop()
 	})
@@ -149,12 +149,12 @@ func (p *Participant) Serve(ctx context.Context) error {
 	}
 	// Serving goes on until ctx ends (the call is withdrawn: serving
 	// stops) or Close (ErrClosed).
-	_, err := p.shell.Do(ctx, func(req uint64) Input { return serveCall{Req: req} })
+	_, err := p.shell.Do(ctx, func(req uint64) input { return serveCall{Req: req} })
 	if p.life.Err() != nil || errors.Is(err, ErrClosed) {
 		return ErrClosed
 	}
 	cancel() // a handler call in flight ends with Serve's ctx
-	_, _ = p.shell.Do(context.Background(), func(req uint64) Input { return awaitStopped{Req: req} })
+	_, _ = p.shell.Do(context.Background(), func(req uint64) input { return awaitStopped{Req: req} })
 	if p.life.Err() != nil {
 		return ErrClosed
 	}
