@@ -13,7 +13,7 @@ import (
 )
 
 // After Close every call returns ErrClosed (Observe: a closed channel),
-// State says STOP, a new subscription is closed already, and Close is
+// State says STOP, Path is still the path, a new subscription is closed already, and Close is
 // idempotent.
 func TestEveryCallAfterClose(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
@@ -45,6 +45,9 @@ func TestEveryCallAfterClose(t *testing.T) {
 		}
 		if err := e.Err(); !errors.Is(err, election.ErrClosed) {
 			t.Errorf("Err = %v", err)
+		}
+		if e.Path() != "/closed/election" {
+			t.Errorf("Path = %q", e.Path())
 		}
 		if s := e.State(); s != events.StateStop {
 			t.Errorf("State = %v, want STOP", s)

@@ -154,6 +154,9 @@ func New(conn zk.Conn, path string, opts ...Option) (*Election, error) {
 // ID is this participant's id.
 func (e *Election) ID() string { return e.cfg.ID }
 
+// Path is the election's path.
+func (e *Election) Path() string { return e.path }
+
 // Term is one term of leadership.
 type Term struct {
 	n     uint64

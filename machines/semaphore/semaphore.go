@@ -99,6 +99,7 @@ type Semaphore struct {
 	idle    []*slot        // instances holding nothing
 	busy    map[*slot]bool // instances acquiring, holding or releasing
 	all     []*slot        // every instance, for Close
+	last    *slot          // the instance of the latest call, for State
 }
 
 // slot is one instance of the pool and the lease it holds (nil while it
@@ -193,6 +194,7 @@ func New(conn zk.Conn, path string, maxLeases int, opts ...Option) (*Semaphore, 
 	})
 	s.rq = runtime.TraceConn(conn, s.tel, sl.inst.ErrorType)
 	s.idle = append(s.idle, sl)
+	s.last = sl
 	return s, nil
 }
 
@@ -262,6 +264,7 @@ func (s *Semaphore) take() (*slot, error) {
 		}
 	}
 	s.busy[sl] = true
+	s.last = sl
 	return sl, nil
 }
 
@@ -390,6 +393,7 @@ func (l *Lease) release(ctx context.Context) error {
 		return ErrNotHeld
 	}
 	l.sl.lease = nil // releasing: neither idle nor reusable until done
+	s.last = l.sl
 	s.mu.Unlock()
 	_, err := l.sl.inst.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req} })
 	s.put(l.sl)
@@ -549,6 +553,30 @@ func (s *Semaphore) isClosed() bool {
 
 // MaxLeases is the number of leases the semaphore admits at once.
 func (s *Semaphore) MaxLeases() int { return s.max }
+
+// Path is the semaphore's path.
+func (s *Semaphore) Path() string { return s.path }
+
+// ID is the handle's id: WithID's, or the random one New chose.
+func (s *Semaphore) ID() string { return s.o.ID }
+
+// State sums up the handle's instances (one per lease held or wanted):
+// LEADER while it holds a lease; else the furthest state of an acquire
+// under way (READY, DETERMINE, OFFER); else that of the instance its
+// latest call ran on: START before any, STOP after a Release or Close,
+// FAILED after a lease was lost.
+func (s *Semaphore) State() events.State {
+	order := []events.State{events.StateOffer, events.StateDetermine, events.StateReady, events.StateLeader}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.last.inst.State()
+	for _, sl := range s.all {
+		if x := sl.inst.State(); slices.Index(order, x) > slices.Index(order, st) {
+			st = x
+		}
+	}
+	return st
+}
 
 // Subscribe returns a subscription to the lifecycle events of every
 // instance of the handle (one per lease held or wanted at once; each

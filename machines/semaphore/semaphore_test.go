@@ -448,3 +448,57 @@ func TestHolders(t *testing.T) {
 		}
 	})
 }
+
+// The handle's face: Path, ID (WithID's, or a random one), and State
+// summing up its instances: START, READY while an acquire waits, LEADER
+// while a lease is held (also while another acquire waits), STOP after
+// the last call released, and after Close.
+func TestHandleShape(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const path = "/sem/shape"
+		s := newSem(t, tg.Connect(t), path, 1, semaphore.WithID("shape"))
+		other := newSem(t, tg.Connect(t), path, 1)
+		if s.Path() != path || s.ID() != "shape" || other.ID() == "" {
+			t.Fatalf("Path, ID = %q, %q; another's ID %q", s.Path(), s.ID(), other.ID())
+		}
+		state := func(want events.State, when string) {
+			t.Helper()
+			if st := s.State(); st != want {
+				t.Fatalf("State %s = %v, want %v", when, st, want)
+			}
+		}
+		state(events.StateStart, "before any call")
+		lo := mustAcquire(t, ctx, other)
+		sub := s.Subscribe()
+		defer sub.Close()
+		res := acquireAsync(ctx, s)
+		waitQueued(t, sub)
+		state(events.StateReady, "while an acquire waits")
+		if err := lo.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := <-res
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		state(events.StateLeader, "holding a lease")
+		res = acquireAsync(ctx, s)
+		waitQueued(t, sub)
+		state(events.StateLeader, "holding a lease, another acquire waiting")
+		if err := r.l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r = <-res; r.err != nil {
+			t.Fatal(r.err)
+		}
+		if err := r.l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		state(events.StateStop, "after the last Release")
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		state(events.StateStop, "after Close")
+	})
+}
