@@ -146,6 +146,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 
 // Grant is one hold of the lock.
 type Grant struct {
+	l      *Lock
 	node   string
 	token  int64
 	loss   *runtime.Loss
@@ -182,6 +183,10 @@ func (g *Grant) RevokeRequested() <-chan struct{} { return g.revoke.Done() }
 // refuses a holder whose grant ended.
 func (g *Grant) Guard() *zk.CheckOp { return &zk.CheckOp{Path: g.node, Version: zk.AnyVersion} }
 
+// Release gives back this hold, as Lock.Release does. ErrNotHeld, wrapping
+// Err, once the hold has ended.
+func (g *Grant) Release(ctx context.Context) error { return g.l.release(ctx, g) }
+
 // Acquire blocks until the lock is held, ctx ends, or the session is lost.
 // On a handle that already holds, it returns at once with the same grant
 // and one more hold. When ctx ends first it returns ctx.Err(), and our node
@@ -215,17 +220,25 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 		return false, nil, nil
 	}
 	l.inst.SpanGrant(span, r.Grant)
-	return true, &Grant{node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss, revoke: r.Revoke}, nil
+	return true, &Grant{l: l, node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss, revoke: r.Revoke}, nil
 }
 
 // Release gives back one hold; the last one deletes our node, and Release
 // returns once it is gone (or ctx ends: the delete then goes on in the
 // background). ErrNotHeld when the handle holds nothing (also after the hold
 // was lost).
-func (l *Lock) Release(ctx context.Context) error {
+func (l *Lock) Release(ctx context.Context) error { return l.release(ctx, nil) }
+
+// release gives back one hold: g's, or (nil) the handle's.
+func (l *Lock) release(ctx context.Context, g *Grant) error {
 	ctx, span := l.inst.StartSpan(ctx, "release")
 	defer span.End()
-	_, err := l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req} })
+	var err error
+	if g != nil && g.Err() != nil {
+		err = fmt.Errorf("%w: %w", ErrNotHeld, g.Err())
+	} else {
+		_, err = l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req} })
+	}
 	l.inst.SpanError(span, err)
 	return err
 }

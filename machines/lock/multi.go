@@ -105,6 +105,7 @@ func NewMulti(conn zk.Conn, paths []string, opts ...Option) (*Multi, error) {
 
 // MultiGrant is one hold of every lock of a Multi.
 type MultiGrant struct {
+	m      *Multi
 	grants []*Grant // in the order of NewMulti's paths
 	loss   *runtime.Loss
 }
@@ -135,10 +136,14 @@ func (g *MultiGrant) Lost() <-chan struct{} { return g.loss.Done() }
 // and wrapping its cause (errors.Is(err, ErrSessionLost) works).
 func (g *MultiGrant) Err() error { return g.loss.Err() }
 
+// Release gives back this hold, as Multi.Release does. ErrNotHeld once
+// it has ended.
+func (g *MultiGrant) Release(ctx context.Context) error { return g.m.releaseSpan(ctx, g) }
+
 // newMultiGrant returns the grant of the parts' grants (in sorted path
 // order), watching each: the first that is lost ends it.
 func (m *Multi) newMultiGrant(sorted []*Grant) *MultiGrant {
-	g := &MultiGrant{loss: runtime.NewLoss()}
+	g := &MultiGrant{m: m, loss: runtime.NewLoss()}
 	for _, i := range m.order {
 		g.grants = append(g.grants, sorted[i])
 	}
@@ -256,16 +261,19 @@ func (m *Multi) letGo(ctx context.Context) error {
 // deletes then go on in the background). ErrNotHeld when the Multi holds
 // nothing; also when its grant was lost (MultiGrant.Err), and the error
 // then wraps why, after the locks still held were released.
-func (m *Multi) Release(ctx context.Context) error {
+func (m *Multi) Release(ctx context.Context) error { return m.releaseSpan(ctx, nil) }
+
+// releaseSpan gives back one hold, g's or (nil) the Multi's, in a span.
+func (m *Multi) releaseSpan(ctx context.Context, g *MultiGrant) error {
 	ctx, span := m.tracer.Start(ctx, "lock.multi_release", trace.WithAttributes(runtime.AttrDBSystem.String(runtime.DBSystem),
 		runtime.AttrRecipe.String("lock"), attribute.StringSlice("zkrecipes.paths", m.paths)))
 	defer span.End()
-	err := m.release(ctx)
+	err := m.release(ctx, g)
 	m.locks[0].inst.SpanError(span, err)
 	return err
 }
 
-func (m *Multi) release(ctx context.Context) error {
+func (m *Multi) release(ctx context.Context, mine *MultiGrant) error {
 	if m.closed.Load() {
 		return ErrClosed
 	}
@@ -275,7 +283,7 @@ func (m *Multi) release(ctx context.Context) error {
 	}
 	defer done()
 	switch g := m.current(); {
-	case g == nil:
+	case g == nil || (mine != nil && mine != g):
 		return ErrNotHeld
 	case g.Err() != nil:
 		cause := g.Err()

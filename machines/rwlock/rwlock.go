@@ -219,6 +219,7 @@ type Lock struct {
 
 // Grant is one hold of a read or write lock.
 type Grant struct {
+	l      *Lock
 	node   string
 	token  int64
 	loss   *runtime.Loss
@@ -250,6 +251,10 @@ func (g *Grant) RevokeRequested() <-chan struct{} { return g.revoke.Done() }
 // Guard returns an op to put in a zk Multi beside a write: the multi fails
 // (zk.ErrNoNode) unless our node still exists.
 func (g *Grant) Guard() *zk.CheckOp { return &zk.CheckOp{Path: g.node, Version: zk.AnyVersion} }
+
+// Release gives back this hold, as Lock.Release does. ErrNotHeld, wrapping
+// Err, once the hold has ended.
+func (g *Grant) Release(ctx context.Context) error { return g.l.release(ctx, g) }
 
 // Acquire blocks until the lock is held, ctx ends, or the session is lost.
 // A held lock returns the same grant with one more hold. The read lock
@@ -307,7 +312,7 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.grant == nil || l.grant.loss != r.Loss {
-		l.grant = &Grant{node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss, revoke: r.Revoke}
+		l.grant = &Grant{l: l, node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss, revoke: r.Revoke}
 	}
 	return true, l.grant, nil
 }
@@ -325,9 +330,17 @@ func (l *Lock) held() *Grant {
 // Release gives back one hold; the last one deletes our node, and Release
 // returns once it is gone (or ctx ends: the delete goes on in the
 // background). ErrNotHeld when the lock holds nothing.
-func (l *Lock) Release(ctx context.Context) error {
+func (l *Lock) Release(ctx context.Context) error { return l.release(ctx, nil) }
+
+// release gives back one hold: g's, or (nil) the lock's.
+func (l *Lock) release(ctx context.Context, g *Grant) error {
 	ctx, span := l.inst.StartSpan(ctx, "release", AttrMode.String(l.kind))
 	defer span.End()
+	if g != nil && g.Err() != nil {
+		err := fmt.Errorf("%w: %w", ErrNotHeld, g.Err())
+		l.inst.SpanError(span, err)
+		return err
+	}
 	in := contention.Release{}
 	if l == l.rw.write {
 		// A writer that leaves no reader of ours beside it releases with
