@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -70,44 +71,41 @@ type Barrier struct {
 	conn zk.Conn
 	rq   zk.Conn // conn, its requests traced
 	path string
+	id   string
 	tel  *runtime.Telemetry
 }
 
-// BarrierOption configures a Barrier. A nil BarrierOption is ignored.
-type BarrierOption func(*barrierOptions)
+// BarrierOption is Option.
+//
+// Deprecated: use Option.
+type BarrierOption = Option
 
-type barrierOptions struct {
-	tp trace.TracerProvider
-	mp metric.MeterProvider
-}
+// WithBarrierTracerProvider is WithTracerProvider.
+//
+// Deprecated: use WithTracerProvider.
+func WithBarrierTracerProvider(tp trace.TracerProvider) Option { return WithTracerProvider(tp) }
 
-// WithBarrierTracerProvider sets where the Barrier's spans go (default:
-// the global provider).
-func WithBarrierTracerProvider(tp trace.TracerProvider) BarrierOption {
-	return func(o *barrierOptions) { o.tp = tp }
-}
-
-// WithBarrierMeterProvider sets where the Barrier's measurements go (its
-// requests' db.client.operation.duration; default: the global provider).
-func WithBarrierMeterProvider(mp metric.MeterProvider) BarrierOption {
-	return func(o *barrierOptions) { o.mp = mp }
-}
+// WithBarrierMeterProvider is WithMeterProvider.
+//
+// Deprecated: use WithMeterProvider.
+func WithBarrierMeterProvider(mp metric.MeterProvider) Option { return WithMeterProvider(mp) }
 
 // New returns a Barrier on path. Nothing is sent. Errors: zk.ErrInvalidPath,
-// ErrClosed (a nil or closed connection).
-func New(conn zk.Conn, path string, opts ...BarrierOption) (*Barrier, error) {
+// ErrInvalidOption, ErrClosed (a nil or closed connection).
+func New(conn zk.Conn, path string, opts ...Option) (*Barrier, error) {
 	if err := checkPath(conn, path); err != nil {
 		return nil, err
 	}
-	var o barrierOptions
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.id == "" {
+		o.id = uuid.NewString()
 	}
 	tel := runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tp, MeterProvider: o.mp,
-		Scope: ScopeName, Version: Version, Recipe: "barrier", Path: path})
-	return &Barrier{conn: conn, rq: runtime.TraceConn(conn, tel, errorType), path: path, tel: tel}, nil
+		Scope: ScopeName, Version: Version, Recipe: "barrier", Path: path, Instance: o.id})
+	return &Barrier{conn: conn, rq: runtime.TraceConn(conn, tel, errorType), path: path, id: o.id, tel: tel}, nil
 }
 
 func checkPath(conn zk.Conn, path string) error {
@@ -127,6 +125,9 @@ func checkPath(conn zk.Conn, path string) error {
 
 // Path is the barrier's node.
 func (b *Barrier) Path() string { return b.path }
+
+// ID is the handle's WithID, or a UUID made for it.
+func (b *Barrier) ID() string { return b.id }
 
 // Set raises the barrier: it creates the node (and its missing parents, as
 // containers). Setting a barrier that is set is not an error.

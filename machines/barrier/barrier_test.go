@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	zkrecipes "github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -100,6 +101,11 @@ func TestBarrierBadInput(t *testing.T) {
 		if _, err := barrier.New(nil, "/a"); !errors.Is(err, barrier.ErrClosed) {
 			t.Errorf("nil conn: %v", err)
 		}
+		for _, o := range []barrier.Option{barrier.WithCloseTimeout(0), barrier.WithTracerProvider(nil), barrier.WithMeterProvider(nil)} {
+			if _, err := barrier.New(c, "/a", o); !errors.Is(err, barrier.ErrInvalidOption) {
+				t.Errorf("New with a bad option: %v, want ErrInvalidOption", err)
+			}
+		}
 	})
 }
 
@@ -113,4 +119,21 @@ func TestSentinelsMatchZkrecipes(t *testing.T) {
 			t.Errorf("%v does not match %v", c.ours, c.shared)
 		}
 	}
+}
+
+// Both handles take the one Option type; ID is WithID's, or a UUID.
+func TestHandleIDs(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		c := tg.Connect(t)
+		b, err := barrier.New(c, "/barrier/id", barrier.WithID("b1"), barrier.WithCloseTimeout(time.Second))
+		if err != nil || b.ID() != "b1" {
+			t.Fatalf("New with WithID: %v, ID %q", err, b.ID())
+		}
+		if b, _ := barrier.New(c, "/barrier/id"); len(b.ID()) != 36 {
+			t.Errorf("ID without WithID: %q, want a UUID", b.ID())
+		}
+		if d := newDouble(t, c, "/barrier/id", 2, barrier.WithID("d1")); d.ID() != "d1" {
+			t.Errorf("DoubleBarrier ID %q, want d1", d.ID())
+		}
+	})
 }

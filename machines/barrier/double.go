@@ -39,7 +39,7 @@ type DoubleBarrier struct {
 
 }
 
-// Option configures a DoubleBarrier. A nil Option is ignored.
+// Option configures a Barrier or a DoubleBarrier. A nil Option is ignored.
 type Option func(*options)
 
 type options struct {
@@ -52,8 +52,8 @@ type options struct {
 // AttrMembers is the double barrier's member count on its spans.
 const AttrMembers = attribute.Key("zkrecipes.barrier.members")
 
-// WithID names the member on its events and spans (default: its node's
-// UUID).
+// WithID names the handle on its events and spans, and is its ID (default:
+// a UUID; a DoubleBarrier's is its member node's).
 func WithID(id string) Option { return func(o *options) { o.id = id } }
 
 // WithTracerProvider sets where the member's spans go (default: the
@@ -68,13 +68,8 @@ func WithMeterProvider(mp metric.MeterProvider) Option { return func(o *options)
 // (default 10s).
 func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.closeTimeout = d } }
 
-// NewDouble returns a member of the double barrier at path that lets
-// members through together. Nothing is sent until Enter. Errors:
-// zk.ErrInvalidPath, ErrInvalidOption (members below 1), ErrClosed.
-func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleBarrier, error) {
-	if err := checkPath(conn, path); err != nil {
-		return nil, err
-	}
+// newOptions applies opts to the defaults, and checks them.
+func newOptions(opts []Option) (options, error) {
 	o := options{closeTimeout: 10 * time.Second, tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
 	for _, opt := range opts {
 		if opt != nil {
@@ -82,14 +77,29 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 		}
 	}
 	switch {
-	case members < 1:
-		return nil, fmt.Errorf("%w: members %d: it must be at least 1", ErrInvalidOption, members)
 	case o.closeTimeout <= 0:
-		return nil, fmt.Errorf("%w: close timeout %v: it must be positive", ErrInvalidOption, o.closeTimeout)
+		return o, fmt.Errorf("%w: close timeout %v: it must be positive", ErrInvalidOption, o.closeTimeout)
 	case o.tp == nil:
-		return nil, fmt.Errorf("%w: nil tracer provider", ErrInvalidOption)
+		return o, fmt.Errorf("%w: nil tracer provider", ErrInvalidOption)
 	case o.mp == nil:
-		return nil, fmt.Errorf("%w: nil meter provider", ErrInvalidOption)
+		return o, fmt.Errorf("%w: nil meter provider", ErrInvalidOption)
+	}
+	return o, nil
+}
+
+// NewDouble returns a member of the double barrier at path that lets
+// members through together. Nothing is sent until Enter. Errors:
+// zk.ErrInvalidPath, ErrInvalidOption (members below 1), ErrClosed.
+func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleBarrier, error) {
+	if err := checkPath(conn, path); err != nil {
+		return nil, err
+	}
+	if members < 1 {
+		return nil, fmt.Errorf("%w: members %d: it must be at least 1", ErrInvalidOption, members)
+	}
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	name := uuid.NewString()
 	if o.id == "" {
@@ -132,6 +142,9 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 
 // Path is the barrier's path.
 func (d *DoubleBarrier) Path() string { return d.path }
+
+// ID is the member's WithID, or its member node's UUID.
+func (d *DoubleBarrier) ID() string { return d.o.id }
 
 // Node is our member node of the last Enter that passed ("" before one):
 // <path>/<uuid>-<round>. It exists until Leave.

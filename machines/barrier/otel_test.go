@@ -21,7 +21,7 @@ func TestOtelBarrier(t *testing.T) {
 	defer sim.Close()
 	rec := oteltest.New(t)
 	const path = "/otel/barrier/b"
-	b, err := barrier.New(sim.Connect(), path, barrier.WithBarrierTracerProvider(rec.TP), barrier.WithBarrierMeterProvider(rec.MP))
+	b, err := barrier.New(sim.Connect(), path, barrier.WithTracerProvider(rec.TP), barrier.WithMeterProvider(rec.MP))
 	if err != nil {
 		t.Fatal(err)
 	}
