@@ -80,11 +80,12 @@ func NewCoordinator(conn zk.Conn, root string, opts ...Option) (*Coordinator, er
 	if conn == nil {
 		return nil, ErrClosed
 	}
-	o := options{voteTimeout: 10 * time.Second, retention: 10 * time.Minute, id: "coordinator"}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if !o.idSet {
+		o.id = "coordinator"
 	}
 	if o.voteTimeout <= 0 {
 		return nil, fmt.Errorf("%w: vote timeout %v: it must be positive", ErrInvalidOption, o.voteTimeout)
@@ -99,7 +100,6 @@ func NewCoordinator(conn zk.Conn, root string, opts ...Option) (*Coordinator, er
 		Scope: ScopeName, Version: Version, Recipe: "twophase", Path: root, Instance: o.id})
 	c := &Coordinator{conn: conn, p: paths{root}, o: o, tel: tel, rq: runtime.TraceConn(conn, tel, errorType), bus: events.NewBus(),
 		done: make(chan struct{})}
-	var err error
 	c.txs, err = tel.Meter().Int64Counter("zkrecipes.twophase.transactions", metric.WithUnit("{transaction}"),
 		metric.WithDescription("Transactions decided by a coordinator, by outcome (committed, aborted) and abort reason."))
 	if err != nil {

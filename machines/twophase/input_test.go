@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -37,10 +38,25 @@ func TestBadInput(t *testing.T) {
 		if _, err := twophase.NewParticipant(nil, root, "a", h); !errors.Is(err, twophase.ErrClosed) {
 			t.Errorf("nil conn: %v", err)
 		}
-		for _, opt := range []twophase.Option{twophase.WithVoteTimeout(0), twophase.WithRetention(-1), twophase.WithID("")} {
+		for _, opt := range []twophase.Option{twophase.WithVoteTimeout(0), twophase.WithRetention(-1), twophase.WithID(""), twophase.WithCloseTimeout(0)} {
 			if _, err := twophase.NewCoordinator(conn, root, opt); !errors.Is(err, twophase.ErrInvalidOption) {
 				t.Errorf("bad option: %v, want ErrInvalidOption", err)
 			}
+		}
+		// A participant refuses the coordinator's options, and an id of
+		// WithID other than its own.
+		for name, opt := range map[string]twophase.Option{
+			"WithVoteTimeout": twophase.WithVoteTimeout(time.Second), "WithRetention": twophase.WithRetention(time.Second),
+			"WithID": twophase.WithID("b"), "WithCloseTimeout": twophase.WithCloseTimeout(-1),
+		} {
+			if _, err := twophase.NewParticipant(conn, root, "a", h, opt); !errors.Is(err, twophase.ErrInvalidOption) {
+				t.Errorf("participant with %s: %v, want ErrInvalidOption", name, err)
+			}
+		}
+		if p, err := twophase.NewParticipant(conn, root, "a", h, twophase.WithID("a"), twophase.WithCloseTimeout(time.Second)); err != nil {
+			t.Errorf("participant with WithID of its own id: %v", err)
+		} else {
+			p.Close()
 		}
 
 		serve(t, connect(t, tg), "a", h)

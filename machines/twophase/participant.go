@@ -40,9 +40,9 @@ type Participant struct {
 // NewParticipant returns the participant id of the transactions under root,
 // whose votes and decisions go to h. Nothing is sent to the server until
 // Serve. Errors: zk.ErrInvalidPath for a bad root, ErrInvalidID for a bad
-// id, ErrNilHandler, ErrClosed for a nil connection. Of the Options, a
-// participant uses WithTracerProvider and WithMeterProvider; the others
-// are the coordinator's and are ignored here.
+// id, ErrNilHandler, ErrClosed for a nil connection, ErrInvalidOption for
+// a coordinator's option (WithVoteTimeout, WithRetention) or a WithID
+// that is not id.
 func NewParticipant(conn zk.Conn, root, id string, h Handler, opts ...Option) (*Participant, error) {
 	if err := validRoot(root); err != nil {
 		return nil, err
@@ -60,11 +60,14 @@ func NewParticipant(conn zk.Conn, root, id string, h Handler, opts ...Option) (*
 	if err != nil {
 		return nil, err
 	}
-	var o options
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
+	o, err := newOptions(opts)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(o.coordinator) > 0:
+		return nil, fmt.Errorf("%w: %s is a coordinator's option", ErrInvalidOption, o.coordinator[0])
+	case o.idSet && o.id != id:
+		return nil, fmt.Errorf("%w: WithID(%q) beside the participant id %q", ErrInvalidOption, o.id, id)
 	}
 	p := &Participant{conn: conn, p: paths{root}, id: id, h: h, spans: make(map[string]trace.Span),
 		tel: runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tracerProvider, MeterProvider: o.meterProvider,

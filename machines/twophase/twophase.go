@@ -83,31 +83,47 @@ type Handler interface {
 	Abort(ctx context.Context, tx Tx, reason string) error
 }
 
-// Option configures a Coordinator. A nil Option is ignored.
+// Option configures a Coordinator or a Participant. A nil Option is
+// ignored; one the constructor cannot use is refused (ErrInvalidOption).
 type Option func(*options)
 
 type options struct {
 	voteTimeout    time.Duration
 	retention      time.Duration
+	closeTimeout   time.Duration
 	id             string
+	idSet          bool
 	tracerProvider trace.TracerProvider
 	meterProvider  metric.MeterProvider
+	coordinator    []string // the coordinator's own options given
 }
 
 // WithVoteTimeout bounds how long the coordinator waits for every vote
 // before it decides abort with ReasonVoteTimeout. Default 10s; it must be
-// positive (ErrInvalidOption).
-func WithVoteTimeout(d time.Duration) Option { return func(o *options) { o.voteTimeout = d } }
+// positive (ErrInvalidOption). A coordinator's option only.
+func WithVoteTimeout(d time.Duration) Option {
+	return func(o *options) { o.voteTimeout = d; o.coordinator = append(o.coordinator, "WithVoteTimeout") }
+}
 
 // WithRetention is how long a decided transaction's nodes stay at least
 // before the coordinator's handle deletes them (once every participant has
 // had its call). Default 10 minutes; it must be positive
-// (ErrInvalidOption).
-func WithRetention(d time.Duration) Option { return func(o *options) { o.retention = d } }
+// (ErrInvalidOption). A coordinator's option only.
+func WithRetention(d time.Duration) Option {
+	return func(o *options) { o.retention = d; o.coordinator = append(o.coordinator, "WithRetention") }
+}
 
-// WithID names the coordinator on its lifecycle events. Default
-// "coordinator".
-func WithID(id string) Option { return func(o *options) { o.id = id } }
+// WithID names the coordinator on its lifecycle events (default
+// "coordinator"). A participant's id is NewParticipant's argument: WithID
+// given to it must say the same.
+func WithID(id string) Option { return func(o *options) { o.id, o.idSet = id, true } }
+
+// WithCloseTimeout bounds how long Close waits for what the handle still
+// has to do on the server (a participant's deregistration, a coordinator's
+// aborts of the Proposes it cuts short); default 10s, it must be positive
+// (ErrInvalidOption). After it, the nodes are left to the connection's
+// janitor and Close returns ErrCleanupPending.
+func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.closeTimeout = d } }
 
 // WithTracerProvider sets where spans go. Default: otel's global provider
 // (a no-op until the application installs one).
@@ -120,6 +136,21 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // zkrecipes.twophase.transactions. Default: otel's global provider.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(o *options) { o.meterProvider = mp }
+}
+
+// newOptions applies opts over the defaults and checks what every handle
+// uses.
+func newOptions(opts []Option) (options, error) {
+	o := options{voteTimeout: 10 * time.Second, retention: 10 * time.Minute, closeTimeout: 10 * time.Second}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.closeTimeout <= 0 {
+		return o, fmt.Errorf("%w: close timeout %v: it must be positive", ErrInvalidOption, o.closeTimeout)
+	}
+	return o, nil
 }
 
 // Span attributes of the two-phase commit.
