@@ -19,11 +19,15 @@ func TestEveryCallAfterClose(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := ctxT(t)
 		e := newElection(t, tg.Connect(t), "/closed/election", "a")
-		if _, err := e.Campaign(ctx); err != nil {
+		term, err := e.Campaign(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if err := e.Close(); err != nil {
 			t.Fatal(err)
+		}
+		if err := term.Release(ctx); !errors.Is(err, election.ErrClosed) {
+			t.Errorf("Term.Release = %v", err)
 		}
 		if _, err := e.Campaign(ctx); !errors.Is(err, election.ErrClosed) {
 			t.Errorf("Campaign = %v", err)

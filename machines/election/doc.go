@@ -5,8 +5,8 @@
 //
 // Two styles share one engine, the lock's:
 //
-//   - Latch: Campaign blocks until we lead and returns a Term; Resign hands
-//     over at once. Nodes are named like Apache Curator's LeaderLatch
+//   - Latch: Campaign blocks until we lead and returns a Term; Resign (or
+//     the Term's Release) hands over at once. Nodes are named like Apache Curator's LeaderLatch
 //     (_c_<uuid>-latch-<seq>) with the participant id as data.
 //   - Selector: Run calls a function while we lead and cancels its context
 //     the moment leadership is lost; WithRequeue campaigns again after each

@@ -159,6 +159,7 @@ func (e *Election) Path() string { return e.path }
 
 // Term is one term of leadership.
 type Term struct {
+	e     *Election
 	n     uint64
 	node  string
 	token int64
@@ -185,6 +186,15 @@ func (t *Term) Err() error { return t.loss.Err() }
 // (zk.ErrNoNode) unless our election node still exists, so ZooKeeper itself
 // refuses a leader whose term ended.
 func (t *Term) Guard() *zk.CheckOp { return &zk.CheckOp{Path: t.node, Version: zk.AnyVersion} }
+
+// Release ends this term as Resign does; once the term has ended it is a
+// no-op (a later term is left alone). ErrClosed after Close.
+func (t *Term) Release(ctx context.Context) error {
+	if err := t.e.Err(); err != nil || t.Err() != nil {
+		return err
+	}
+	return t.e.Resign(ctx)
+}
 
 type termKey struct{}
 
@@ -213,7 +223,7 @@ func (e *Election) campaign(ctx context.Context, marker string) (*Term, error) {
 		return nil, err
 	}
 	e.inst.SpanGrant(span, r.Grant)
-	return &Term{n: r.Grant.Term, node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss}, nil
+	return &Term{e: e, n: r.Grant.Term, node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss}, nil
 }
 
 // Resign ends our term at once: our node is deleted with a plain delete

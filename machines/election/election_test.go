@@ -196,6 +196,47 @@ func TestResignIsNoopWhenNotLeading(t *testing.T) {
 	})
 }
 
+// A term releases itself: Term.Release hands leadership to the next
+// campaigner, as Resign does, and the release of a term that has ended
+// leaves a later term alone.
+func TestTermRelease(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const path = "/election/release"
+		a := newElection(t, tg.Connect(t), path, "a")
+		b := newElection(t, tg.Connect(t), path, "b")
+		t1, err := a.Campaign(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub := b.Subscribe()
+		defer sub.Close()
+		res := campaignAsync(ctx, b)
+		testkit.WaitEvent(t, sub, events.ReadyStart)
+		if err := t1.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(t1.Err(), election.ErrResigned) {
+			t.Fatalf("Err after Release = %v, want ErrResigned", t1.Err())
+		}
+		r := within(t, res, "campaign after the leader's Release")
+		if r.err != nil || r.term.Token() <= t1.Token() {
+			t.Fatalf("the next campaigner's Campaign = %v, %v", r.term, r.err)
+		}
+		res = campaignAsync(ctx, a)
+		if err := r.term.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r = within(t, res, "a's second campaign")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if err := t1.Release(ctx); err != nil || r.term.Err() != nil {
+			t.Fatalf("the ended term's Release = %v; the later term's Err = %v", err, r.term.Err())
+		}
+	})
+}
+
 // countingConn counts the reads (exists, get, children without a watch)
 // made through it, and sends on watched after each watch request.
 type countingConn struct {
