@@ -4,7 +4,7 @@
 //	zkr lock [flags] PATH -- CMD ARGS...       run CMD while holding the lock at PATH
 //	zkr elect [flags] PATH ID -- CMD ARGS...   run CMD while ID leads the election at PATH
 //	zkr elect -observe [flags] PATH            print each leader change, until interrupted (then exit 0)
-//	zkr holders [-election|-rwlock|-semaphore] PATH  print who holds the lock (or the election's participants)
+//	zkr holders [-election|-rwlock|-semaphore] PATH  print who holds the lock (or the election's participants): id, node, token
 //	zkr queue offer [flags] PATH DATA          add DATA to the queue at PATH
 //	zkr queue take [flags] PATH                remove and print the head item, waiting for one
 //	zkr queue len [flags] PATH                 print the number of items
@@ -31,8 +31,9 @@
 //
 // Exit status: CMD's for lock and elect; otherwise 0 on success, 1 on an
 // error, 2 for bad usage (an unknown flag, a bad path, no servers given),
-// 3 when no server answered within -connect-timeout, and 128+N when signal
-// N interrupted a wait.
+// 3 when no server answered within -connect-timeout or the path holders or
+// queue len reads does not exist ("no such path"), and 128+N when signal N
+// interrupted a wait.
 package main
 
 import (
@@ -66,7 +67,7 @@ const usage = `usage:
 const (
 	exitError   = 1
 	exitUsage   = 2
-	exitConnect = 3
+	exitConnect = 3 // also a missing path that a command only reads
 )
 
 func main() {
@@ -133,7 +134,7 @@ func (e *env) fail(cmd string, err error) int {
 	switch {
 	case errors.As(err, &u), errors.Is(err, zk.ErrInvalidPath):
 		return exitUsage
-	case errors.Is(err, errConnect):
+	case errors.Is(err, errConnect), errors.Is(err, errNoPath):
 		return exitConnect
 	}
 	return exitError

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ func TestZkr(t *testing.T) {
 	t.Run("queue round trip", z.testQueue)
 	t.Run("elect, holders and a forwarded signal", z.testElect)
 	t.Run("holders of a read/write lock and a semaphore", z.testSharedHolders)
+	t.Run("a missing path", z.testMissingPath)
 	t.Run("server serves until a signal and keeps -data", z.testServer)
 }
 
@@ -304,21 +306,18 @@ func (z *zkr) testElect(t *testing.T) {
 	}
 
 	leader := z.cmd("elect", "-zk", z.addr, "/e", "node-1", "--",
-		"sh", "-c", `trap 'echo bye; exit 3' TERM; echo "$ZKR_ELECT_ID"; while :; do sleep 0.1; done`)
+		"sh", "-c", `trap 'echo bye; exit 3' TERM; printf '%s\t%s\t%s\n' "$ZKR_ELECT_ID" "$ZKR_ELECT_NODE" "$ZKR_ELECT_TOKEN"; while :; do sleep 0.1; done`)
 	out := startWithPipe(t, leader)
-	if got := next(t, out); got != "node-1" {
-		t.Fatalf("leader's command printed %q, want node-1", got)
+	term := next(t, out)
+	if !strings.HasPrefix(term, "node-1\t/e/") {
+		t.Fatalf("leader's command printed %q, want node-1, its node and token", term)
 	}
 	if got := next(t, seen); !strings.HasPrefix(got, `{"leader":"node-1",`) {
 		t.Errorf("observed %q, want node-1 leading", got)
 	}
 	stdout, stderr, code := z.run(t, "holders", "-election", "-zk", z.addr, "/e")
-	if code != 0 || !strings.HasPrefix(stdout, "node-1\t/e/") || strings.Count(stdout, "\n") != 1 {
-		t.Errorf("holders -election: status %d, stdout %q; stderr:\n%s", code, stdout, stderr)
-	}
-	stdout, _, code = z.run(t, "holders", "-zk", z.addr, "/nolock")
-	if code != 0 || stdout != "" {
-		t.Errorf("holders of a free lock: status %d, stdout %q", code, stdout)
+	if code != 0 || stdout != term+"\n" {
+		t.Errorf("holders -election: status %d, stdout %q, want %q; stderr:\n%s", code, stdout, term+"\n", stderr)
 	}
 
 	// SIGTERM to zkr goes to the command; zkr resigns and exits with its status.
@@ -363,9 +362,15 @@ func (z *zkr) testSharedHolders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		readers = append(readers, g.Node()+"\t"+strconv.FormatInt(g.Token(), 10)+"\tread\n")
+		// The id column is what the node stores, "-" for nothing.
+		data, _, err := conn.Get(ctx, g.Node())
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := cmp.Or(string(data), "-")
+		readers = append(readers, id+"\t"+g.Node()+"\t"+strconv.FormatInt(g.Token(), 10)+"\n")
 	}
-	sem, err := semaphore.New(conn, "/sem", 3)
+	sem, err := semaphore.New(conn, "/sem", 3, semaphore.WithID("s-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,9 +389,28 @@ func (z *zkr) testSharedHolders(t *testing.T) {
 		t.Errorf("holders -semaphore: status %d, stdout %q; stderr:\n%s", code, stdout, stderr)
 	}
 	for _, l := range ls {
-		if !strings.Contains(stdout, `"node":"`+l.Node()+`"`) {
-			t.Errorf("holders -semaphore: %q does not name lease %s", stdout, l.Node())
+		if want := fmt.Sprintf(`{"id":"s-1","node":%q,"token":%d}`, l.Node(), l.Token()); !strings.Contains(stdout, want) {
+			t.Errorf("holders -semaphore: %q lacks %s", stdout, want)
 		}
+	}
+	// A lock node another client made (Curator's name) with its id as
+	// its data: zkr shows that id.
+	node, err := conn.Create(ctx, "/lk/_c_00000000-0000-0000-0000-000000000000-lock-", []byte("proc-7"), zk.ModeEphemeralSequential)
+	if errors.Is(err, zk.ErrNoNode) {
+		if _, err = conn.Create(ctx, "/lk", nil, zk.ModePersistent); err == nil {
+			node, err = conn.Create(ctx, "/lk/_c_00000000-0000-0000-0000-000000000000-lock-", []byte("proc-7"), zk.ModeEphemeralSequential)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := conn.Get(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code = z.run(t, "holders", "-zk", z.addr, "/lk")
+	if want := fmt.Sprintf("proc-7\t%s\t%d\n", node, st.Czxid); code != 0 || stdout != want {
+		t.Errorf("holders: status %d, stdout %q, want %q; stderr:\n%s", code, stdout, want, stderr)
 	}
 	if _, _, code := z.run(t, "holders", "-rwlock", "-semaphore", "-zk", z.addr, "/rw"); code != 2 {
 		t.Errorf("holders -rwlock -semaphore: status %d, want 2", code)
@@ -425,5 +449,21 @@ func (z *zkr) testServer(t *testing.T) {
 		if _, err := testkit.FourLetterWord(ctx, addr, "srvr"); err == nil {
 			t.Errorf("%s still serves after zkr server exited", addr)
 		}
+	}
+}
+
+// testMissingPath: the commands that only read a path say so when it does
+// not exist, and exit 3.
+func (z *zkr) testMissingPath(t *testing.T) {
+	for _, args := range [][]string{
+		{"holders"}, {"holders", "-election"}, {"holders", "-rwlock"}, {"holders", "-semaphore"}, {"queue", "len"},
+	} {
+		stdout, stderr, code := z.run(t, append(args, "-zk", z.addr, "/missing")...)
+		if code != 3 || stdout != "" || !strings.Contains(stderr, "no such path: /missing\n") {
+			t.Errorf("%q on a missing path: status %d, stdout %q, stderr %q; want 3 and \"no such path: /missing\"", args, code, stdout, stderr)
+		}
+	}
+	if _, _, code := z.run(t, "holders", "-zk", z.addr, "/zookeeper"); code != 0 {
+		t.Errorf("holders of a path with no holders: status %d, want 0", code)
 	}
 }

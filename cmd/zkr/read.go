@@ -74,6 +74,15 @@ func (e *env) observe(c *common) int {
 	return e.fail("elect", fmt.Errorf("observing stopped: %w", el.Err()))
 }
 
+// holder is one line of zkr holders, whatever the recipe: the id its
+// participant stored in its node (WithID), its node, its fencing token.
+type holder struct {
+	ID    string `json:"id"`
+	Node  string `json:"node"`
+	Token int64  `json:"token"`
+	Write *bool  `json:"write,omitempty"` // read/write locks only
+}
+
 func holdersCmd(e *env, args []string) int {
 	c := newCommon("holders", "zkr holders [-election | -rwlock | -semaphore] [flags] PATH", e.stderr)
 	elect := c.fs.Bool("election", false, "PATH is an election: print its participants in queue order (the first leads)")
@@ -91,53 +100,79 @@ func holdersCmd(e *env, args []string) int {
 		return e.fail("holders", err)
 	}
 	defer done()
+	hs, err := holders(ctx, conn, path, *elect, *rw, *sem)
+	if err != nil {
+		return e.fail("holders", waitErr(ctx, err))
+	}
+	for _, h := range hs {
+		id := h.ID
+		if id == "" {
+			id = "-" // an empty first column would vanish for read(1)
+		}
+		c.print(e.stdout, id+"\t"+h.Node+"\t"+strconv.FormatInt(h.Token, 10), h)
+	}
+	return 0
+}
+
+// holders reads who holds the lock, semaphore or election at path.
+func holders(ctx context.Context, conn zk.Conn, path string, elect, rw, sem bool) ([]holder, error) {
+	if err := mustExist(ctx, conn, path); err != nil {
+		return nil, err
+	}
+	var hs []holder
 	switch {
-	case *elect:
+	case elect:
 		el, err := election.New(conn, path)
 		if err != nil {
-			return e.fail("holders", err)
+			return nil, err
 		}
 		defer el.Close()
 		ps, err := el.Participants(ctx)
 		if err != nil {
-			return e.fail("holders", waitErr(ctx, err))
+			return nil, err
 		}
 		for _, p := range ps {
-			c.print(e.stdout, p.ID+"\t"+p.Node, map[string]any{"id": p.ID, "node": p.Node})
-		}
-	case *rw:
-		hs, err := rwlock.Holders(ctx, conn, path)
-		if err != nil {
-			return e.fail("holders", waitErr(ctx, err))
-		}
-		for _, h := range hs {
-			mode := "read"
-			if h.Write {
-				mode = "write"
+			st, ok, err := conn.Exists(ctx, p.Node) // its czxid, the term's token
+			if err != nil {
+				return nil, err
 			}
-			c.print(e.stdout, h.Node+"\t"+strconv.FormatInt(h.Token, 10)+"\t"+mode,
-				map[string]any{"node": h.Node, "token": h.Token, "id": h.ID, "write": h.Write})
+			if ok {
+				hs = append(hs, holder{ID: p.ID, Node: p.Node, Token: st.Czxid})
+			}
 		}
-	case *sem:
-		hs, err := semaphore.Holders(ctx, conn, path)
-		if err != nil {
-			return e.fail("holders", waitErr(ctx, err))
+	case rw:
+		rhs, err := rwlock.Holders(ctx, conn, path)
+		for _, h := range rhs {
+			hs = append(hs, holder{ID: h.ID, Node: h.Node, Token: h.Token, Write: &h.Write})
 		}
-		for _, h := range hs {
-			c.print(e.stdout, h.Node+"\t"+strconv.FormatInt(h.Token, 10),
-				map[string]any{"node": h.Node, "token": h.Token, "id": h.ID})
+		return hs, err
+	case sem:
+		shs, err := semaphore.Holders(ctx, conn, path)
+		for _, h := range shs {
+			hs = append(hs, holder{ID: h.ID, Node: h.Node, Token: h.Token})
 		}
+		return hs, err
 	default:
-		hs, err := lock.Holders(ctx, conn, path)
-		if err != nil {
-			return e.fail("holders", waitErr(ctx, err))
+		lhs, err := lock.Holders(ctx, conn, path)
+		for _, h := range lhs {
+			hs = append(hs, holder{ID: h.ID, Node: h.Node, Token: h.Token})
 		}
-		for _, h := range hs {
-			c.print(e.stdout, h.Node+"\t"+strconv.FormatInt(h.Token, 10),
-				map[string]any{"node": h.Node, "token": h.Token, "id": h.ID})
-		}
+		return hs, err
 	}
-	return 0
+	return hs, nil
+}
+
+// errNoPath is a missing path given to a command that only reads it:
+// exit status 3.
+var errNoPath = errors.New("no such path")
+
+// mustExist returns errNoPath when path does not exist.
+func mustExist(ctx context.Context, conn zk.Conn, path string) error {
+	_, ok, err := conn.Exists(ctx, path)
+	if err == nil && !ok {
+		return fmt.Errorf("%w: %s", errNoPath, path)
+	}
+	return err
 }
 
 func btoi(b bool) int {
@@ -179,6 +214,11 @@ func queueCmd(e *env, args []string) int {
 		return e.fail("queue", err)
 	}
 	defer done()
+	if verb == "len" {
+		if err := mustExist(ctx, conn, path); err != nil {
+			return e.fail("queue", waitErr(ctx, err))
+		}
+	}
 	q, err := queue.New(conn, path)
 	if err != nil {
 		return e.fail("queue", err)
