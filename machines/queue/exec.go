@@ -261,7 +261,15 @@ func (q *Queue) create(ctx context.Context, prefix string, items [][]byte) ([]st
 		if !errors.Is(err, zk.ErrNoNode) || attempt == 2 {
 			return names, err
 		}
-		if err := ensureQueue(ctx, q.conn, q.path); err != nil {
+		// The queue's node is persistent, not a container: reaped when
+		// empty and made again by the next offer, it would number its
+		// items from 0 again, and a consumer whose cache still held an
+		// old item's name and data could take the new item of that name
+		// and deliver the old data (the chaos suite found it). A queue
+		// whose node a Curator client made is a container; its consumers
+		// forget the old names once a listing shows the node was made
+		// again.
+		if err := zk.EnsurePath(ctx, q.conn, q.path, zk.ModePersistent); err != nil {
 			return nil, err
 		}
 	}
@@ -289,36 +297,6 @@ func (q *Queue) createOnce(ctx context.Context, prefix string, items [][]byte) (
 		names[i] = zk.Base(r.Path)
 	}
 	return names, nil
-}
-
-// ensureQueue creates the queue's node, persistent, and its missing
-// parents as containers (the server deletes a container once its last
-// child is gone). The queue's node is not a container: reaped when empty
-// and made again by the next offer, it would number its items from 0
-// again, and a consumer whose cache still held an old item's name and
-// data could take the new item of that name and deliver the old data (the
-// chaos suite found it). A queue whose node a Curator client made is a
-// container; its consumers forget the old names once a listing shows the
-// node was made again.
-func ensureQueue(ctx context.Context, conn zk.Conn, path string) error {
-	return ensurePath(ctx, conn, path, zk.ModePersistent)
-}
-
-// ensurePath creates path with mode, and its missing parents as containers.
-func ensurePath(ctx context.Context, conn zk.Conn, path string, mode zk.CreateMode) error {
-	if path == "/" {
-		return nil
-	}
-	_, err := conn.Create(ctx, path, nil, mode)
-	if errors.Is(err, zk.ErrNoNode) {
-		if err = ensurePath(ctx, conn, zk.Parent(path), zk.ModeContainer); err == nil {
-			_, err = conn.Create(ctx, path, nil, mode)
-		}
-	}
-	if errors.Is(err, zk.ErrNodeExists) {
-		return nil
-	}
-	return err
 }
 
 // endClaimAndClaimNext makes endClaim c's one multi: our claim on c.Name

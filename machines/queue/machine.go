@@ -189,7 +189,7 @@ type entry struct {
 	reading bool
 	// claimRead: the read sent behind our claim (0: none). Only its data
 	// is delivered with the claim: a read sent before it may be of
-	// another item of the same name (see ensureQueue).
+	// another item of the same name (see Queue.create).
 	claimRead uint64
 	taker     *taker // the call it is being taken or claimed for
 	busy      bool   // our remove or claim of it is in flight
@@ -287,6 +287,10 @@ func NewMachine(cfg Config) (*Machine, error) {
 
 // State is the machine's state.
 func (m *Machine) State() events.State { return m.fsm.Current() }
+
+// Bug is the first illegal transition the machine fired (nil: none); the
+// Shell reports it as a FAILED event.
+func (m *Machine) Bug() error { return m.fsm.Bug() }
 
 // Mermaid renders the machine's states as a Mermaid diagram.
 func (m *Machine) Mermaid() string { return m.fsm.Mermaid() }
@@ -974,7 +978,7 @@ func (m *Machine) list(o *out, synced bool) {
 			}
 		}
 	}
-	_ = m.fsm.Fire(trList)
+	m.fsm.Fire(trList)
 	o.Commands = append(o.Commands, listItems{Cmd: m.cmd(), Sync: synced, Watch: !m.watchArmed})
 	if !m.watchArmed {
 		m.watchArmed = true // a second one would fire twice
@@ -1002,7 +1006,7 @@ func (m *Machine) listedItems(o *out, i listed) {
 	if m.stuckDue != "" && m.lists > m.stuckLists {
 		m.stuckListed = true
 	}
-	_ = m.fsm.Fire(trListed)
+	m.fsm.Fire(trListed)
 	if i.Dir != 0 {
 		if m.dir != 0 && i.Dir != m.dir {
 			// The queue's node was deleted (an empty container is
@@ -1823,7 +1827,7 @@ func (m *Machine) sessionLost(o *out) {
 		return
 	}
 	m.session = 0
-	_ = m.fsm.Fire(trLost)
+	m.fsm.Fire(trLost)
 	m.event(o, events.Lost, "", errs.sessionLost)
 	if m.ahead != nil {
 		// Never out: not a redelivery when it comes again.
@@ -1864,7 +1868,7 @@ func (m *Machine) shutdown(o *out, req uint64) {
 		return
 	}
 	m.closing = req
-	_ = m.fsm.Fire(trStopped)
+	m.fsm.Fire(trStopped)
 	m.event(o, events.StopStart, "", nil)
 	for _, t := range m.takers {
 		t.withdrawn = true

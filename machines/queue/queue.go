@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/runtime"
@@ -31,7 +32,9 @@ const Version = "0.1.0"
 // data.
 const DefaultMaxItemSize = 1<<20 - 1024
 
-// Errors of the queue. Match them with errors.Is.
+// Errors of the queue. Match them with errors.Is; ErrClosed,
+// ErrSessionLost, ErrInvalidOption and ErrCleanupPending also match the
+// zkrecipes errors of the same names.
 var (
 	// ErrEmpty: Peek or Poll found no item (after a sync: an item whose
 	// Offer returned before the call is seen).
@@ -45,7 +48,7 @@ var (
 	// ErrInvalidPriority: a priority below 0 or above MaxPriority.
 	ErrInvalidPriority = errors.New("queue: invalid priority")
 	// ErrInvalidOption: an option's or argument's value is out of range.
-	ErrInvalidOption = errors.New("queue: invalid option")
+	ErrInvalidOption = fmt.Errorf("queue: %w", zkrecipes.ErrInvalidOption)
 	// ErrClaimLost: Ack or Nack of an item whose claim is gone (its
 	// session ended, or Close gave it back): the item will be delivered
 	// again, to this consumer or another.
@@ -63,18 +66,18 @@ var (
 	// consumer's.
 	ErrUncertain = errors.New("queue: uncertain removal")
 	// ErrSessionLost: the session ended (LOST events carry it).
-	ErrSessionLost = errors.New("queue: session lost")
+	ErrSessionLost = fmt.Errorf("queue: %w", zkrecipes.ErrSessionLost)
 	// ErrItemLost: an item taken for a call whose caller had stopped
 	// waiting could not be put back (FAILED events carry it).
 	ErrItemLost = errors.New("queue: item could not be put back")
 	// ErrClosed: the Queue, or its connection, is closed (or the
 	// connection is nil).
-	ErrClosed = errors.New("queue: closed")
+	ErrClosed = fmt.Errorf("queue: %w", zkrecipes.ErrClosed)
 	// ErrCleanupPending: Close could not give back the claims of items
 	// still out within its close timeout (the connection is down); the
 	// connection deletes them when the same session reconnects, or the
 	// session's end does.
-	ErrCleanupPending = errors.New("queue: cleanup pending")
+	ErrCleanupPending = fmt.Errorf("queue: %w", zkrecipes.ErrCleanupPending)
 )
 
 // Queue is a handle on a distributed queue at a path: it offers items and
@@ -231,6 +234,9 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 
 // Path is the queue's path.
 func (q *Queue) Path() string { return q.path }
+
+// ID is the handle's id: WithID's, or a random uuid.
+func (q *Queue) ID() string { return q.o.id }
 
 // State is the consumer machine's state: START before its first take,
 // DETERMINE while it lists the queue, READY with the items cached and
@@ -468,7 +474,8 @@ func (it *Item) end(ctx context.Context, nack bool, next nextClaim) (*Item, erro
 // attrNextNode is the item an ack's multi claimed for Consume's next call.
 var attrNextNode = attribute.Key("zkrecipes.queue.next_node")
 
-// errorType names err for a span's error.type.
+// errorType names err for a span's error.type: the queue's errors, then
+// ZooKeeper's (runtime.ZKErrorType).
 func errorType(err error) string {
 	for _, c := range []struct {
 		err  error
@@ -477,14 +484,11 @@ func errorType(err error) string {
 		{ErrEmpty, "empty"}, {ErrTooLarge, "too_large"}, {ErrNilItem, "nil_item"},
 		{ErrInvalidPriority, "invalid_priority"}, {ErrClaimLost, "claim_lost"}, {ErrAcked, "acked"},
 		{ErrSessionLost, "session_lost"}, {ErrItemLost, "item_lost"}, {ErrClosed, "closed"},
-		{ErrCleanupPending, "cleanup_pending"}, {context.Canceled, "canceled"}, {context.DeadlineExceeded, "deadline_exceeded"},
-		{zk.ErrConnectionLoss, "connection_loss"}, {zk.ErrSessionExpired, "session_expired"}, {zk.ErrClosed, "closed"},
-		{zk.ErrNoNode, "no_node"}, {zk.ErrNodeExists, "node_exists"}, {zk.ErrNotEmpty, "not_empty"},
-		{zk.ErrNoAuth, "no_auth"}, {zk.ErrBadArguments, "bad_arguments"},
+		{ErrCleanupPending, "cleanup_pending"},
 	} {
 		if errors.Is(err, c.err) {
 			return c.name
 		}
 	}
-	return "_OTHER"
+	return runtime.ZKErrorType(err)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/queue"
@@ -334,4 +335,25 @@ func TestBadInput(t *testing.T) {
 	if err := q.Offer(ctx, []byte{}); err != nil {
 		t.Errorf("Offer of an empty item = %v", err)
 	}
+}
+
+func TestSharedErrorsAndID(t *testing.T) {
+	for _, c := range []struct{ err, root error }{
+		{queue.ErrClosed, zkrecipes.ErrClosed}, {queue.ErrSessionLost, zkrecipes.ErrSessionLost},
+		{queue.ErrInvalidOption, zkrecipes.ErrInvalidOption}, {queue.ErrCleanupPending, zkrecipes.ErrCleanupPending},
+	} {
+		if !errors.Is(c.err, c.root) {
+			t.Errorf("errors.Is(%v, zkrecipes' %v) = false", c.err, c.root)
+		}
+	}
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		c := tg.Connect(t)
+		if id := newQueue(t, c, "/queue/id", queue.WithID("me")).ID(); id != "me" {
+			t.Errorf("ID with WithID(me) = %q", id)
+		}
+		a, b := newQueue(t, c, "/queue/id").ID(), newQueue(t, c, "/queue/id").ID()
+		if a == "" || a == b {
+			t.Errorf("generated IDs %q and %q, want two different ones", a, b)
+		}
+	})
 }
