@@ -32,7 +32,7 @@ func span(from, to int) []int {
 }
 
 // removeOf is out's one removeItem.
-func removeOf(out runtime.Output[Command]) (removeItem, bool) {
+func removeOf(out runtime.Output[command]) (removeItem, bool) {
 	rm := commands[removeItem](out)
 	if len(rm) != 1 {
 		return removeItem{}, false
@@ -42,7 +42,7 @@ func removeOf(out runtime.Output[Command]) (removeItem, bool) {
 
 // answerReads answers out's reads with each item's sequence number as its
 // data, and returns the removeItem sent meanwhile, if one.
-func (tr *transcript) answerReads(out runtime.Output[Command]) (removeItem, bool) {
+func (tr *transcript) answerReads(out runtime.Output[command]) (removeItem, bool) {
 	rm, ok := removeOf(out)
 	for _, r := range commands[readItem](out) {
 		if next, found := removeOf(tr.step(dataRead{Cmd: r.Cmd, Name: r.Name, Data: []byte(r.Name[11:])})); found {
@@ -67,7 +67,7 @@ func (tr *transcript) takeWant(t *testing.T, req uint64, want string) {
 
 // relistAndWait answers the listing out asks for with children, and
 // returns the wait of d the consumer then starts, with nothing removed.
-func (tr *transcript) relistAndWait(t *testing.T, out runtime.Output[Command], children []string, d time.Duration) wait {
+func (tr *transcript) relistAndWait(t *testing.T, out runtime.Output[command], children []string, d time.Duration) wait {
 	t.Helper()
 	list := commands[listItems](out)
 	if len(list) != 1 {
@@ -124,14 +124,14 @@ func TestTranscriptBlockHalfStolen(t *testing.T) {
 func TestTranscriptHolderKeepsTheLowerHalf(t *testing.T) {
 	tr := newTranscript(t)
 	reads := map[string]uint64{} // reads sent and not answered
-	step := func(in Input) runtime.Output[Command] {
+	step := func(in input) runtime.Output[command] {
 		out := tr.step(in)
 		for _, r := range commands[readItem](out) {
 			reads[r.Name] = r.Cmd
 		}
 		return out
 	}
-	answer := func(seq int, err error) runtime.Output[Command] {
+	answer := func(seq int, err error) runtime.Output[command] {
 		name := items(seq)[0]
 		in := dataRead{Cmd: reads[name], Name: name, Data: []byte(name[11:]), Err: err}
 		if err != nil {
@@ -262,7 +262,7 @@ func TestPollGoesBackAtOnce(t *testing.T) {
 // avoids makes the block its own; a stolen upper half is not avoided, and
 // a race lost there gives the block up again.
 func TestBlockBeliefsFollowTheRaces(t *testing.T) {
-	m, err := NewMachine(Config{Path: "/app/q", SessionID: sess})
+	m, err := newMachine(config{Path: "/app/q", SessionID: sess})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestBlockBeliefsFollowTheRaces(t *testing.T) {
 // A redelivery won far ahead of our block does not move our mark past the
 // rest of the block, which no other consumer takes.
 func TestRedeliveryLeavesTheMark(t *testing.T) {
-	m, err := NewMachine(Config{Path: "/app/q", SessionID: sess})
+	m, err := newMachine(config{Path: "/app/q", SessionID: sess})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestRedeliveryLeavesTheMark(t *testing.T) {
 // priority 5 and then one of priority 1, it still does not go back in
 // priority 5.
 func TestMarkPerPriority(t *testing.T) {
-	m, err := NewMachine(Config{Path: "/app/q", SessionID: sess})
+	m, err := newMachine(config{Path: "/app/q", SessionID: sess})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestMarkPerPriority(t *testing.T) {
 // lost item. (Believed at once, a second call took from the next block,
 // and when our write landed the rest of the block was behind every mark.)
 func TestLossWaitsForOurLaterWrite(t *testing.T) {
-	m, err := NewMachine(Config{Path: "/app/q", SessionID: sess})
+	m, err := newMachine(config{Path: "/app/q", SessionID: sess})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestLossWaitsForOurLaterWrite(t *testing.T) {
 // claim, and answers the claim and the read behind it: the item had
 // claims changes before ours (its cversion, counting ours). It returns the
 // output of the read's answer.
-func (tr *transcript) claimWant(t *testing.T, out runtime.Output[Command], req uint64, want string, claims int32) runtime.Output[Command] {
+func (tr *transcript) claimWant(t *testing.T, out runtime.Output[command], req uint64, want string, claims int32) runtime.Output[command] {
 	t.Helper()
 	claim, read := commands[claimItem](out), commands[readItem](out)
 	if len(claim) != 1 || claim[0].Name != want || len(read) == 0 {

@@ -9,7 +9,7 @@ import (
 
 // Diagram draws the machine NewMachine builds.
 func TestDiagramIsTheMachines(t *testing.T) {
-	m, err := NewMachine(Config{Path: "/d"})
+	m, err := newMachine(config{Path: "/d"})
 	if err != nil {
 		t.Fatal(err)
 	}

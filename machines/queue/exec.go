@@ -12,12 +12,12 @@ import (
 
 // exec makes one command's requests off the actor and posts their replies
 // (and a watch's event) back as inputs.
-func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.Op) {
+func (q *Queue) exec(sh *runtime.Shell[input, command], cmd command, op runtime.Op) {
 	conn, path := q.conn, q.path
 	item := func(name string) string { return zk.Join(path, name) }
 	switch c := cmd.(type) {
 	case listItems:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r, w := q.list(ctx, c, op)
 			if w == nil {
 				return r, true
@@ -31,7 +31,7 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			}
 		})
 	case readItem:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := dataRead{Cmd: c.Cmd, Name: c.Name}
 			// no_node: another consumer took it first, an expected race.
 			op(runtime.Expect(ctx, zk.ErrNoNode), "get", func(ctx context.Context) error {
@@ -44,7 +44,7 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			return r, true
 		})
 	case removeItem:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := removed{Cmd: c.Cmd, Name: c.Name}
 			op(runtime.Expect(ctx, zk.ErrNoNode), "delete", func(ctx context.Context) error {
 				runtime.SetNode(ctx, item(c.Name))
@@ -54,7 +54,7 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			return r, true
 		})
 	case claimItem:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := claimed{Cmd: c.Cmd, Name: c.Name}
 			r.Session = onOneSession(conn, func() {
 				// node_exists: claimed by another; no_node: taken by another.
@@ -71,7 +71,7 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 		// Once the actor has stopped, its post is dropped.
 		time.AfterFunc(c.For, func() { sh.Post(waited{Cmd: c.Cmd}, false) })
 	case watchClaim:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := claimWatched{Cmd: c.Cmd, Name: c.Name}
 			var w <-chan zk.WatchEvent
 			// A claim found gone (the item acked) leaves no watch.
@@ -92,7 +92,7 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			}
 		})
 	case endClaim:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			switch {
 			case conn.SessionID() != c.Session: // checked last thing before sending
 				return q.claimSessionEnded(sh, c), true
@@ -119,14 +119,14 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			return r, true
 		})
 	case checkItem:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			var r checked
 			session := onOneSession(conn, func() { r = q.check(ctx, c, op) })
 			r.Session = session
 			return r, true
 		})
 	case createItems:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := offered{Cmd: c.Cmd}
 			op(ctx, createName(len(c.Items)), func(ctx context.Context) error {
 				r.Names, r.Err = q.create(ctx, c.Prefix, c.Items)
@@ -135,7 +135,7 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			return r, true
 		})
 	case restoreItem:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := restored{Cmd: c.Cmd, Name: c.Name}
 			op(ctx, "create", func(ctx context.Context) error {
 				runtime.SetNode(ctx, item(c.Name))
@@ -145,7 +145,7 @@ func (q *Queue) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.
 			return r, true
 		})
 	case countItems:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.Go(func(ctx context.Context) (input, bool) {
 			r := counted{Cmd: c.Cmd}
 			op(ctx, "exists", func(ctx context.Context) error {
 				st, _, err := conn.Exists(ctx, path)
@@ -304,7 +304,7 @@ func (q *Queue) createOnce(ctx context.Context, prefix string, items [][]byte) (
 // created. It posts acked and returns claimed. When an op fails, nothing
 // is applied: the part whose op failed gets that op's error and the other
 // part errNotApplied; when the request fails, both get its error.
-func (q *Queue) endClaimAndClaimNext(ctx context.Context, sh *runtime.Shell[Input, Command], c endClaim, op runtime.Op) (Input, bool) {
+func (q *Queue) endClaimAndClaimNext(ctx context.Context, sh *runtime.Shell[input, command], c endClaim, op runtime.Op) (input, bool) {
 	item := func(name string) string { return zk.Join(q.path, name) }
 	a, r := acked{Cmd: c.Cmd, Name: c.Name}, claimed{Cmd: c.Cmd, Name: c.Next}
 	ops := append(q.endOps(c.Name, c.Nack), &zk.CreateOp{Path: zk.Join(item(c.Next), ClaimName), Data: c.Data, Mode: zk.ModeEphemeral})
@@ -334,7 +334,7 @@ func (q *Queue) endClaimAndClaimNext(ctx context.Context, sh *runtime.Shell[Inpu
 
 // claimSessionEnded answers endClaim c, not sent (see endClaim): acked
 // with errClaimSessionEnded and, with Next, claimed with errNotApplied.
-func (q *Queue) claimSessionEnded(sh *runtime.Shell[Input, Command], c endClaim) Input {
+func (q *Queue) claimSessionEnded(sh *runtime.Shell[input, command], c endClaim) input {
 	a := acked{Cmd: c.Cmd, Name: c.Name, Err: errClaimSessionEnded, Session: c.Session}
 	if c.Next == "" {
 		return a

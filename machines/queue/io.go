@@ -7,10 +7,10 @@ import (
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
 
-// Input is everything that can happen to a consumer's Machine: a call, a
+// input is everything that can happen to a consumer's machine: a call, a
 // reply to one of its commands, a watch firing, a session change. The set
 // is closed: the types below are all there is.
-type Input interface {
+type input interface {
 	isInput()
 	String() string
 }
@@ -314,9 +314,9 @@ func errText(err error) string {
 	return " err=" + err.Error()
 }
 
-// Command is a request the machine asks its shell to make; the inputs
+// command is a request the machine asks its shell to make; the inputs
 // that answer it carry its ID.
-type Command interface {
+type command interface {
 	ID() uint64
 	String() string
 }
@@ -400,7 +400,7 @@ type countItems struct{ Cmd uint64 }
 
 // wait waits For (no request), then answers waited: the time an item
 // claimed ahead waits for a TakeItem, or a consumer for the holder of an
-// item it would go back for (see Machine.goBack).
+// item it would go back for (see machine.goBack).
 type wait struct {
 	Cmd uint64
 	For time.Duration
@@ -440,7 +440,7 @@ func (c countItems) String() string  { return fmt.Sprintf("CountItems cmd=%d", c
 func (c wait) String() string        { return fmt.Sprintf("Wait cmd=%d for=%v", c.Cmd, c.For) }
 
 // answers is the command an input answers (0: none).
-func answers(in Input) uint64 {
+func answers(in input) uint64 {
 	switch i := in.(type) {
 	case listed:
 		return i.Cmd

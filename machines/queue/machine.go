@@ -12,8 +12,8 @@ import (
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
-// Config is what a consumer's Machine is made for.
-type Config struct {
+// config is what a consumer's machine is made for.
+type config struct {
 	Path      string // the queue's path
 	ClaimData []byte // what our claims hold (the handle's id)
 	SessionID int64  // the connection's session when the machine starts
@@ -100,14 +100,14 @@ var transitions = []runtime.Transition{
 	{Trigger: trStopped, From: states, To: events.StateStop},
 }
 
-// Machine is one queue handle's consumer and producer: a pure machine,
+// machine is one queue handle's consumer and producer: a pure machine,
 // (state, input) → (state, commands, events, replies). It keeps a sorted
 // cache of the queue's items, fed by one child watch, and gives the head
 // to its waiting calls: a take deletes it (the consumer whose delete
 // succeeds owns it), a claim creates an ephemeral claim under it. The next
 // item's data is read while the head's delete or claim is in flight.
-type Machine struct {
-	cfg       Config
+type machine struct {
+	cfg       config
 	fsm       *runtime.FSM
 	session   int64
 	connected bool
@@ -271,13 +271,13 @@ type taken struct {
 // Errors the machine answers with; the handle exports them.
 var errs = struct{ empty, claimLost, closed, sessionLost error }{ErrEmpty, ErrClaimLost, ErrClosed, ErrSessionLost}
 
-// NewMachine returns a machine for cfg.
-func NewMachine(cfg Config) (*Machine, error) {
+// newMachine returns a machine for cfg.
+func newMachine(cfg config) (*machine, error) {
 	f, err := runtime.NewFSM(states, events.StateStart, transitions)
 	if err != nil {
 		return nil, err
 	}
-	return &Machine{
+	return &machine{
 		cfg: cfg, fsm: f, session: cfg.SessionID, connected: cfg.SessionID != 0,
 		entries: make(map[string]*entry), gone: make(map[string]uint64), blocks: make(map[uint32]*belief),
 		claims: make(map[string]int64), acks: make(map[string]ackOp), uncert: make(map[string]bool), joints: make(map[uint64]*joint),
@@ -286,27 +286,27 @@ func NewMachine(cfg Config) (*Machine, error) {
 }
 
 // State is the machine's state.
-func (m *Machine) State() events.State { return m.fsm.Current() }
+func (m *machine) State() events.State { return m.fsm.Current() }
 
 // Bug is the first illegal transition the machine fired (nil: none); the
 // Shell reports it as a FAILED event.
-func (m *Machine) Bug() error { return m.fsm.Bug() }
+func (m *machine) Bug() error { return m.fsm.Bug() }
 
 // Mermaid renders the machine's states as a Mermaid diagram.
-func (m *Machine) Mermaid() string { return m.fsm.Mermaid() }
+func (m *machine) Mermaid() string { return m.fsm.Mermaid() }
 
 // out collects one step's output.
-type out = runtime.Output[Command]
+type out = runtime.Output[command]
 
 // Start begins: nothing is read until a call needs it.
-func (m *Machine) Start() out {
+func (m *machine) Start() out {
 	var o out
 	m.event(&o, events.Start, "", nil)
 	return o
 }
 
 // Step handles one input.
-func (m *Machine) Step(in Input) out {
+func (m *machine) Step(in input) out {
 	var o out
 	switch i := in.(type) {
 	case takeCall:
@@ -401,7 +401,7 @@ func (m *Machine) Step(in Input) out {
 	// queued behind the read of the next item, and a claim's read goes
 	// out behind the claim, as it should (see advance). (Goroutines on
 	// two processors may still swap them: the order is likely, not sure.)
-	slices.SortStableFunc(o.Commands, func(a, b Command) int {
+	slices.SortStableFunc(o.Commands, func(a, b command) int {
 		wa, wb := takeWrite(a), takeWrite(b)
 		switch {
 		case wa == wb:
@@ -416,7 +416,7 @@ func (m *Machine) Step(in Input) out {
 
 // pump gives the waiting calls what the cache has, and asks for what it
 // lacks: a listing, an item's data, a watch.
-func (m *Machine) pump(o *out) {
+func (m *machine) pump(o *out) {
 	if m.closing != 0 || !m.connected {
 		return
 	}
@@ -502,7 +502,7 @@ func (m *Machine) pump(o *out) {
 // delete's round trip here, measured): read one at a time, every delete
 // pays it; read in batches, one take in readBatch does, and the others'
 // deletes go alone.
-func (m *Machine) readAhead(o *out) {
+func (m *machine) readAhead(o *out) {
 	next := m.candidate(nil)
 	if next == nil || next.hasData || next.reading {
 		return
@@ -524,7 +524,7 @@ func (m *Machine) readAhead(o *out) {
 // meanwhile fails on the claim gone with it; a claim of ours made on the
 // next session before that reply would be taken for the lost one, and
 // held by no one.)
-func (m *Machine) free(e *entry) bool {
+func (m *machine) free(e *entry) bool {
 	if e.dead || e.taker != nil || e.mine || e.others {
 		return false
 	}
@@ -542,7 +542,7 @@ func (m *Machine) free(e *entry) bool {
 }
 
 // takeWrite: c is the delete or claim of an item for a take.
-func takeWrite(c Command) bool {
+func takeWrite(c command) bool {
 	switch c := c.(type) {
 	case removeItem, claimItem:
 		return true
@@ -553,7 +553,7 @@ func takeWrite(c Command) bool {
 }
 
 // advance takes the next step for an entry bound to a take or claim.
-func (m *Machine) advance(o *out, e *entry) {
+func (m *machine) advance(o *out, e *entry) {
 	if e.busy || m.uncert[e.name] {
 		return
 	}
@@ -575,7 +575,7 @@ func (m *Machine) advance(o *out, e *entry) {
 // its wait): the head, or after a lost race the oldest item it neither
 // avoids nor would go back for (see blockSize). With t nil, the item the
 // next take would get (for reading ahead).
-func (m *Machine) candidate(t *taker) *entry {
+func (m *machine) candidate(t *taker) *entry {
 	first := m.firstFree()
 	if first == nil || t != nil && t.kind == kindPeek {
 		return first
@@ -642,14 +642,14 @@ func (m *Machine) candidate(t *taker) *entry {
 
 // goBack takes e, behind our mark, and the rest of its block from e on,
 // as if they were after it: their holder is not taking them.
-func (m *Machine) goBack(e *entry) {
+func (m *machine) goBack(e *entry) {
 	m.back, m.backFrom, m.backSet = e.seq/blockSize, e.seq, true
 	delete(m.blocks, e.seq/blockSize)
 }
 
 // firstFree is the oldest item that may be given to a take (see free),
 // whatever its block; nil if none is cached.
-func (m *Machine) firstFree() *entry {
+func (m *machine) firstFree() *entry {
 	for i := m.head; i < len(m.order); i++ {
 		e := m.order[i]
 		if e.dead && i == m.head {
@@ -666,7 +666,7 @@ func (m *Machine) firstFree() *entry {
 // our mark in first's priority, or before it at the part of the block we
 // went back to, or at an item that came again or went to no one
 // (exceptHint says one may be there), which are not behind the mark.
-func (m *Machine) scanFrom(first *entry) int {
+func (m *machine) scanFrom(first *entry) int {
 	mark, ok := m.markOf(first.prio)
 	if !ok {
 		return m.head
@@ -701,7 +701,7 @@ func (m *Machine) scanFrom(first *entry) int {
 
 // markOf is our mark in priority prio, if we took or claimed an item of
 // it.
-func (m *Machine) markOf(prio int64) (uint32, bool) {
+func (m *machine) markOf(prio int64) (uint32, bool) {
 	if m.marked && m.mark.prio == prio {
 		return m.mark.seq, true
 	}
@@ -711,7 +711,7 @@ func (m *Machine) markOf(prio int64) (uint32, bool) {
 
 // search is the index of the first entry of order at or after the item
 // of priority prio and sequence seq.
-func (m *Machine) search(prio int64, seq uint32) int {
+func (m *machine) search(prio int64, seq uint32) int {
 	at := itemName{prio: prio, seq: seq}
 	i, _ := slices.BinarySearchFunc(m.order, at, func(e *entry, at itemName) int { return compareItems(e.itemName, at) })
 	return i
@@ -720,7 +720,7 @@ func (m *Machine) search(prio int64, seq uint32) int {
 // stealHalf takes over the upper half of the block with the most items
 // in passed (items we avoid, after our mark, in the queue's order), if it
 // has stealMin or more, and returns that half's first item; nil if none.
-func (m *Machine) stealHalf(passed []*entry) *entry {
+func (m *machine) stealHalf(passed []*entry) *entry {
 	var best []*entry
 	for i := 0; i < len(passed); {
 		j := i + 1
@@ -744,7 +744,7 @@ func (m *Machine) stealHalf(passed []*entry) *entry {
 // be taken now. Its holder gets waitThief to take it (taking it keeps our
 // order; the wait only spares the holder a race for its next item). A
 // poll does not wait.
-func (m *Machine) overdue(t *taker, e *entry) bool {
+func (m *machine) overdue(t *taker, e *entry) bool {
 	switch {
 	case t.kind == kindPoll:
 		return true
@@ -758,7 +758,7 @@ func (m *Machine) overdue(t *taker, e *entry) bool {
 
 // waitLag starts the wait for the item whose holder lags (see overdue),
 // unless one is on.
-func (m *Machine) waitLag(o *out) {
+func (m *machine) waitLag(o *out) {
 	if m.lagFor == "" || m.lagWait != 0 {
 		return
 	}
@@ -768,7 +768,7 @@ func (m *Machine) waitLag(o *out) {
 
 // lagWaited: the wait for a lagging holder is over; if the item it was
 // for is still the one we would take, the next candidate takes it.
-func (m *Machine) lagWaited() {
+func (m *machine) lagWaited() {
 	m.lagWait = 0
 	if m.lagFor == m.lagArmed {
 		m.lagDue = m.lagFor
@@ -786,7 +786,7 @@ func (m *Machine) lagWaited() {
 // claim is still there) makes us avoid the block again. The wait costs a
 // listing a waitHolder at most. (A poll with nothing else to take does
 // not wait: see candidate.)
-func (m *Machine) stuck(first *entry) bool {
+func (m *machine) stuck(first *entry) bool {
 	if m.stuckDue != first.name || !m.stuckListed || !m.behind(first) {
 		return false
 	}
@@ -798,7 +798,7 @@ func (m *Machine) stuck(first *entry) bool {
 // watchStuck times the oldest item cached while it is behind our mark
 // (see stuck): one wait at a time, started while a call waits, so an item
 // that becomes the oldest during another's wait waits up to two.
-func (m *Machine) watchStuck(o *out) {
+func (m *machine) watchStuck(o *out) {
 	first := m.firstFree()
 	if first == nil || !m.behind(first) {
 		m.stuckFor, m.stuckDue = "", ""
@@ -816,7 +816,7 @@ func (m *Machine) watchStuck(o *out) {
 // stuckWaited: the oldest item's wait is over; if it is still the oldest,
 // it is due, once a listing shows it there (now, if nothing changed since
 // the last one).
-func (m *Machine) stuckWaited() {
+func (m *machine) stuckWaited() {
 	m.stuckWait = 0
 	if m.stuckFor == "" || m.stuckFor != m.stuckArmed {
 		return
@@ -833,7 +833,7 @@ func (e *entry) exempt() bool { return e.again || e.ours }
 // priority (our mark). An item that came again, one of ours that went to
 // no one, and one of the block we went back to from there on, is not
 // behind.
-func (m *Machine) behind(e *entry) bool {
+func (m *machine) behind(e *entry) bool {
 	if e.exempt() || m.backSet && e.seq/blockSize == m.back && e.seq >= m.backFrom {
 		return false
 	}
@@ -844,7 +844,7 @@ func (m *Machine) behind(e *entry) bool {
 // won notes an item we took or claimed: our mark moves up to it, and a
 // block we avoided where we won it is ours; not for an item that came
 // again.
-func (m *Machine) won(e *entry) {
+func (m *machine) won(e *entry) {
 	m.wins++
 	if e.again {
 		// A redelivery is out of the queue's order wherever it is: one
@@ -879,7 +879,7 @@ func (m *Machine) won(e *entry) {
 }
 
 // avoiding: some block is avoided, in part or whole.
-func (m *Machine) avoiding() bool {
+func (m *machine) avoiding() bool {
 	for _, b := range m.blocks {
 		if b.until > m.wins {
 			return true
@@ -890,7 +890,7 @@ func (m *Machine) avoiding() bool {
 
 // avoided: e is in a part of a block another consumer holds. An item
 // that came again, or one of ours that went to no one, is not.
-func (m *Machine) avoided(e *entry) bool {
+func (m *machine) avoided(e *entry) bool {
 	if e.exempt() {
 		return false
 	}
@@ -904,7 +904,7 @@ func (m *Machine) avoided(e *entry) bool {
 // our mark is old news, and one of an item that came again (or of ours
 // that went to no one) says nothing of who holds its block: every
 // consumer may race for it, the holder too.
-func (m *Machine) lostRace(e *entry) {
+func (m *machine) lostRace(e *entry) {
 	if e.exempt() || m.behind(e) || m.writingPast(e) {
 		return
 	}
@@ -924,7 +924,7 @@ func (m *Machine) lostRace(e *entry) {
 // once, the block is avoided while our write lands in it: a call after
 // that takes from the next block, our mark moves there, and the rest of
 // the block is left behind the marks of both consumers that took from it.
-func (m *Machine) writingPast(e *entry) bool {
+func (m *machine) writingPast(e *entry) bool {
 	for _, t := range m.takers {
 		if w := t.entry; w != nil && w.busy && w.prio == e.prio && w.seq > e.seq && w.seq/blockSize == e.seq/blockSize {
 			return true
@@ -934,7 +934,7 @@ func (m *Machine) writingPast(e *entry) bool {
 }
 
 // forgetBlocks drops the beliefs that expired, once there are many.
-func (m *Machine) forgetBlocks() {
+func (m *machine) forgetBlocks() {
 	if len(m.blocks) < 16 {
 		return
 	}
@@ -945,20 +945,20 @@ func (m *Machine) forgetBlocks() {
 	}
 }
 
-func (m *Machine) bound(t *taker) bool { return t.entry != nil }
+func (m *machine) bound(t *taker) bool { return t.entry != nil }
 
 // bind gives e to t.
-func (m *Machine) bind(e *entry, t *taker) { e.taker, t.entry = t, e }
+func (m *machine) bind(e *entry, t *taker) { e.taker, t.entry = t, e }
 
 // unbind takes e back from its taker, which waits for another item.
-func (m *Machine) unbind(e *entry) {
+func (m *machine) unbind(e *entry) {
 	if e.taker != nil {
 		e.taker.entry = nil
 		e.taker = nil
 	}
 }
 
-func (m *Machine) read(o *out, e *entry) {
+func (m *machine) read(o *out, e *entry) {
 	if e.hasData || e.reading {
 		return
 	}
@@ -966,7 +966,7 @@ func (m *Machine) read(o *out, e *entry) {
 	o.Commands = append(o.Commands, readItem{Cmd: m.cmd(), Name: e.name})
 }
 
-func (m *Machine) list(o *out, synced bool) {
+func (m *machine) list(o *out, synced bool) {
 	m.listing, m.listSynced, m.lists = true, synced, m.lists+1
 	if synced {
 		// The takers that wanted a fresh listing when this one went out
@@ -985,7 +985,7 @@ func (m *Machine) list(o *out, synced bool) {
 	}
 }
 
-func (m *Machine) listedItems(o *out, i listed) {
+func (m *machine) listedItems(o *out, i listed) {
 	m.listing = false
 	synced := m.listSynced
 	if i.Err != nil {
@@ -1054,7 +1054,7 @@ func (m *Machine) listedItems(o *out, i listed) {
 	}
 }
 
-func (m *Machine) sortOrder() {
+func (m *machine) sortOrder() {
 	m.order, m.head, m.dead = m.order[:0], 0, 0
 	for _, e := range m.entries {
 		m.order = append(m.order, e)
@@ -1063,7 +1063,7 @@ func (m *Machine) sortOrder() {
 }
 
 // markGone forgets an item that is no longer in the queue.
-func (m *Machine) markGone(e *entry) {
+func (m *machine) markGone(e *entry) {
 	delete(m.entries, e.name)
 	delete(m.uncert, e.name)
 	m.gone[e.name] = m.lists
@@ -1075,7 +1075,7 @@ func (m *Machine) markGone(e *entry) {
 	}
 }
 
-func (m *Machine) dataRead(o *out, i dataRead) {
+func (m *machine) dataRead(o *out, i dataRead) {
 	e := m.entries[i.Name]
 	if e == nil || e.claimRead != 0 && i.Cmd != e.claimRead {
 		return // gone, or read ahead before our claim, whose read comes behind
@@ -1114,7 +1114,7 @@ func (m *Machine) dataRead(o *out, i dataRead) {
 	}
 }
 
-func (m *Machine) removed(o *out, i removed) {
+func (m *machine) removed(o *out, i removed) {
 	m.owed--
 	e := m.entries[i.Name]
 	if e == nil {
@@ -1142,7 +1142,7 @@ func (m *Machine) removed(o *out, i removed) {
 
 // deliverTaken gives a removed item to its caller, or puts it back when
 // the caller stopped waiting.
-func (m *Machine) deliverTaken(o *out, e *entry, uncertain error) {
+func (m *machine) deliverTaken(o *out, e *entry, uncertain error) {
 	t := e.taker
 	m.markGone(e)
 	m.dropTaker(t)
@@ -1156,7 +1156,7 @@ func (m *Machine) deliverTaken(o *out, e *entry, uncertain error) {
 
 // restoreItem creates again, at its place (its own name), an item we
 // removed for a caller that did not take it.
-func (m *Machine) restoreItem(o *out, name string, data []byte) {
+func (m *machine) restoreItem(o *out, name string, data []byte) {
 	m.restore[name] = data
 	m.owed++
 	o.Commands = append(o.Commands, restoreItem{Cmd: m.cmd(), Name: name, Data: data})
@@ -1165,7 +1165,7 @@ func (m *Machine) restoreItem(o *out, name string, data []byte) {
 // restored: an item put back is in the queue again, or, when the
 // connection failed first, is put back once it is up again (a create
 // applied before its reply was lost then finds the item there).
-func (m *Machine) restored(o *out, i restored) {
+func (m *machine) restored(o *out, i restored) {
 	m.owed--
 	switch {
 	case i.Err == nil || errors.Is(i.Err, zk.ErrNodeExists):
@@ -1186,7 +1186,7 @@ func (m *Machine) restored(o *out, i restored) {
 // cacheAgain puts an item we put back into the cache at once, with its
 // data: the takes that waited for it (givingBack) get it first, with no
 // listing.
-func (m *Machine) cacheAgain(name string, data []byte) {
+func (m *machine) cacheAgain(name string, data []byte) {
 	delete(m.gone, name)
 	n, ok := parseItem(name)
 	if !ok || m.entries[name] != nil {
@@ -1199,7 +1199,7 @@ func (m *Machine) cacheAgain(name string, data []byte) {
 
 // restoreAgain sends again, once connected, the put-backs the connection
 // failed.
-func (m *Machine) restoreAgain(o *out) {
+func (m *machine) restoreAgain(o *out) {
 	later := m.restoreLater
 	m.restoreLater = nil
 	for _, name := range later {
@@ -1212,7 +1212,7 @@ func (m *Machine) restoreAgain(o *out) {
 // place; the claim a TakeItem, or an ack's next claim, made is given back
 // like a claim ahead no one took (no NACKED, not a redelivery; takes wait
 // for it).
-func (m *Machine) refused(o *out, t taken) {
+func (m *machine) refused(o *out, t taken) {
 	if t.Session == 0 {
 		m.restoreItem(o, t.Name, t.Data)
 		return
@@ -1220,7 +1220,7 @@ func (m *Machine) refused(o *out, t taken) {
 	m.ack(o, ackCall{Name: t.Name, Session: t.Session, Nack: true, Back: true})
 }
 
-func (m *Machine) claimed(o *out, i claimed) {
+func (m *machine) claimed(o *out, i claimed) {
 	m.owed--
 	e := m.entries[i.Name]
 	if e == nil {
@@ -1265,7 +1265,7 @@ func (m *Machine) claimed(o *out, i claimed) {
 
 // deliverClaim gives a claimed item to its caller, or gives the claim
 // back when the caller stopped waiting.
-func (m *Machine) deliverClaim(o *out, e *entry) {
+func (m *machine) deliverClaim(o *out, e *entry) {
 	t := e.taker
 	m.unbind(e)
 	m.dropTaker(t)
@@ -1286,7 +1286,7 @@ func (m *Machine) deliverClaim(o *out, e *entry) {
 
 // handOut gives our claim of e to call req: CLAIMED (and REDELIVERED when
 // it came again).
-func (m *Machine) handOut(o *out, e *entry, req uint64) {
+func (m *machine) handOut(o *out, e *entry, req uint64) {
 	if e.again {
 		m.event(o, events.Redelivered, m.node(e.name), nil)
 		e.again = false
@@ -1296,7 +1296,7 @@ func (m *Machine) handOut(o *out, e *entry, req uint64) {
 }
 
 // othersClaim notes that another consumer holds e's claim, and watches it.
-func (m *Machine) othersClaim(o *out, e *entry) {
+func (m *machine) othersClaim(o *out, e *entry) {
 	e.others = true
 	if !e.watching {
 		e.watching = true
@@ -1306,7 +1306,7 @@ func (m *Machine) othersClaim(o *out, e *entry) {
 
 // uncertain notes that our last write on e may or may not have been
 // applied (its reply was lost); it is checked once the session is back.
-func (m *Machine) uncertain(o *out, e *entry) {
+func (m *machine) uncertain(o *out, e *entry) {
 	m.uncert[e.name] = true
 	if m.connected {
 		m.owed++
@@ -1314,7 +1314,7 @@ func (m *Machine) uncertain(o *out, e *entry) {
 	}
 }
 
-func (m *Machine) checked(o *out, i checked) {
+func (m *machine) checked(o *out, i checked) {
 	m.owed--
 	e := m.entries[i.Name]
 	if e == nil {
@@ -1400,7 +1400,7 @@ func (m *Machine) checked(o *out, i checked) {
 	}
 }
 
-func (m *Machine) ack(o *out, i ackCall) {
+func (m *machine) ack(o *out, i ackCall) {
 	session, ok := m.claims[i.Name]
 	switch {
 	case !ok || session != i.Session || session != m.session:
@@ -1419,7 +1419,7 @@ func (m *Machine) ack(o *out, i ackCall) {
 // joinNext sends ack call i's endClaim in one multi with the claim of the
 // item a TakeItem would get now (see claimNext), for the call: it answers
 // with both.
-func (m *Machine) joinNext(o *out, i ackCall) bool {
+func (m *machine) joinNext(o *out, i ackCall) bool {
 	if !m.claimNext(o, i, &taker{req: i.Req | claimPart, kind: kindClaim}) {
 		return false
 	}
@@ -1432,10 +1432,10 @@ func (m *Machine) joinNext(o *out, i ackCall) bool {
 // in turn, and with the next claim made by the Ack, a caller that takes
 // again costs one. The Ack answers once its own part is applied. The item
 // claimed ahead goes to the next TakeItem (see takeAhead), or, when none
-// comes within Config.ClaimAhead, is given back (see aheadWaited) with no
+// comes within config.ClaimAhead, is given back (see aheadWaited) with no
 // NACKED event: it was never out. Meanwhile no other consumer can take it,
 // as with any claim. Not when a claim ahead is already out or in flight.
-func (m *Machine) claimAhead(o *out, i ackCall) bool {
+func (m *machine) claimAhead(o *out, i ackCall) bool {
 	if m.cfg.ClaimAhead <= 0 || m.aheadOut() {
 		return false
 	}
@@ -1447,7 +1447,7 @@ func (m *Machine) claimAhead(o *out, i ackCall) bool {
 // behind it. It sends nothing when there is no such item in the cache, or
 // when it has a priority (choosing one needs a listing after a sync
 // first), or once the machine is shutting down.
-func (m *Machine) claimNext(o *out, i ackCall, t *taker) bool {
+func (m *machine) claimNext(o *out, i ackCall, t *taker) bool {
 	if m.closing != 0 || m.givingBack() {
 		return false
 	}
@@ -1469,7 +1469,7 @@ func (m *Machine) claimNext(o *out, i ackCall, t *taker) bool {
 // ending, and a call given the item then would hold an item another
 // consumer may get; such a call waits, and gets it once the same session
 // is back (see aheadToTaker).
-func (m *Machine) takeAhead(o *out, req uint64) bool {
+func (m *machine) takeAhead(o *out, req uint64) bool {
 	if e := m.ahead; e != nil {
 		if !m.connected {
 			return false
@@ -1487,7 +1487,7 @@ func (m *Machine) takeAhead(o *out, req uint64) bool {
 
 // aheadInFlight is the claim ahead whose multi or read is in flight (nil:
 // none).
-func (m *Machine) aheadInFlight() *taker {
+func (m *machine) aheadInFlight() *taker {
 	for _, t := range m.takers {
 		if t.ahead {
 			return t
@@ -1502,7 +1502,7 @@ func (m *Machine) aheadInFlight() *taker {
 // and hold the item from every other consumer until its wait ended. When
 // its multi is still out, the multi's reply unbinds it (a claim whose
 // session is unknown is checked, then found not ours), and pump drops it.
-func (m *Machine) dropAheadInFlight() {
+func (m *machine) dropAheadInFlight() {
 	t := m.aheadInFlight()
 	if t == nil {
 		return
@@ -1522,7 +1522,7 @@ func (m *Machine) dropAheadInFlight() {
 
 // aheadToTaker gives the item claimed ahead to the first TakeItem that
 // came while the connection was down, now that the same session is back.
-func (m *Machine) aheadToTaker(o *out) {
+func (m *machine) aheadToTaker(o *out) {
 	if m.ahead == nil {
 		return
 	}
@@ -1537,11 +1537,11 @@ func (m *Machine) aheadToTaker(o *out) {
 	}
 }
 
-// aheadWaited: the item claimed ahead waited Config.ClaimAhead and no
+// aheadWaited: the item claimed ahead waited config.ClaimAhead and no
 // TakeItem came: its claim is given back. While the connection is down it
 // waits again (a request sent now could go out on the next session, see
 // heldAcks).
-func (m *Machine) aheadWaited(o *out) {
+func (m *machine) aheadWaited(o *out) {
 	e := m.ahead
 	switch {
 	case e == nil:
@@ -1556,7 +1556,7 @@ func (m *Machine) aheadWaited(o *out) {
 // giveAheadBack gives back the item claimed ahead, now: a plain take,
 // poll or peek came, which a claimed item is hidden from. (While the
 // connection is down it stays until its wait ends; see aheadWaited.)
-func (m *Machine) giveAheadBack(o *out) {
+func (m *machine) giveAheadBack(o *out) {
 	if e := m.ahead; e != nil && m.connected {
 		m.ahead = nil
 		m.endClaim(o, e.name, ackOp{nack: true, back: true})
@@ -1564,7 +1564,7 @@ func (m *Machine) giveAheadBack(o *out) {
 }
 
 // plainWaiting: a take, poll or peek waits.
-func (m *Machine) plainWaiting() bool {
+func (m *machine) plainWaiting() bool {
 	return slices.ContainsFunc(m.takers, func(w *taker) bool { return w.kind != kindClaim })
 }
 
@@ -1575,7 +1575,7 @@ func (m *Machine) plainWaiting() bool {
 // back). It comes before the items a take would get now: until it is
 // back, takes and claims wait, or they would hand the items out of order.
 // (A nacked item was out: it comes again later, as any redelivery does.)
-func (m *Machine) givingBack() bool {
+func (m *machine) givingBack() bool {
 	if len(m.restore) > 0 {
 		return true
 	}
@@ -1592,7 +1592,7 @@ func (m *Machine) givingBack() bool {
 // i once the write is through, as it would have to that call (given
 // back, it would come later than the items after it). Not a claim
 // ahead's (see takeAhead), nor a joint's.
-func (m *Machine) adopt(i takeCall) bool {
+func (m *machine) adopt(i takeCall) bool {
 	if i.Kind == kindPeek {
 		return false
 	}
@@ -1607,12 +1607,12 @@ func (m *Machine) adopt(i takeCall) bool {
 
 // aheadOut: an item claimed ahead is held, or its claim or read is in
 // flight.
-func (m *Machine) aheadOut() bool {
+func (m *machine) aheadOut() bool {
 	return m.ahead != nil || m.aheadInFlight() != nil
 }
 
 // waitAhead starts the wait of the item claimed ahead.
-func (m *Machine) waitAhead(o *out) {
+func (m *machine) waitAhead(o *out) {
 	m.aheadWait = m.cmd()
 	o.Commands = append(o.Commands, wait{Cmd: m.aheadWait, For: m.cfg.ClaimAhead})
 }
@@ -1620,7 +1620,7 @@ func (m *Machine) waitAhead(o *out) {
 // claimWith sends write, the request that claims e, and the read of e's
 // data behind it: the claim and the read go out together, the read
 // behind, so its data is the claimed node's, whatever was read ahead.
-func (m *Machine) claimWith(o *out, e *entry, write Command) {
+func (m *machine) claimWith(o *out, e *entry, write command) {
 	e.busy = true
 	o.Commands = append(o.Commands, write)
 	e.data, e.hasData, e.reading = nil, false, true
@@ -1630,7 +1630,7 @@ func (m *Machine) claimWith(o *out, e *entry, write Command) {
 
 // releaseAcks sends the held acks (the session is back) or refuses them
 // (it is lost: m.claims is empty, so ack says ErrClaimLost).
-func (m *Machine) releaseAcks(o *out) {
+func (m *machine) releaseAcks(o *out) {
 	held := m.heldAcks
 	m.heldAcks = nil
 	for _, i := range held {
@@ -1640,7 +1640,7 @@ func (m *Machine) releaseAcks(o *out) {
 
 // beginAck notes a, the ack or nack of our claim on item name, in flight,
 // with the claim's session, which it returns.
-func (m *Machine) beginAck(name string, a ackOp) int64 {
+func (m *machine) beginAck(name string, a ackOp) int64 {
 	a.session = m.claims[name]
 	m.acks[name] = a
 	return a.session
@@ -1648,18 +1648,18 @@ func (m *Machine) beginAck(name string, a ackOp) int64 {
 
 // onOurSession: a request made on session (0: while the session changed)
 // was made on the session the machine knows.
-func (m *Machine) onOurSession(session int64) bool {
+func (m *machine) onOurSession(session int64) bool {
 	return session != 0 && session == m.session
 }
 
 // endClaim acks or nacks our claim on item name, as a says.
-func (m *Machine) endClaim(o *out, name string, a ackOp) {
+func (m *machine) endClaim(o *out, name string, a ackOp) {
 	session := m.beginAck(name, a)
 	m.owed++
 	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: name, Nack: a.nack, Session: session})
 }
 
-func (m *Machine) acked(o *out, i acked) {
+func (m *machine) acked(o *out, i acked) {
 	m.owed--
 	a, ok := m.acks[i.Name]
 	if !ok {
@@ -1718,7 +1718,7 @@ func (m *Machine) acked(o *out, i acked) {
 
 // claimEnded: our ack (the item is gone) or nack (the item is back at its
 // place) went through; its event carries uncertain, when not nil.
-func (m *Machine) claimEnded(o *out, name string, e *entry, a ackOp, uncertain error) {
+func (m *machine) claimEnded(o *out, name string, e *entry, a ackOp, uncertain error) {
 	delete(m.claims, name)
 	switch {
 	case a.back && uncertain != nil:
@@ -1741,7 +1741,7 @@ func (m *Machine) claimEnded(o *out, name string, e *entry, a ackOp, uncertain e
 	m.reply(o, a.req, nil, nil)
 }
 
-func (m *Machine) offered(o *out, i offered) {
+func (m *machine) offered(o *out, i offered) {
 	m.owed--
 	req := m.offers[i.Cmd]
 	delete(m.offers, i.Cmd)
@@ -1753,7 +1753,7 @@ func (m *Machine) offered(o *out, i offered) {
 	m.reply(o, req, i.Names, i.Err)
 }
 
-func (m *Machine) cancel(o *out, req uint64) {
+func (m *machine) cancel(o *out, req uint64) {
 	delete(m.joints, req) // its ack goes on; no one waits for the answer
 	for _, t := range m.takers {
 		if t.req&^claimPart != req {
@@ -1771,7 +1771,7 @@ func (m *Machine) cancel(o *out, req uint64) {
 	}
 }
 
-func (m *Machine) sessionChange(o *out, i sessionChange) {
+func (m *machine) sessionChange(o *out, i sessionChange) {
 	switch i.State {
 	case zk.StateSuspended:
 		m.connected = false
@@ -1813,7 +1813,7 @@ func (m *Machine) sessionChange(o *out, i sessionChange) {
 
 // recheck asks, once the session is back, what became of the writes whose
 // replies were lost.
-func (m *Machine) recheck(o *out) {
+func (m *machine) recheck(o *out) {
 	for _, name := range slices.Sorted(maps.Keys(m.uncert)) {
 		m.owed++
 		o.Commands = append(o.Commands, checkItem{Cmd: m.cmd(), Name: name})
@@ -1822,7 +1822,7 @@ func (m *Machine) recheck(o *out) {
 
 // sessionLost: the session ended, and with it our claims (their items
 // come again, to us or to another consumer) and our watches.
-func (m *Machine) sessionLost(o *out) {
+func (m *machine) sessionLost(o *out) {
 	if m.session == 0 {
 		return
 	}
@@ -1846,7 +1846,7 @@ func (m *Machine) sessionLost(o *out) {
 	m.watchArmed, m.stale = false, true
 }
 
-func (m *Machine) failTakers(o *out, err error) {
+func (m *machine) failTakers(o *out, err error) {
 	for _, t := range slices.Clone(m.takers) {
 		if m.bound(t) {
 			continue
@@ -1856,13 +1856,13 @@ func (m *Machine) failTakers(o *out, err error) {
 	}
 }
 
-func (m *Machine) dropTaker(t *taker) {
+func (m *machine) dropTaker(t *taker) {
 	if i := slices.Index(m.takers, t); i >= 0 {
 		m.takers = slices.Delete(m.takers, i, i+1)
 	}
 }
 
-func (m *Machine) shutdown(o *out, req uint64) {
+func (m *machine) shutdown(o *out, req uint64) {
 	if m.closing != 0 {
 		m.reply(o, req, nil, nil)
 		return
@@ -1883,7 +1883,7 @@ func (m *Machine) shutdown(o *out, req uint64) {
 
 // giveBackClaims nacks the claims of the Items still out when the
 // machine shuts down: their items come again.
-func (m *Machine) giveBackClaims(o *out) {
+func (m *machine) giveBackClaims(o *out) {
 	if m.closing == 0 || !m.connected {
 		return
 	}
@@ -1898,7 +1898,7 @@ func (m *Machine) giveBackClaims(o *out) {
 	}
 }
 
-func (m *Machine) finishShutdown(o *out) {
+func (m *machine) finishShutdown(o *out) {
 	if m.closing == 0 || m.owed > 0 || o.Done {
 		return
 	}
@@ -1911,7 +1911,7 @@ func (m *Machine) finishShutdown(o *out) {
 }
 
 // handover answers with what is left to delete: our claims.
-func (m *Machine) handover(o *out, req uint64) {
+func (m *machine) handover(o *out, req uint64) {
 	l := runtime.Leftovers{Session: m.session}
 	for name, s := range m.claims {
 		if s == m.session {
@@ -1923,14 +1923,14 @@ func (m *Machine) handover(o *out, req uint64) {
 	o.Done = true
 }
 
-func (m *Machine) node(name string) string { return zk.Join(m.cfg.Path, name) }
+func (m *machine) node(name string) string { return zk.Join(m.cfg.Path, name) }
 
-func (m *Machine) cmd() uint64 {
+func (m *machine) cmd() uint64 {
 	m.nextCmd++
 	return m.nextCmd
 }
 
-func (m *Machine) reply(o *out, req uint64, v any, err error) {
+func (m *machine) reply(o *out, req uint64, v any, err error) {
 	if req == 0 {
 		return // the machine's own
 	}
@@ -1955,7 +1955,7 @@ func (m *Machine) reply(o *out, req uint64, v any, err error) {
 	o.Replies = append(o.Replies, runtime.Reply{Req: req, Value: v, Err: err})
 }
 
-func (m *Machine) event(o *out, t events.Type, node string, err error) {
+func (m *machine) event(o *out, t events.Type, node string, err error) {
 	o.Events = append(o.Events, events.Event{Type: t, State: m.fsm.Current(), Node: node, Err: err})
 }
 

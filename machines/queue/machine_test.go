@@ -15,16 +15,16 @@ import (
 
 const sess = 0x100
 
-// transcript drives a Machine with scripted inputs and records, for each
+// transcript drives a machine with scripted inputs and records, for each
 // input, the events, replies and commands it produced and the state after.
 type transcript struct {
 	*golden.Transcript
-	m     *Machine
+	m     *machine
 	waits []wait // the waits the machine started, in order
 }
 
 func newTranscript(t *testing.T) *transcript {
-	m, err := NewMachine(Config{Path: "/app/q", ClaimData: []byte("me"), SessionID: sess, ClaimAhead: 100 * time.Millisecond})
+	m, err := newMachine(config{Path: "/app/q", ClaimData: []byte("me"), SessionID: sess, ClaimAhead: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func newTranscript(t *testing.T) *transcript {
 	return tr
 }
 
-func (tr *transcript) step(in Input) runtime.Output[Command] {
+func (tr *transcript) step(in input) runtime.Output[command] {
 	out := tr.m.Step(in)
 	golden.Record(tr.Transcript, in.String(), out)
 	tr.waits = append(tr.waits, commands[wait](out)...)
@@ -131,7 +131,7 @@ func (tr *transcript) claimInFlight(item string) claimItem {
 }
 
 // replies returns the replies of out to req.
-func replied(out runtime.Output[Command], req uint64) (runtime.Reply, bool) {
+func replied(out runtime.Output[command], req uint64) (runtime.Reply, bool) {
 	for _, r := range out.Replies {
 		if r.Req == req {
 			return r, true

@@ -89,7 +89,7 @@ type Queue struct {
 	path  string
 	o     options
 	tel   *runtime.Telemetry
-	shell *runtime.Shell[Input, Command]
+	shell *runtime.Shell[input, command]
 	attrs []attribute.KeyValue
 	sent  metric.Int64Counter // messaging.client.sent.messages
 	taken metric.Int64Counter // messaging.client.consumed.messages
@@ -189,7 +189,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 	if o.id == "" {
 		o.id = uuid.NewString()
 	}
-	m, err := NewMachine(Config{Path: path, ClaimData: []byte(o.id), SessionID: conn.SessionID(), ClaimAhead: o.claimAhead})
+	m, err := newMachine(config{Path: path, ClaimData: []byte(o.id), SessionID: conn.SessionID(), ClaimAhead: o.claimAhead})
 	if err != nil {
 		return nil, err
 	}
@@ -206,16 +206,16 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 	if err := errors.Join(errs[:]...); err != nil {
 		otel.Handle(err) // the counters are no-ops then
 	}
-	q.shell = runtime.Run[Input, Command](conn, m, runtime.Spec[Input, Command]{
+	q.shell = runtime.Run[input, command](conn, m, runtime.Spec[input, command]{
 		Recipe: "queue", Path: path, Instance: o.id, Telemetry: q.tel,
 		Exec:    q.exec,
 		Answers: answers,
-		Session: func(ev zk.SessionEvent) Input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
-		Withdraw: func(call Input, req uint64) (Input, bool) {
+		Session: func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
+		Withdraw: func(call input, req uint64) (input, bool) {
 			_, take := call.(takeCall)
 			return cancelReq{Req: req}, take
 		},
-		Refused: func(call Input, r runtime.Reply) (Input, bool) {
+		Refused: func(call input, r runtime.Reply) (input, bool) {
 			t, ok := r.Value.(taken)
 			if c, take := call.(takeCall); !ok || t.Name == "" || take && c.Kind == kindPeek {
 				return nil, false // nothing was taken or claimed
@@ -224,8 +224,8 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 		},
 		ErrorType:      errorType,
 		Closed:         ErrClosed,
-		Shutdown:       func(req uint64) Input { return shutdown{Req: req} },
-		HandOver:       func(req uint64) Input { return handover{Req: req} },
+		Shutdown:       func(req uint64) input { return shutdown{Req: req} },
+		HandOver:       func(req uint64) input { return handover{Req: req} },
 		CloseTimeout:   o.closeTimeout,
 		CleanupPending: ErrCleanupPending,
 	})
@@ -296,7 +296,7 @@ func (q *Queue) offer(ctx context.Context, prefix string, items [][]byte) error 
 	ctx, span := q.tel.Start(ctx, "offer", trace.SpanKindProducer, append(q.attrs, attribute.String("messaging.operation.type", "send"),
 		attribute.Int("messaging.batch.message_count", len(items)))...)
 	defer span.End()
-	_, err := q.shell.Do(ctx, func(req uint64) Input { return offerCall{Req: req, Prefix: prefix, Items: items} })
+	_, err := q.shell.Do(ctx, func(req uint64) input { return offerCall{Req: req, Prefix: prefix, Items: items} })
 	q.count(ctx, q.sent, "send", len(items), err)
 	if err != nil {
 		q.fail(span, err)
@@ -354,7 +354,7 @@ func (q *Queue) TakeItem(ctx context.Context) (*Item, error) {
 func (q *Queue) take(ctx context.Context, kind takeKind, name string) (taken, error) {
 	ctx, span := q.tel.Start(ctx, name, trace.SpanKindConsumer, append(q.attrs, attribute.String("messaging.operation.type", "receive"))...)
 	defer span.End()
-	a, err := q.shell.Do(ctx, func(req uint64) Input { return takeCall{Req: req, Kind: kind} })
+	a, err := q.shell.Do(ctx, func(req uint64) input { return takeCall{Req: req, Kind: kind} })
 	if kind != kindPeek && !errors.Is(err, ErrEmpty) {
 		q.count(ctx, q.taken, "receive", 1, err)
 	}
@@ -372,7 +372,7 @@ func (q *Queue) take(ctx context.Context, kind takeKind, name string) (taken, er
 // Len returns the number of items, claimed ones included: one read of the
 // queue's path (its child count), not a listing.
 func (q *Queue) Len(ctx context.Context) (int, error) {
-	a, err := q.shell.Do(ctx, func(req uint64) Input { return lenCall{Req: req} })
+	a, err := q.shell.Do(ctx, func(req uint64) input { return lenCall{Req: req} })
 	if err != nil {
 		return 0, err
 	}
@@ -453,7 +453,7 @@ func (it *Item) end(ctx context.Context, nack bool, next nextClaim) (*Item, erro
 	ctx, span := it.q.tel.Start(ctx, name, trace.SpanKindInternal, append(it.q.attrs, attribute.String("messaging.operation.type", "settle"),
 		runtime.AttrNode.String(it.Node()))...)
 	defer span.End()
-	a, err := it.q.shell.Do(ctx, func(req uint64) Input {
+	a, err := it.q.shell.Do(ctx, func(req uint64) input {
 		return ackCall{Req: req, Name: it.name, Session: it.session, Nack: nack, Next: next}
 	})
 	if err == nil || errors.Is(err, ErrClaimLost) {
