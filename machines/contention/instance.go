@@ -51,6 +51,9 @@ type Instance struct {
 	errs  Errors
 	tel   *runtime.Telemetry
 	shell *runtime.Shell[Input, Command]
+
+	closing   chan struct{} // closed when Close begins
+	closeOnce sync.Once
 }
 
 // Result is a call's answer: the machine's reply, and for a grant its
@@ -97,7 +100,7 @@ func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 
 // start runs m on conn. The Instance owns m from now on.
 func start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
-	in := &Instance{conn: conn, opts: opts, errs: m.cfg.Errors}
+	in := &Instance{conn: conn, opts: opts, errs: m.cfg.Errors, closing: make(chan struct{})}
 	in.tel = runtime.NewTelemetry(conn, runtime.TelemetryConfig{
 		TracerProvider: opts.TracerProvider, MeterProvider: opts.MeterProvider,
 		Scope: opts.Scope, Version: opts.Version, Recipe: opts.Recipe, Path: dir, Instance: opts.ID,
@@ -141,6 +144,9 @@ func (in *Instance) SpanGrant(span trace.Span, g Grant) {
 // AttrAcquired says whether an acquire (a try's, mostly) got its grant.
 const AttrAcquired = attribute.Key("zkrecipes.acquired")
 
+// ID is the instance's id (Options.ID).
+func (in *Instance) ID() string { return in.opts.ID }
+
 // State is the machine's current state.
 func (in *Instance) State() events.State { return in.shell.State() }
 
@@ -164,7 +170,20 @@ func (in *Instance) Do(ctx context.Context, mk func(req uint64) Input) (Result, 
 // (runtime.HandOver), which deletes them when the same session is back,
 // and Close returns cfg.Errors.CleanupPending. Every later call returns
 // the first one's result.
-func (in *Instance) Close() error { return in.shell.Close() }
+func (in *Instance) Close() error {
+	in.closeOnce.Do(func() { close(in.closing) })
+	return in.shell.Close()
+}
+
+// Closed reports whether Close was called.
+func (in *Instance) Closed() bool {
+	select {
+	case <-in.closing:
+		return true
+	default:
+		return false
+	}
+}
 
 // shellMachine is the Machine as the runtime.Shell runs it: its output in
 // the shell's terms.

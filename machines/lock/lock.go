@@ -234,14 +234,23 @@ func (l *Lock) release(ctx context.Context, g *Grant) error {
 	ctx, span := l.inst.StartSpan(ctx, "release")
 	defer span.End()
 	var err error
-	if g != nil && g.Err() != nil {
+	switch {
+	case l.inst.Closed():
+		err = ErrClosed
+	case g != nil && g.Err() != nil:
 		err = fmt.Errorf("%w: %w", ErrNotHeld, g.Err())
-	} else {
+	default:
 		_, err = l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req} })
 	}
 	l.inst.SpanError(span, err)
 	return err
 }
+
+// Path is the lock's directory, as given to New.
+func (l *Lock) Path() string { return l.path }
+
+// ID is the handle's id: WithID's, or a random uuid.
+func (l *Lock) ID() string { return l.inst.ID() }
 
 // State is the lock machine's state: START, OFFER, DETERMINE, READY, LEADER
 // (held), FAILED or STOP.

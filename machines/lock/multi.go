@@ -1,18 +1,22 @@
 package lock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/contention"
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
@@ -34,6 +38,7 @@ var (
 // every lock. Its methods are safe for concurrent use; its calls run one at
 // a time.
 type Multi struct {
+	id     string
 	paths  []string // as given to NewMulti
 	locks  []*Lock  // in sorted path order
 	order  []int    // order[i]: the index in locks of paths[i]
@@ -46,6 +51,9 @@ type Multi struct {
 	mu    sync.Mutex  // held and holds: changed with the turn taken, read by Close
 	held  *MultiGrant // the current grant, nil when none
 	holds int         // re-entrant holds of held
+
+	bus     *events.Bus    // START, then the parts' events
+	forward sync.WaitGroup // the goroutines that forward the parts' events
 
 	closeOnce sync.Once
 	closeErr  error
@@ -80,13 +88,9 @@ func NewMulti(conn zk.Conn, paths []string, opts ...Option) (*Multi, error) {
 			opt(&o)
 		}
 	}
-	m := &Multi{paths: slices.Clone(paths), turn: make(chan struct{}, 1)}
+	m := &Multi{id: cmp.Or(o.ID, uuid.NewString()), paths: slices.Clone(paths), turn: make(chan struct{}, 1), bus: events.NewBus()}
 	for _, p := range sorted {
-		partOpts := slices.Clone(opts)
-		if o.ID != "" {
-			partOpts = append(partOpts, WithID(o.ID+"/"+p))
-		}
-		l, err := New(conn, p, partOpts...)
+		l, err := New(conn, p, append(slices.Clone(opts), WithID(m.id+"/"+p))...)
 		if err != nil {
 			for _, opened := range m.locks {
 				opened.Close()
@@ -100,7 +104,43 @@ func NewMulti(conn zk.Conn, paths []string, opts ...Option) (*Multi, error) {
 	}
 	m.tracer = m.locks[0].inst.Telemetry().Tracer()
 	m.wait = o.CloseTimeout
+	m.bus.Publish(events.Event{Time: time.Now(), Recipe: "lock", Path: m.Path(), Instance: m.id, Type: events.Start, State: events.StateStart})
+	for _, l := range m.locks {
+		sub := l.Subscribe()
+		m.forward.Go(func() {
+			for ev := range sub.C { // until the part is closed
+				if ev.Type != events.Start {
+					m.bus.Publish(ev)
+				}
+			}
+		})
+	}
 	return m, nil
+}
+
+// Path is the Multi's paths, as given to NewMulti, joined by commas.
+func (m *Multi) Path() string { return strings.Join(m.paths, ",") }
+
+// ID is the Multi's id: WithID's, or a random uuid. Its locks' ids are it,
+// "/" and their paths.
+func (m *Multi) ID() string { return m.id }
+
+// State is LEADER when every lock is held, and otherwise the state of the
+// first lock (in sorted path order) that is not: START, OFFER, ...
+func (m *Multi) State() events.State {
+	for _, l := range m.locks {
+		if s := l.State(); s != events.StateLeader {
+			return s
+		}
+	}
+	return events.StateLeader
+}
+
+// Subscribe returns a subscription to the Multi's lifecycle events: its
+// own START, then every event of its locks (each naming its lock's path).
+// Close it when done.
+func (m *Multi) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
+	return m.bus.Subscribe(opts...)
 }
 
 // MultiGrant is one hold of every lock of a Multi.
@@ -321,6 +361,8 @@ func (m *Multi) Close() error {
 		if errors.Is(m.closeErr, ErrCleanupPending) {
 			m.closeErr = ErrCleanupPending
 		}
+		m.forward.Wait()
+		m.bus.Close()
 	})
 	return m.closeErr
 }

@@ -76,7 +76,7 @@ var errs = contention.Errors{
 // RWLock is one participant of a read/write lock: a read lock and a write
 // lock on the same path, which may be held together (a downgrade).
 type RWLock struct {
-	path        string
+	path, id    string
 	read, write *Lock
 	// downgrade orders a downgrade's create before the write lock's
 	// release, which then knows a reader sits beside it (see Release).
@@ -146,7 +146,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*RWLock, error) {
 	if o.ID == "" {
 		o.ID = uuid.NewString()
 	}
-	rw := &RWLock{path: path}
+	rw := &RWLock{path: path, id: o.ID}
 	var err error
 	if rw.read, err = open(rw, conn, path, false, o); err != nil {
 		return nil, err
@@ -177,6 +177,12 @@ func open(rw *RWLock, conn zk.Conn, path string, write bool, o options) (*Lock, 
 	}
 	return &Lock{rw: rw, kind: kind, inst: inst}, nil
 }
+
+// Path is the lock's directory, as given to New.
+func (rw *RWLock) Path() string { return rw.path }
+
+// ID is the participant's id: WithID's, or a random uuid.
+func (rw *RWLock) ID() string { return rw.id }
 
 // ReadLock is the participant's read lock: held beside other readers,
 // never beside a writer.
@@ -336,8 +342,7 @@ func (l *Lock) Release(ctx context.Context) error { return l.release(ctx, nil) }
 func (l *Lock) release(ctx context.Context, g *Grant) error {
 	ctx, span := l.inst.StartSpan(ctx, "release", AttrMode.String(l.kind))
 	defer span.End()
-	if g != nil && g.Err() != nil {
-		err := fmt.Errorf("%w: %w", ErrNotHeld, g.Err())
+	if err := l.unheld(g); err != nil {
 		l.inst.SpanError(span, err)
 		return err
 	}
@@ -354,6 +359,24 @@ func (l *Lock) release(ctx context.Context, g *Grant) error {
 	_, err := l.inst.Do(ctx, func(req uint64) contention.Input { in.Req = req; return in })
 	l.inst.SpanError(span, err)
 	return err
+}
+
+// Path is the lock's directory, as given to New.
+func (l *Lock) Path() string { return l.rw.path }
+
+// ID is the lock's id: its participant's, then "/read" or "/write".
+func (l *Lock) ID() string { return l.inst.ID() }
+
+// unheld says why g (nil: the lock's hold) cannot be released without
+// asking the machine: the lock is closed, or g ended.
+func (l *Lock) unheld(g *Grant) error {
+	switch {
+	case l.inst.Closed():
+		return ErrClosed
+	case g != nil && g.Err() != nil:
+		return fmt.Errorf("%w: %w", ErrNotHeld, g.Err())
+	}
+	return nil
 }
 
 // State is the lock machine's state: START, OFFER, DETERMINE, READY, LEADER
