@@ -8,7 +8,7 @@
 //	zkr queue offer [flags] PATH DATA          add DATA to the queue at PATH
 //	zkr queue take [flags] PATH                remove and print the head item, waiting for one
 //	zkr queue len [flags] PATH                 print the number of items
-//	zkr trace FILE.jsonl -html OUT [-trace-json OUT]   render a recording (observers.WithRecording) as a timeline
+//	zkr trace FILE.jsonl... -html OUT [-trace-json OUT]   render recordings (observers.WithRecording) as one timeline
 //	zkr server [-port N] [-data DIR]           run a ZooKeeper for development until interrupted
 //
 // Flags every subcommand but trace and server takes (trace reads a file and
@@ -58,7 +58,7 @@ const usage = `usage:
   zkr elect -observe [flags] PATH
   zkr holders [-election | -rwlock | -semaphore] [flags] PATH
   zkr queue offer|take|len [flags] PATH [DATA]
-  zkr trace FILE.jsonl -html OUT.html [-trace-json OUT.json]
+  zkr trace FILE.jsonl... -html OUT.html [-trace-json OUT.json]
   zkr server [-port N] [-data DIR]
 "zkr COMMAND -h" lists a command's flags.
 `

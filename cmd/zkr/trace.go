@@ -1,22 +1,28 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/zkrecipes/zkrecipes/observers"
 )
 
-const traceSynopsis = "zkr trace FILE.jsonl -html OUT.html [-trace-json OUT.json]"
+const traceSynopsis = "zkr trace FILE.jsonl... -html OUT.html [-trace-json OUT.json]"
 
-// traceCmd renders a recording a service wrote (observers.WithRecording,
-// or observers.Timeline) as an HTML timeline and/or Chrome Trace JSON.
-// FILE "-" is standard input. Flags may come before or after FILE. A
-// recording cut short (its writer crashed mid-line) is rendered up to the
-// cut, with a warning. It needs no server.
+// traceCmd renders recordings a service wrote (observers.WithRecording,
+// or observers.Timeline) as one HTML timeline and/or Chrome Trace JSON.
+// Several FILEs (one per process) are merged into one timeline, ordered by
+// time, each instance's lane named after its file: "a/worker-1" for
+// a.jsonl's worker-1. FILE "-" is standard input. Flags may come before or
+// after the FILEs. A recording cut short (its writer crashed mid-line) is
+// rendered up to the cut, with a warning. It needs no server.
 func traceCmd(e *env, args []string) int {
 	fs := flag.NewFlagSet("zkr trace", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -41,23 +47,29 @@ func traceCmd(e *env, args []string) int {
 		args = fs.Args()[1:]
 	}
 	switch {
-	case len(files) != 1:
-		return e.fail("trace", usagef("want one FILE, got %q (usage: %s)", files, traceSynopsis))
+	case len(files) == 0:
+		return e.fail("trace", usagef("no FILE (usage: %s)", traceSynopsis))
 	case *htmlOut == "" && *jsonOut == "":
 		return e.fail("trace", usagef("nothing to write: give -html OUT or -trace-json OUT (usage: %s)", traceSynopsis))
 	}
-	in := io.Reader(os.Stdin)
-	if files[0] != "-" {
-		f, err := os.Open(files[0])
-		if err != nil {
+	var merged bytes.Buffer
+	labels := map[string]bool{}
+	for _, file := range files {
+		label := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+		if labels[label] { // svc1/rec.jsonl and svc2/rec.jsonl
+			label = strings.TrimSuffix(file, filepath.Ext(file))
+		}
+		labels[label] = true
+		if len(files) == 1 {
+			label = ""
+		}
+		if err := e.readRecording(&merged, file, label); err != nil {
 			return e.fail("trace", err)
 		}
-		defer f.Close()
-		in = f
 	}
-	tf, err := observers.ReadRecording(in)
+	tf, err := observers.ReadRecording(&merged)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "zkr trace: %s: %v; rendering what came before it\n", files[0], err)
+		fmt.Fprintf(e.stderr, "zkr trace: %v; rendering what came before it\n", err)
 	}
 	for _, out := range []struct {
 		file  string
@@ -72,6 +84,41 @@ func traceCmd(e *env, args []string) int {
 		fmt.Fprintf(e.stdout, "wrote %s: %d events, %d spans\n", out.file, len(tf.Records()), len(tf.Spans()))
 	}
 	return 0
+}
+
+// readRecording appends file's lines to w, each event's and note's
+// instance put under label when there is one (a span needs none: it
+// follows its instance's lane). A line cut short ends the file, with a
+// warning.
+func (e *env) readRecording(w *bytes.Buffer, file, label string) error {
+	in := io.Reader(os.Stdin)
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	dec := json.NewDecoder(in)
+	for n := 1; ; n++ {
+		var line map[string]json.RawMessage
+		err := dec.Decode(&line)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			fmt.Fprintf(e.stderr, "zkr trace: %s: line %d: %v; rendering what came before it\n", file, n, err)
+			return nil
+		}
+		if _, span := line["span"]; label != "" && !span {
+			var inst string
+			json.Unmarshal(line["instance"], &inst) // none: ""
+			line["instance"], _ = json.Marshal(strings.TrimSuffix(label+"/"+inst, "/"))
+		}
+		b, _ := json.Marshal(line)
+		w.Write(append(b, '\n'))
+	}
 }
 
 // writeTo creates file and writes it with write.
