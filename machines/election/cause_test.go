@@ -287,3 +287,70 @@ func TestWaiterWhoseNodeIsDeletedFails(t *testing.T) {
 		}
 	})
 }
+
+// Run returns nil when its ctx ends, campaigning or leading, whatever fn
+// returned on its ctx (nil, context.Canceled, context.DeadlineExceeded),
+// with or without requeue; an error of fn's own is returned as it is.
+func TestRunReturnsNilWhenItsCtxEnds(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const path = "/cause/ctx"
+		e := newElection(t, tg.Connect(t), path, "a")
+		requeue := newElection(t, tg.Connect(t), path, "r", election.WithRequeue(true))
+		mine := errors.New("fn's own error")
+		for _, tc := range []struct {
+			name     string
+			e        *election.Election
+			deadline bool                            // ctx ends by its deadline, not cancel
+			ret      func(ctx context.Context) error // what fn returns once its ctx ends
+			want     error
+		}{
+			{"nil", e, false, func(context.Context) error { return nil }, nil},
+			{"canceled", e, false, func(ctx context.Context) error { return ctx.Err() }, nil},
+			{"deadline", e, true, func(ctx context.Context) error { return ctx.Err() }, nil},
+			{"requeue", requeue, false, func(ctx context.Context) error { return ctx.Err() }, nil},
+			{"own error", e, false, func(context.Context) error { return mine }, mine},
+		} {
+			rctx, cancel := context.WithCancel(ctx)
+			if tc.deadline {
+				rctx, cancel = context.WithTimeout(ctx, time.Second)
+			}
+			leading := make(chan struct{})
+			ran := make(chan error, 1)
+			go func() {
+				ran <- tc.e.Run(rctx, func(ctx context.Context) error {
+					close(leading)
+					<-ctx.Done()
+					return tc.ret(ctx)
+				})
+			}()
+			if !tc.deadline { // a deadline may end it campaigning too: nil as well
+				within(t, leading, "fn called")
+				cancel()
+			}
+			if err := within(t, ran, "Run's return"); !errors.Is(err, tc.want) {
+				t.Errorf("%s: Run after its ctx ended while leading = %v, want %v", tc.name, err, tc.want)
+			}
+			cancel()
+		}
+		// Campaigning: x leads, and Run waits behind it until its ctx ends.
+		x := newElection(t, tg.Connect(t), path, "x")
+		if _, err := x.Campaign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []*election.Election{e, requeue} {
+			sub := w.Subscribe()
+			rctx, cancel := context.WithCancel(ctx)
+			ran := make(chan error, 1)
+			go func() {
+				ran <- w.Run(rctx, func(context.Context) error { t.Error("fn called while x leads"); return nil })
+			}()
+			testkit.WaitEvent(t, sub, events.ReadyStart)
+			sub.Close()
+			cancel()
+			if err := within(t, ran, "Run's return"); err != nil {
+				t.Errorf("%s: Run after its ctx ended while campaigning = %v, want nil", w.ID(), err)
+			}
+		}
+	})
+}

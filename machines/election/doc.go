@@ -46,7 +46,8 @@
 // context.Cause of it is the term's Err. Run then returns the term's Err,
 // not the nil (or context.Canceled) that a function stopping on its
 // context returns, so a lost session never looks like a normal finish; an
-// error of the function's own is returned as it is.
+// error of the function's own is returned as it is. When Run's own context
+// ends, campaigning or leading, Run returns nil.
 //
 // Close deletes our node, waiting at most the close timeout. When the
 // connection is down then, the connection itself deletes the node once the

@@ -1,6 +1,7 @@
 package election
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -247,18 +248,22 @@ func (e *Election) Resign(ctx context.Context) error {
 // carries the term (TermFrom) and is cancelled the moment leadership is
 // lost or ctx ends; context.Cause of it then says why (the term's Err:
 // ErrSuspended under the default policy, ErrSessionLost, ErrNodeDeleted,
-// ErrClosed; or ctx's cause). When fn returns we resign. Run returns fn's
-// error; when the term was lost and fn returned nil or the cancellation
-// (context.Canceled), it returns the term's Err instead, so a lost session
-// never looks like a normal finish. A failed campaign returns its error.
-// With WithRequeue it campaigns again after each term until ctx ends.
+// ErrClosed; or ctx's cause). When fn returns we resign. When ctx ends,
+// campaigning or leading, Run returns nil, as queue's Consume does, unless
+// fn returned an error of its own (its ctx's error is not one). Otherwise
+// it returns fn's error, or, when the term was lost and fn returned nil or
+// its ctx's error, the term's Err, so a lost session never looks like a
+// normal finish. A failed campaign returns its error. With WithRequeue it
+// campaigns again after each term until ctx ends.
 func (e *Election) Run(ctx context.Context, fn func(ctx context.Context) error) error {
 	for {
 		term, err := e.campaign(ctx, selectorMarker)
-		if err != nil {
-			if e.cfg.requeue && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
-				continue // the session was lost while waiting: queue again
-			}
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil
+		case err != nil && e.cfg.requeue && !errors.Is(err, ErrClosed):
+			continue // the session was lost while waiting: queue again
+		case err != nil:
 			return err
 		}
 		lead, cancel := context.WithCancelCause(context.WithValue(ctx, termKey{}, term))
@@ -270,18 +275,19 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context) error) 
 			}
 		}()
 		ferr := fn(lead)
-		cancel(nil)
-		if lost := term.Err(); lost != nil && (ferr == nil || errors.Is(ferr, context.Canceled)) {
-			ferr = lost
+		if errors.Is(ferr, lead.Err()) {
+			ferr = nil // fn stopped on its ctx: no error of its own
 		}
+		cancel(nil)
+		lost := term.Err()
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.CloseTimeout)
 		rerr := e.Resign(rctx)
 		rcancel()
-		if !e.cfg.requeue || ctx.Err() != nil {
-			if ferr == nil {
-				ferr = rerr
-			}
+		switch {
+		case ctx.Err() != nil:
 			return ferr
+		case !e.cfg.requeue:
+			return cmp.Or(ferr, lost, rerr)
 		}
 	}
 }

@@ -161,7 +161,7 @@ func TestLeaderExpiryHandsOverAndRequeues(t *testing.T) {
 			t.Fatalf("requeued leader's token %#x not above %#x", tok, r.term.Token())
 		}
 		stopRun()
-		if err := <-runDone; err != nil && !errors.Is(err, context.Canceled) {
+		if err := <-runDone; err != nil {
 			t.Fatal(err)
 		}
 	})
