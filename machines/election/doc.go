@@ -54,6 +54,15 @@
 // same session reconnects (Close returns ErrCleanupPending): the next
 // participant is elected then, not only when the session expires.
 //
+// # Failover
+//
+// Resign or Close hands leadership over at once. A leader that crashes, or
+// is cut off from the ensemble, is replaced once the server expires its
+// session: after the session timeout, and up to one server tick (tickTime,
+// 2 s by default) more. Its node is ephemeral, so only the session's expiry
+// deletes it, and the server looks for expired sessions once per tick; the
+// participant behind sees the delete through its watch.
+//
 // # Lifecycle events
 //
 // Every attempt (term) N starts with OFFER_START and ends exactly once, with

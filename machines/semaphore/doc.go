@@ -79,6 +79,16 @@
 // ErrCleanupPending). Acquire returns ctx.Err() when its context ends,
 // and its node goes.
 //
+// # Failover
+//
+// A Release or Close hands a lease to the next waiter at once. A holder
+// that crashes, or is cut off from the ensemble, keeps its lease until the
+// server expires its session: the session timeout, and up to one server
+// tick (tickTime, 2 s by default) more. The lease node is ephemeral, so
+// only the session's expiry deletes it, and the server looks for expired
+// sessions once per tick; the waiter behind sees the delete through its
+// watch.
+//
 // # Observing
 //
 // Every transition of each instance's machine is published to
