@@ -110,6 +110,12 @@ func NewCoordinator(conn zk.Conn, root string, opts ...Option) (*Coordinator, er
 	return c, nil
 }
 
+// Path is the root path of the coordinator's transactions.
+func (c *Coordinator) Path() string { return c.p.root }
+
+// ID is the coordinator's id (WithID).
+func (c *Coordinator) ID() string { return c.o.id }
+
 // Subscribe returns a subscription to the coordinator's events: COMMITTED
 // or ABORTED (the reason in Err) once per transaction it decided or saw
 // decided.

@@ -262,14 +262,17 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			p.endSpans()
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			_ = do(dctx, "delete", func(ctx context.Context) error {
+			err := do(dctx, "delete", func(ctx context.Context) error {
 				st, ok, err := conn.Exists(ctx, ps.participant(p.id))
 				if err == nil && ok && st.EphemeralOwner == conn.SessionID() {
 					err = conn.Delete(ctx, ps.participant(p.id), st.Version)
 				}
 				return err
 			})
-			return deregistered{Cmd: c.Cmd}, true
+			if !errors.Is(err, zk.ErrConnectionLoss) && !errors.Is(err, context.DeadlineExceeded) {
+				err = nil // done, or nothing a retry would change
+			}
+			return deregistered{Cmd: c.Cmd, Err: err}, true
 		})
 	case sleep:
 		sh.Go(func(ctx context.Context) (input, bool) {

@@ -29,6 +29,11 @@ type awaitStopped struct{ Req uint64 }
 // shutdown stops serving and ends the machine once it has stopped.
 type shutdown struct{ Req uint64 }
 
+// handover gives up on the deregistration a shutdown waits for (the
+// connection is down): its reply's Value is the registration node, for
+// the connection's janitor.
+type handover struct{ Req uint64 }
+
 // sessionChange is a change of the connection's session state.
 type sessionChange struct {
 	State     zk.SessionState
@@ -170,8 +175,12 @@ type entryDeleted struct {
 	Err error
 }
 
-// deregistered is the reply to deregister.
-type deregistered struct{ Cmd uint64 }
+// deregistered is the reply to deregister: Err is a connection loss or
+// a timeout (any other error leaves nothing to do).
+type deregistered struct {
+	Cmd uint64
+	Err error
+}
 
 // woke is the reply to sleep.
 type woke struct{ Cmd uint64 }
@@ -180,6 +189,7 @@ func (serveCall) isInput()     {}
 func (unserve) isInput()       {}
 func (awaitStopped) isInput()  {}
 func (shutdown) isInput()      {}
+func (handover) isInput()      {}
 func (sessionChange) isInput() {}
 func (inboxListed) isInput()   {}
 func (inboxEvent) isInput()    {}
@@ -202,6 +212,7 @@ func (i serveCall) String() string    { return fmt.Sprintf("serve req=%d", i.Req
 func (i unserve) String() string      { return fmt.Sprintf("unserve req=%d", i.Req) }
 func (i awaitStopped) String() string { return fmt.Sprintf("await stopped req=%d", i.Req) }
 func (i shutdown) String() string     { return fmt.Sprintf("shutdown req=%d", i.Req) }
+func (i handover) String() string     { return fmt.Sprintf("handover req=%d", i.Req) }
 func (i sessionChange) String() string {
 	return fmt.Sprintf("session %s %#x", i.State, i.SessionID)
 }
@@ -246,7 +257,7 @@ func (i handled) String() string {
 func (i entryDeleted) String() string {
 	return fmt.Sprintf("entry deleted cmd=%d %s err=%v", i.Cmd, i.Tx, i.Err)
 }
-func (i deregistered) String() string { return fmt.Sprintf("deregistered cmd=%d", i.Cmd) }
+func (i deregistered) String() string { return fmt.Sprintf("deregistered cmd=%d err=%v", i.Cmd, i.Err) }
 func (i woke) String() string         { return fmt.Sprintf("woke cmd=%d", i.Cmd) }
 
 func outcomeString(o Outcome) string {

@@ -92,6 +92,7 @@ type machine struct {
 	failed     bool // the session ended while serving; not registered again yet
 	session    int64
 	deregCmd   uint64   // the deregistration in flight, or waiting for regBusy
+	deregLeft  bool     // closing, the deregistration failed: made again on a reconnect, or handed over
 	regBusy    uint64   // a registration whose reply has not come (it may create our node yet)
 	waiting    []uint64 // awaitStopped calls
 	closing    uint64   // the shutdown call
@@ -121,7 +122,9 @@ func (m *machine) Mermaid() string { return m.fsm.Mermaid() }
 type out = runtime.Output[command]
 
 // Start begins: nothing is sent until Serve.
-func (m *machine) Start() out { return out{} }
+func (m *machine) Start() out {
+	return out{Events: []events.Event{{Type: events.Start, State: events.StateStart}}}
+}
 
 // Step handles one input.
 func (m *machine) Step(in input) out {
@@ -145,6 +148,12 @@ func (m *machine) Step(in input) out {
 			m.reply(&o, m.serving, ErrClosed)
 			m.stopServing(&o)
 		}
+	case handover:
+		var l runtime.Leftovers
+		if m.deregCmd != 0 || m.deregLeft {
+			l = runtime.Leftovers{Session: m.session, Nodes: []string{m.p.participant(m.cfg.ID)}}
+		}
+		o.Replies = append(o.Replies, runtime.Reply{Req: i.Req, Value: l})
 	case sessionChange:
 		m.sessionChange(&o, i)
 	case inboxListed:
@@ -246,7 +255,7 @@ func (m *machine) Step(in input) out {
 		m.done[t.id] = m.nextCmd
 	case deregistered:
 		if i.Cmd == m.deregCmd {
-			m.deregCmd = 0
+			m.deregCmd, m.deregLeft = 0, i.Err != nil && m.closing != 0
 		}
 	case woke:
 		if i.Cmd == m.sleepCmd && m.serving != 0 {
@@ -290,7 +299,7 @@ func (m *machine) stopServing(o *out) {
 // finish answers the waits for the end of serving, and the shutdown,
 // once nothing is in flight.
 func (m *machine) finish(o *out) {
-	if m.serving != 0 || m.deregCmd != 0 || m.busy != 0 {
+	if m.serving != 0 || m.deregCmd != 0 || m.deregLeft || m.busy != 0 {
 		return
 	}
 	for _, req := range m.waiting {
@@ -341,6 +350,7 @@ func (m *machine) sessionChange(o *out, i sessionChange) {
 // lose forgets every watch: the session that had them is gone, and our
 // registration node with it.
 func (m *machine) lose() {
+	m.deregLeft = false
 	if m.serving == 0 {
 		return
 	}
@@ -354,6 +364,10 @@ func (m *machine) lose() {
 // resync lists the inbox and registers (when their watches are not
 // pending) and moves every transaction on.
 func (m *machine) resync(o *out) {
+	if m.deregLeft {
+		m.deregCmd, m.deregLeft = m.cmd(), false
+		o.Commands = append(o.Commands, deregister{Cmd: m.deregCmd})
+	}
 	if m.serving == 0 {
 		return
 	}

@@ -29,6 +29,12 @@ func newTranscript(t *testing.T) *transcript {
 		Event: func(e events.Event) string {
 			return fmt.Sprintf("%s phase=%s state=%s node=%s", e.Type, e.Phase, e.State, e.Node)
 		},
+		Value: func(v any) string {
+			if l, ok := v.(runtime.Leftovers); ok {
+				return fmt.Sprintf("leftovers=%v", l.Nodes)
+			}
+			return ""
+		},
 	}}
 	golden.Record(tr.Transcript, "(start)", m.Start())
 	return tr
@@ -319,4 +325,28 @@ func TestTranscriptCloseWhileRegistering(t *testing.T) {
 	}
 	tr.wantState(events.StateStop)
 	tr.Check("close_while_registering")
+}
+
+// Close while the connection is down: the deregistration fails, is made
+// again when the connection is back (still down, it fails again), and
+// the close's timeout hands the registration node over for the
+// connection's janitor to delete.
+func TestTranscriptCloseWhileDisconnected(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(serveCall{Req: 1})
+	out := tr.step(inboxListed{Cmd: 1})
+	tr.step(registered{Cmd: commands[register](out)[0].Cmd})
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	out = tr.step(shutdown{Req: 2})
+	out = tr.step(deregistered{Cmd: commands[deregister](out)[0].Cmd, Err: zk.ErrConnectionLoss})
+	if out.Done {
+		t.Fatal("done with the registration node left")
+	}
+	out = tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	tr.step(deregistered{Cmd: commands[deregister](out)[0].Cmd, Err: zk.ErrConnectionLoss})
+	out = tr.step(handover{Req: 3})
+	if l, _ := out.Replies[0].Value.(runtime.Leftovers); l.Session != sess || len(l.Nodes) != 1 || l.Nodes[0] != "/app/2pc/participants/me" {
+		t.Fatalf("handed over %+v", out.Replies)
+	}
+	tr.Check("close_while_disconnected")
 }

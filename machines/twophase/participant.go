@@ -28,13 +28,12 @@ type Participant struct {
 	life   context.Context // cancelled by Close
 	cancel context.CancelFunc
 
-	mu        sync.Mutex
-	closed    bool
-	serving   bool
-	hctx      context.Context       // the handler calls' ctx: Serve's
-	spans     map[string]trace.Span // per transaction
-	served    sync.WaitGroup
-	closeOnce sync.Once
+	mu      sync.Mutex
+	closed  bool
+	serving bool
+	hctx    context.Context       // the handler calls' ctx: Serve's
+	spans   map[string]trace.Span // per transaction
+	served  sync.WaitGroup
 }
 
 // NewParticipant returns the participant id of the transactions under root,
@@ -84,11 +83,21 @@ func NewParticipant(conn zk.Conn, root, id string, h Handler, opts ...Option) (*
 			}
 			return nil, false
 		},
-		ErrorType: errorType,
-		Closed:    ErrClosed,
+		ErrorType:      errorType,
+		Closed:         ErrClosed,
+		Shutdown:       func(req uint64) input { return shutdown{Req: req} },
+		HandOver:       func(req uint64) input { return handover{Req: req} },
+		CloseTimeout:   o.closeTimeout,
+		CleanupPending: ErrCleanupPending,
 	})
 	return p, nil
 }
+
+// Path is the root path of the participant's transactions.
+func (p *Participant) Path() string { return p.p.root }
+
+// ID is the participant's id.
+func (p *Participant) ID() string { return p.id }
 
 // State is the participant's state: START while not serving, DETERMINE
 // while serving with transactions pending, READY while serving and idle,
@@ -96,27 +105,27 @@ func NewParticipant(conn zk.Conn, root, id string, h Handler, opts ...Option) (*
 // closed.
 func (p *Participant) State() events.State { return p.shell.State() }
 
-// Subscribe returns a subscription to the participant's events: PREPARED
-// (its handler voted), VOTED (the vote is written; a no vote carries its
-// reason in Err), COMMITTED, ABORTED (the reason in Err) once its handler
-// returned.
+// Subscribe returns a subscription to the participant's events: START,
+// PREPARED (its handler voted), VOTED (the vote is written; a no vote
+// carries its reason in Err), COMMITTED, ABORTED (the reason in Err) once
+// its handler returned.
 func (p *Participant) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
 	return p.shell.Subscribe(opts...)
 }
 
-// Close stops Serve and waits for it to return; later calls return
-// ErrClosed.
+// Close stops Serve and waits for it to return, its handler call in
+// flight and the deletion of its registration node (at most
+// WithCloseTimeout: then ErrCleanupPending, and the connection deletes
+// the node once the same session is back). Later calls return the first
+// one's result; Serve returns ErrClosed.
 func (p *Participant) Close() error {
-	p.closeOnce.Do(func() {
-		p.mu.Lock()
-		p.closed = true
-		p.mu.Unlock()
-		p.cancel()
-		_, _ = p.shell.Do(context.Background(), func(req uint64) input { return shutdown{Req: req} })
-		p.served.Wait()
-		p.shell.Stop()
-	})
-	return nil
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	err := p.shell.Close()
+	p.served.Wait()
+	return err
 }
 
 // Serve registers the participant and handles its transactions until ctx
@@ -165,8 +174,11 @@ func (p *Participant) Serve(ctx context.Context) error {
 }
 
 func errorType(err error) string {
-	if errors.Is(err, ErrClosed) {
+	switch {
+	case errors.Is(err, ErrClosed):
 		return "closed"
+	case errors.Is(err, ErrCleanupPending):
+		return "cleanup_pending"
 	}
 	return runtime.ZKErrorType(err)
 }

@@ -45,6 +45,10 @@ var (
 	ErrServing = errors.New("twophase: already serving")
 	// ErrClosed: the handle is closed, or its connection is nil.
 	ErrClosed = fmt.Errorf("twophase: %w", zkrecipes.ErrClosed)
+	// ErrCleanupPending: Close could not delete the handle's nodes within
+	// WithCloseTimeout (the connection is down); the connection deletes
+	// them once the same session is back, the server once it ends.
+	ErrCleanupPending = fmt.Errorf("twophase: %w", zkrecipes.ErrCleanupPending)
 )
 
 // Abort reasons the package itself gives.
