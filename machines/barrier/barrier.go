@@ -36,6 +36,7 @@ import (
 
 	zkrecipes "github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
@@ -66,13 +67,13 @@ var (
 )
 
 // Barrier is a barrier node: while it exists, Wait blocks. Its methods are
-// safe for concurrent use and hold no state between calls.
+// safe for concurrent use; its calls are independent of each other.
 type Barrier struct {
-	conn zk.Conn
-	rq   zk.Conn // conn, its requests traced
-	path string
-	id   string
-	tel  *runtime.Telemetry
+	conn  zk.Conn
+	path  string
+	id    string
+	tel   *runtime.Telemetry
+	shell *runtime.Shell[fmt.Stringer, command]
 }
 
 // BarrierOption is Option.
@@ -103,9 +104,21 @@ func New(conn zk.Conn, path string, opts ...Option) (*Barrier, error) {
 	if o.id == "" {
 		o.id = uuid.NewString()
 	}
-	tel := runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tp, MeterProvider: o.mp,
-		Scope: ScopeName, Version: Version, Recipe: "barrier", Path: path, Instance: o.id})
-	return &Barrier{conn: conn, rq: runtime.TraceConn(conn, tel, errorType), path: path, id: o.id, tel: tel}, nil
+	b := &Barrier{conn: conn, path: path, id: o.id, tel: runtime.NewTelemetry(conn, runtime.TelemetryConfig{
+		TracerProvider: o.tp, MeterProvider: o.mp, Scope: ScopeName, Version: Version, Recipe: "barrier", Path: path, Instance: o.id})}
+	b.shell = runtime.Run[fmt.Stringer, command](conn, newBarrierMachine(), runtime.Spec[fmt.Stringer, command]{
+		Recipe: "barrier", Path: path, Instance: o.id, Telemetry: b.tel,
+		Exec:         b.exec,
+		Answers:      barrierAnswers,
+		Session:      func(ev zk.SessionEvent) fmt.Stringer { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
+		Withdraw:     func(_ fmt.Stringer, req uint64) (fmt.Stringer, bool) { return cancelReq{Req: req}, true },
+		ErrorType:    errorType,
+		Closed:       ErrClosed,
+		Shutdown:     func(req uint64) fmt.Stringer { return shutdown{Req: req} },
+		HandOver:     func(req uint64) fmt.Stringer { return shutdown{Req: req} }, // never needed: nothing to delete
+		CloseTimeout: o.closeTimeout,
+	})
+	return b, nil
 }
 
 func checkPath(conn zk.Conn, path string) error {
@@ -129,95 +142,95 @@ func (b *Barrier) Path() string { return b.path }
 // ID is the handle's WithID, or a UUID made for it.
 func (b *Barrier) ID() string { return b.id }
 
+// State is START while the handle is open, STOP once it or its connection
+// is closed.
+func (b *Barrier) State() events.State { return b.shell.State() }
+
+// Subscribe returns a subscription to the handle's lifecycle events: START,
+// the session's SUSPENDED, RECONNECTED and LOST, STOP_START and
+// STOP_COMPLETE.
+func (b *Barrier) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
+	return b.shell.Subscribe(opts...)
+}
+
 // Set raises the barrier: it creates the node (and its missing parents, as
 // containers). Setting a barrier that is set is not an error.
-func (b *Barrier) Set(ctx context.Context) error {
-	return b.span(ctx, "set", func(ctx context.Context) error {
-		// no_node (parents to make first) and node_exists (set already)
-		// are steps of Set, not failures.
-		ctx = runtime.Expect(ctx, zk.ErrNoNode, zk.ErrNodeExists)
-		return zk.EnsurePath(ctx, b.rq, b.path, zk.ModePersistent)
-	})
-}
+func (b *Barrier) Set(ctx context.Context) error { return b.call(ctx, opSet) }
 
 // Remove lowers the barrier: it deletes the node, and every Wait returns.
 // Removing a barrier that is not set is not an error.
-func (b *Barrier) Remove(ctx context.Context) error {
-	return b.span(ctx, "remove", func(ctx context.Context) error {
-		err := b.rq.Delete(runtime.Expect(ctx, zk.ErrNoNode), b.path, zk.AnyVersion)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
-		return err
-	})
-}
+func (b *Barrier) Remove(ctx context.Context) error { return b.call(ctx, opRemove) }
 
 // Wait returns nil once the barrier's node does not exist: at once when it
 // is not set, else when it is removed (one data watch; the watch is set
-// again only when it fires for something else or the connection drops). A
-// Wait on a barrier not set leaves no watch behind.
-func (b *Barrier) Wait(ctx context.Context) error {
-	return b.span(ctx, "wait", func(ctx context.Context) error {
-		for {
-			// Not an exists: on a barrier not set it would leave a watch
-			// waiting for the next Set, one per Wait.
-			ok, w, err := runtime.WatchDeletion(runtime.Expect(ctx, zk.ErrNoNode), b.rq, b.path)
-			switch {
-			case errors.Is(err, zk.ErrConnectionLoss):
-				if err := awaitConnected(ctx, b.conn); err != nil {
-					return err
-				}
-				continue
-			case err != nil:
-				return err
-			case !ok:
-				return nil
-			}
-			select {
-			case ev, open := <-w:
-				if open && ev.Type == zk.EventNodeDeleted {
-					return nil
-				}
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	})
-}
+// again only when it fires for something else or ends with the
+// connection, through a session's end too). A Wait on a barrier not set
+// leaves no watch behind.
+func (b *Barrier) Wait(ctx context.Context) error { return b.call(ctx, opWait) }
 
-func (b *Barrier) span(ctx context.Context, name string, f func(context.Context) error) error {
-	ctx, span := b.tel.Start(ctx, name, trace.SpanKindInternal)
-	defer span.End()
-	err := f(ctx)
-	runtime.Fail(span, err, errorType(err))
+func (b *Barrier) call(ctx context.Context, op barrierOp) error {
+	_, err := call(ctx, b.tel, b.shell, string(op), func(req uint64) fmt.Stringer { return barrierCall{Req: req, Op: op} })
 	return err
 }
 
-// awaitConnected waits until conn has a session again after a connection
-// loss. ErrSessionLost when the session ended meanwhile, ErrClosed when
-// the connection was closed.
-func awaitConnected(ctx context.Context, conn zk.Conn) error {
-	changed := make(chan struct{}, 1)
-	cancel := conn.Subscribe(func(zk.SessionEvent) {
+// Close stops the handle: a waiting call returns ErrClosed, as every later
+// call does. A handle whose connection is closed stops by itself.
+func (b *Barrier) Close() error { return b.shell.Close() }
+
+// exec makes a call's request off the actor and posts its reply (and a
+// watch's event) back.
+func (b *Barrier) exec(sh *runtime.Shell[fmt.Stringer, command], cmd command, op runtime.Op) {
+	c := cmd.(barrierReq)
+	sh.Go(func(ctx context.Context) (fmt.Stringer, bool) {
+		r := barrierReply{Cmd: c.Cmd}
+		var w <-chan zk.WatchEvent
+		switch c.Op {
+		case opSet:
+			// no_node (parents to make first) and node_exists (set
+			// already) are steps of Set, not failures.
+			r.Err = zk.EnsurePath(runtime.Expect(ctx, zk.ErrNoNode, zk.ErrNodeExists), opConn{b.conn, op}, b.path, zk.ModePersistent)
+		case opRemove:
+			op(runtime.Expect(ctx, zk.ErrNoNode), "delete", func(ctx context.Context) error {
+				runtime.SetNode(ctx, b.path)
+				r.Err = b.conn.Delete(ctx, b.path, zk.AnyVersion)
+				return r.Err
+			})
+			if errors.Is(r.Err, zk.ErrNoNode) {
+				r.Err = nil
+			}
+		case opWait:
+			// Not an exists: on a barrier not set it would leave a watch
+			// waiting for the next Set, one per Wait.
+			op(ctx, "get", func(ctx context.Context) error {
+				runtime.SetNode(ctx, b.path)
+				r.Exists, w, r.Err = runtime.WatchDeletion(ctx, b.conn, b.path)
+				return r.Err
+			})
+		}
+		if w == nil {
+			return r, true
+		}
+		sh.Post(r, true)
 		select {
-		case changed <- struct{}{}:
-		default:
+		case ev := <-w:
+			return barrierEvent{Cmd: c.Cmd, Type: ev.Type}, true
+		case <-ctx.Done():
+			return nil, false
 		}
 	})
-	defer cancel()
-	for {
-		switch conn.State() {
-		case zk.StateConnected, zk.StateReconnected:
-			return nil
-		case zk.StateLost:
-			return ErrSessionLost
-		case zk.StateClosed:
-			return ErrClosed
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+}
+
+// opConn makes each create of zk.EnsurePath a request of a command (Op).
+type opConn struct {
+	zk.Conn
+	op runtime.Op
+}
+
+func (c opConn) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (made string, err error) {
+	c.op(ctx, "create", func(ctx context.Context) error {
+		runtime.SetNode(ctx, path)
+		made, err = c.Conn.Create(ctx, path, data, mode)
+		return err
+	})
+	return made, err
 }

@@ -183,7 +183,7 @@ func (d *DoubleBarrier) Subscribe(opts ...events.SubscribeOption) *events.Subscr
 // ErrMembersMismatch when the path records another count (nothing is
 // created); ErrSessionLost when the session ended while we waited.
 func (d *DoubleBarrier) Enter(ctx context.Context) error {
-	a, err := d.call(ctx, "enter", func(req uint64) input { return enterCall{Req: req} })
+	a, err := call(ctx, d.tel, d.shell, "enter", func(req uint64) input { return enterCall{Req: req} }, d.attrs...)
 	if err == nil {
 		d.node.Store(a.Value)
 	}
@@ -195,14 +195,15 @@ func (d *DoubleBarrier) Enter(ctx context.Context) error {
 // ErrNotEntered without a completed Enter; ErrSessionLost when the session
 // ended while we were a member (we were counted out then).
 func (d *DoubleBarrier) Leave(ctx context.Context) error {
-	_, err := d.call(ctx, "leave", func(req uint64) input { return leaveCall{Req: req} })
+	_, err := call(ctx, d.tel, d.shell, "leave", func(req uint64) input { return leaveCall{Req: req} }, d.attrs...)
 	return err
 }
 
-func (d *DoubleBarrier) call(ctx context.Context, name string, mk func(req uint64) input) (runtime.Answer, error) {
-	ctx, span := d.tel.Start(ctx, name, trace.SpanKindInternal, d.attrs...)
+// call runs one call of a handle's machine in an INTERNAL span named name.
+func call[In any](ctx context.Context, tel *runtime.Telemetry, sh *runtime.Shell[In, command], name string, mk func(req uint64) In, attrs ...attribute.KeyValue) (runtime.Answer, error) {
+	ctx, span := tel.Start(ctx, name, trace.SpanKindInternal, attrs...)
 	defer span.End()
-	a, err := d.shell.Do(ctx, mk)
+	a, err := sh.Do(ctx, mk)
 	runtime.Fail(span, err, errorType(err))
 	return a, err
 }

@@ -362,3 +362,32 @@ func retry(ctx context.Context, conn zk.Conn, f func(ctx context.Context) error)
 		}
 	}
 }
+
+// awaitConnected waits until conn has a session again after a connection
+// loss. ErrSessionLost when the session ended meanwhile, ErrClosed when
+// the connection was closed.
+func awaitConnected(ctx context.Context, conn zk.Conn) error {
+	changed := make(chan struct{}, 1)
+	cancel := conn.Subscribe(func(zk.SessionEvent) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	})
+	defer cancel()
+	for {
+		switch conn.State() {
+		case zk.StateConnected, zk.StateReconnected:
+			return nil
+		case zk.StateLost:
+			return ErrSessionLost
+		case zk.StateClosed:
+			return ErrClosed
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

@@ -403,3 +403,89 @@ func TestTranscriptRefusedEnterGetsOut(t *testing.T) {
 	}
 	tr.Check("refused_enter_gets_out")
 }
+
+// newBarrierTranscript drives a Barrier's machine as newTranscript does a
+// member's.
+func newBarrierTranscript(t *testing.T) (*golden.Transcript, func(in fmt.Stringer) runtime.Output[command]) {
+	m := newBarrierMachine()
+	tr := &golden.Transcript{T: t, State: m.State,
+		Event: func(e events.Event) string { return fmt.Sprintf("%s state=%s", e.Type, e.State) }}
+	golden.Record(tr, "(start)", m.Start())
+	t.Cleanup(func() {
+		if err := m.Bug(); err != nil {
+			t.Errorf("an illegal transition: %v", err)
+		}
+	})
+	return tr, func(in fmt.Stringer) runtime.Output[command] {
+		out := m.Step(in)
+		golden.Record(tr, in.String(), out)
+		return out
+	}
+}
+
+// A Barrier's calls: Set and Remove are a request each, answered with its
+// error; Wait is answered at once on a node not there, else when its
+// watch sees the node deleted (a data change sets the watch again).
+func TestTranscriptBarrierCalls(t *testing.T) {
+	tr, step := newBarrierTranscript(t)
+	step(barrierCall{Req: 1, Op: opSet})
+	step(barrierReply{Cmd: 1})
+	step(barrierCall{Req: 2, Op: opSet})
+	step(barrierReply{Cmd: 2, Err: zk.ErrNoAuth})
+	step(barrierCall{Req: 3, Op: opWait})
+	step(barrierReply{Cmd: 3, Exists: true})
+	step(barrierEvent{Cmd: 3, Type: zk.EventNodeDataChanged})
+	step(barrierReply{Cmd: 4, Exists: true})
+	step(barrierCall{Req: 4, Op: opRemove})
+	step(barrierReply{Cmd: 5})
+	if out := step(barrierEvent{Cmd: 4, Type: zk.EventNodeDeleted}); len(out.Replies) != 1 || out.Replies[0].Err != nil {
+		t.Fatalf("Wait not answered: %+v", out.Replies)
+	}
+	step(barrierCall{Req: 5, Op: opWait})
+	step(barrierReply{Cmd: 6})
+	tr.Check("barrier_calls")
+}
+
+// A Wait's watch that fails with the connection, or ends with the
+// session, is made again once the connection is back, on whatever
+// session. A withdrawn Wait's replies are ignored.
+func TestTranscriptBarrierWaitThroughFaults(t *testing.T) {
+	tr, step := newBarrierTranscript(t)
+	step(barrierCall{Req: 1, Op: opWait})
+	step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	step(barrierReply{Cmd: 1, Err: zk.ErrConnectionLoss})
+	step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	step(barrierReply{Cmd: 2, Exists: true})
+	step(sessionChange{State: zk.StateLost, SessionID: sess})
+	step(barrierEvent{Cmd: 2, Type: zk.EventNotWatching})
+	step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	step(barrierCall{Req: 2, Op: opWait})
+	step(cancelReq{Req: 2})
+	step(barrierReply{Cmd: 4, Exists: true})
+	step(barrierEvent{Cmd: 4, Type: zk.EventNodeDeleted})
+	step(barrierReply{Cmd: 3, Exists: false})
+	tr.Check("barrier_wait_through_faults")
+}
+
+// Close answers the calls in progress, waiting for a reply or for the
+// connection, with ErrClosed, and stops the machine; so does the
+// connection's close.
+func TestTranscriptBarrierClose(t *testing.T) {
+	tr, step := newBarrierTranscript(t)
+	step(barrierCall{Req: 1, Op: opWait})
+	step(barrierReply{Cmd: 1, Exists: true})
+	step(barrierCall{Req: 2, Op: opSet})
+	step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	step(barrierCall{Req: 3, Op: opWait})
+	step(barrierReply{Cmd: 3, Err: zk.ErrConnectionLoss})
+	if out := step(shutdown{Req: 4}); len(out.Replies) != 4 || !out.Done {
+		t.Fatalf("shutdown: %+v", out)
+	}
+	other, step := newBarrierTranscript(t)
+	step(barrierCall{Req: 1, Op: opSet})
+	step(barrierReply{Cmd: 1, Err: zk.ErrClosed})
+	step(barrierCall{Req: 2, Op: opWait})
+	step(sessionChange{State: zk.StateClosed})
+	tr.Append("\n# the connection closed\n" + other.String())
+	tr.Check("barrier_close")
+}

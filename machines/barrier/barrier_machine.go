@@ -1,0 +1,201 @@
+package barrier
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// The Barrier's machine is START while open, STOP once closed.
+var (
+	barrierStates      = []events.State{events.StateStart, events.StateStop}
+	barrierTransitions = []runtime.Transition{{Trigger: trStopped, From: []events.State{events.StateStart}, To: events.StateStop}}
+)
+
+// barrierOp is what a Barrier call, and its request, does.
+type barrierOp string
+
+const (
+	opSet    barrierOp = "set"    // create the node and its missing parents
+	opRemove barrierOp = "remove" // delete the node
+	opWait   barrierOp = "wait"   // watch the node for its deletion
+)
+
+// barrierCall is a call of a Barrier.
+type barrierCall struct {
+	Req uint64
+	Op  barrierOp
+}
+
+// barrierReq is the request of a call: command Cmd.
+type barrierReq struct {
+	Cmd uint64
+	Op  barrierOp
+}
+
+// barrierReply is a request's reply; for a wait, whether the node exists
+// (then a watch was left on it).
+type barrierReply struct {
+	Cmd    uint64
+	Exists bool
+	Err    error
+}
+
+// barrierEvent: the watch a wait left fired.
+type barrierEvent struct {
+	Cmd  uint64
+	Type zk.EventType
+}
+
+func (i barrierCall) String() string  { return fmt.Sprintf("%s req=%d", i.Op, i.Req) }
+func (c barrierReq) ID() uint64       { return c.Cmd }
+func (c barrierReq) String() string   { return fmt.Sprintf("%s cmd=%d", c.Op, c.Cmd) }
+func (i barrierEvent) String() string { return fmt.Sprintf("event cmd=%d %s", i.Cmd, i.Type) }
+func (i barrierReply) String() string {
+	return fmt.Sprintf("reply cmd=%d exists=%t err=%v", i.Cmd, i.Exists, i.Err)
+}
+
+// barrierAnswers is the command an input of the Barrier's machine answers.
+func barrierAnswers(in fmt.Stringer) uint64 {
+	switch i := in.(type) {
+	case barrierReply:
+		return i.Cmd
+	case barrierEvent:
+		return i.Cmd
+	}
+	return 0
+}
+
+// barrierMachine is a Barrier: a pure machine, run by a runtime.Shell. Its
+// calls are independent of each other: a Set or Remove is one request, a
+// Wait a watch on the node, made again when it ends other than by the
+// node's deletion, once the connection is back (on the same session or
+// another: the node is not ours, a session's end changes nothing).
+type barrierMachine struct {
+	fsm    *runtime.FSM
+	calls  map[uint64]barrierCall // per command in flight: its call
+	parked []barrierCall          // Waits whose watch is made again once the connection is back
+	down   bool                   // the connection is down
+	cmds   uint64                 // commands made so far
+}
+
+func newBarrierMachine() *barrierMachine {
+	f, err := runtime.NewFSM(barrierStates, events.StateStart, barrierTransitions)
+	if err != nil {
+		panic(err) // the declarations above are wrong
+	}
+	return &barrierMachine{fsm: f, calls: make(map[uint64]barrierCall)}
+}
+
+func (m *barrierMachine) State() events.State { return m.fsm.Current() }
+
+// Bug is the first illegal transition the machine fired (nil: none).
+func (m *barrierMachine) Bug() error { return m.fsm.Bug() }
+
+func (m *barrierMachine) Start() out {
+	return out{Events: []events.Event{{Type: events.Start, State: m.State()}}}
+}
+
+func (m *barrierMachine) Step(in fmt.Stringer) out {
+	var o out
+	switch i := in.(type) {
+	case barrierCall:
+		m.request(&o, i)
+	case cancelReq:
+		for cmd, c := range m.calls {
+			if c.Req == i.Req {
+				delete(m.calls, cmd)
+			}
+		}
+		m.parked = slices.DeleteFunc(m.parked, func(c barrierCall) bool { return c.Req == i.Req })
+	case barrierReply:
+		c, ok := m.calls[i.Cmd]
+		switch {
+		case !ok, c.Op == opWait && i.Err == nil && i.Exists:
+			// a call withdrawn, or a watch left: its event comes
+		case c.Op == opWait && (errors.Is(i.Err, zk.ErrConnectionLoss) || errors.Is(i.Err, zk.ErrSessionExpired)):
+			delete(m.calls, i.Cmd)
+			m.again(&o, c)
+		default:
+			delete(m.calls, i.Cmd)
+			err := i.Err
+			if errors.Is(err, zk.ErrClosed) {
+				err = ErrClosed // the connection is: as when its CLOSED comes first
+			}
+			o.Replies = append(o.Replies, runtime.Reply{Req: c.Req, Err: err})
+		}
+	case barrierEvent:
+		c, ok := m.calls[i.Cmd]
+		delete(m.calls, i.Cmd)
+		switch {
+		case !ok:
+		case i.Type == zk.EventNodeDeleted:
+			o.Replies = append(o.Replies, runtime.Reply{Req: c.Req})
+		default: // its data was set, or the watch ended with the session
+			m.again(&o, c)
+		}
+	case sessionChange:
+		switch i.State {
+		case zk.StateSuspended:
+			m.down = true
+			m.event(&o, events.Suspended)
+		case zk.StateLost:
+			m.down = true
+			m.event(&o, events.Lost)
+		case zk.StateReconnected, zk.StateConnected:
+			if i.State == zk.StateReconnected {
+				m.event(&o, events.Reconnected)
+			}
+			m.down = false
+			for _, c := range m.parked {
+				m.request(&o, c)
+			}
+			m.parked = nil
+		case zk.StateClosed:
+			m.stop(&o) // nothing is left to do: no request can be made
+		}
+	case shutdown:
+		m.stop(&o)
+		o.Replies = append(o.Replies, runtime.Reply{Req: i.Req})
+	}
+	return o
+}
+
+func (m *barrierMachine) request(o *out, c barrierCall) {
+	m.cmds++
+	m.calls[m.cmds] = c
+	o.Commands = append(o.Commands, barrierReq{Cmd: m.cmds, Op: c.Op})
+}
+
+// again makes Wait c's watch again, once the connection is up.
+func (m *barrierMachine) again(o *out, c barrierCall) {
+	if m.down {
+		m.parked = append(m.parked, c)
+		return
+	}
+	m.request(o, c)
+}
+
+// stop fails the calls in progress with ErrClosed and ends the machine.
+func (m *barrierMachine) stop(o *out) {
+	for _, cmd := range slices.Sorted(maps.Keys(m.calls)) {
+		o.Replies = append(o.Replies, runtime.Reply{Req: m.calls[cmd].Req, Err: ErrClosed})
+	}
+	for _, c := range m.parked {
+		o.Replies = append(o.Replies, runtime.Reply{Req: c.Req, Err: ErrClosed})
+	}
+	m.calls, m.parked = nil, nil
+	m.event(o, events.StopStart)
+	m.fsm.Fire(trStopped)
+	m.event(o, events.StopComplete)
+	o.Done = true
+}
+
+func (m *barrierMachine) event(o *out, t events.Type) {
+	o.Events = append(o.Events, events.Event{Type: t, State: m.State()})
+}
