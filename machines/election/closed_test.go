@@ -13,7 +13,8 @@ import (
 )
 
 // After Close every call returns ErrClosed (Observe: a closed channel),
-// State says STOP, Path is still the path, a new subscription is closed already, and Close is
+// State says STOP, Path is still the path (and a subscriber made before
+// Close got START first), a new subscription is closed already, and Close is
 // idempotent.
 func TestEveryCallAfterClose(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
@@ -23,6 +24,11 @@ func TestEveryCallAfterClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		late := e.Subscribe()
+		if ev := <-late.C; ev.Type != events.Start || ev.Instance != "a" {
+			t.Errorf("a late subscriber's first event = %v, want START", ev)
+		}
+		late.Close()
 		if err := e.Close(); err != nil {
 			t.Fatal(err)
 		}

@@ -182,6 +182,10 @@ func New(conn zk.Conn, path string, maxLeases int, opts ...Option) (*Semaphore, 
 	}
 	s := &Semaphore{conn: conn, path: path, max: maxLeases, o: o, bus: events.NewBus(),
 		nmu: make(chan struct{}, 1), busy: make(map[*slot]bool)}
+	// The handle's own START, named by its id: the bus keeps it for every
+	// subscriber, whose first event it is.
+	s.bus.Publish(events.Event{Time: time.Now(), Recipe: "semaphore", Path: path, Instance: o.ID,
+		Type: events.Start, State: events.StateStart})
 	// The first instance checks the connection and the options, and
 	// waits in the pool for the first acquire.
 	sl, err := s.open()
@@ -580,7 +584,8 @@ func (s *Semaphore) State() events.State {
 
 // Subscribe returns a subscription to the lifecycle events of every
 // instance of the handle (one per lease held or wanted at once; each
-// event's Instance is the handle's id, "/", and the instance's number).
+// event's Instance is the handle's id, "/", and the instance's number),
+// after the handle's own START (Instance: the handle's id).
 // Each instance's events come in order; those of different instances
 // interleave. Close it when done.
 func (s *Semaphore) Subscribe(opts ...events.SubscribeOption) *events.Subscription {

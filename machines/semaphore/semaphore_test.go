@@ -452,7 +452,8 @@ func TestHolders(t *testing.T) {
 // The handle's face: Path, ID (WithID's, or a random one), and State
 // summing up its instances: START, READY while an acquire waits, LEADER
 // while a lease is held (also while another acquire waits), STOP after
-// the last call released, and after Close.
+// the last call released, and after Close; a subscriber gets the
+// handle's START first, whenever it subscribes.
 func TestHandleShape(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := ctxT(t)
@@ -496,6 +497,11 @@ func TestHandleShape(t *testing.T) {
 			t.Fatal(err)
 		}
 		state(events.StateStop, "after the last Release")
+		late := s.Subscribe()
+		if ev := <-late.C; ev.Type != events.Start || ev.Instance != "shape" {
+			t.Errorf("a late subscriber's first event = %v, want the handle's START", ev)
+		}
+		late.Close()
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
