@@ -38,8 +38,9 @@ type Recorder struct {
 	changed chan struct{} // closed and replaced at each new event
 }
 
-// Record starts recording source's lifecycle events: those that happen
-// from this call on (a handle does not replay its past). Recording stops
+// Record starts recording source's lifecycle events: the handle's START
+// (every subscription gets it first), then those that happen from this
+// call on (a handle replays nothing else of its past). Recording stops
 // when the test ends (t.Cleanup closes the subscription), or earlier if the
 // handle closes its subscriptions (Close does).
 //

@@ -56,12 +56,12 @@ func TestRecorderExpect(t *testing.T) {
 func TestRecorderRecordsFromTheCall(t *testing.T) {
 	bus := events.NewBus()
 	defer bus.Close()
-	publish(bus, events.Start)
+	publish(bus, events.Start, events.OfferStart)
 	rec := Record(t, bus)
-	publish(bus, events.OfferStart)
-	rec.WaitFor(t, events.OfferStart)
-	if evs := rec.Events(); len(evs) != 1 || evs[0].Type != events.OfferStart {
-		t.Fatalf("Events: %v", evs)
+	publish(bus, events.ReadyStart)
+	rec.WaitFor(t, events.ReadyStart)
+	if evs := rec.Events(); len(evs) != 2 || evs[0].Type != events.Start || evs[1].Type != events.ReadyStart {
+		t.Fatalf("Events: %v, want the handle's START, then what came after Record", evs)
 	}
 }
 
