@@ -184,7 +184,7 @@ func New(conn zk.Conn, path string, maxLeases int, opts ...Option) (*Semaphore, 
 		nmu: make(chan struct{}, 1), busy: make(map[*slot]bool)}
 	// The handle's own START, named by its id: the bus keeps it for every
 	// subscriber, whose first event it is.
-	s.bus.Publish(events.Event{Time: time.Now(), Recipe: "semaphore", Path: path, Instance: o.ID,
+	s.bus.Publish(events.Event{Time: time.Now(), Recipe: "semaphore", Path: LeasesDir(path), Instance: o.ID,
 		Type: events.Start, State: events.StateStart})
 	// The first instance checks the connection and the options, and
 	// waits in the pool for the first acquire.
