@@ -77,7 +77,7 @@ func barrierAnswers(in fmt.Stringer) uint64 {
 // node's deletion, once the connection is back (on the same session or
 // another: the node is not ours, a session's end changes nothing).
 type barrierMachine struct {
-	fsm    *runtime.FSM
+	fsm    *trackedFSM
 	calls  map[uint64]barrierCall // per command in flight: its call
 	parked []barrierCall          // Waits whose watch is made again once the connection is back
 	down   bool                   // the connection is down
@@ -89,7 +89,7 @@ func newBarrierMachine() *barrierMachine {
 	if err != nil {
 		panic(err) // the declarations above are wrong
 	}
-	return &barrierMachine{fsm: f, calls: make(map[uint64]barrierCall)}
+	return &barrierMachine{fsm: &trackedFSM{FSM: f}, calls: make(map[uint64]barrierCall)}
 }
 
 func (m *barrierMachine) State() events.State { return m.fsm.Current() }

@@ -31,7 +31,16 @@ func newDouble(t *testing.T, c zk.Conn, path string, n int, opts ...barrier.Opti
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.Close() })
+	// A FAILED event is a bug in the machine (an illegal transition).
+	sub := d.Subscribe()
+	t.Cleanup(func() {
+		d.Close()
+		for ev := range sub.C {
+			if ev.Type == events.Failed {
+				t.Errorf("member %s: %v", d.ID(), ev.Err)
+			}
+		}
+	})
 	return d
 }
 

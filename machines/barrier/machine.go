@@ -41,13 +41,13 @@ const (
 )
 
 var transitions = []runtime.Transition{
-	{Trigger: trEnter, From: []events.State{events.StateStart, events.StateFailed}, To: events.StateOffer},
+	{Trigger: trEnter, From: []events.State{events.StateStart, events.StateDetermine, events.StateFailed}, To: events.StateOffer},
 	{Trigger: trJoined, From: []events.State{events.StateOffer}, To: events.StateDetermine},
-	{Trigger: trEntered, From: []events.State{events.StateOffer, events.StateDetermine}, To: events.StateReady},
+	{Trigger: trEntered, From: []events.State{events.StateDetermine}, To: events.StateReady},
 	{Trigger: trLeave, From: []events.State{events.StateReady}, To: events.StateDetermine},
-	{Trigger: trOut, From: []events.State{events.StateStart, events.StateOffer, events.StateDetermine, events.StateReady, events.StateFailed}, To: events.StateStart},
+	{Trigger: trOut, From: []events.State{events.StateOffer, events.StateDetermine, events.StateReady, events.StateFailed}, To: events.StateStart},
 	{Trigger: trLost, From: []events.State{events.StateOffer, events.StateDetermine, events.StateReady}, To: events.StateFailed},
-	{Trigger: trStopped, From: states, To: events.StateStop},
+	{Trigger: trStopped, From: states[:len(states)-1], To: events.StateStop}, // all but STOP
 }
 
 // phase is where we are in a round.
@@ -64,7 +64,7 @@ const (
 // runtime.Shell.
 type machine struct {
 	cfg config
-	fsm *runtime.FSM
+	fsm *trackedFSM
 
 	phase   phase
 	req     uint64          // the Enter or Leave call being served (0: none)
@@ -98,7 +98,7 @@ func newMachine(cfg config) (*machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &machine{cfg: cfg, fsm: f, session: cfg.SessionID}, nil
+	return &machine{cfg: cfg, fsm: &trackedFSM{FSM: f}, session: cfg.SessionID}, nil
 }
 
 // State is the machine's state.
@@ -107,9 +107,6 @@ func (m *machine) State() events.State { return m.fsm.Current() }
 // Bug is the first illegal transition the machine fired (nil: none): its
 // Shell reports it as a FAILED event.
 func (m *machine) Bug() error { return m.fsm.Bug() }
-
-// Mermaid renders the machine's states as a Mermaid diagram.
-func (m *machine) Mermaid() string { return m.fsm.Mermaid() }
 
 type out = runtime.Output[command]
 
@@ -384,6 +381,7 @@ func (m *machine) withdraw(o *out, inside []string) {
 	m.member, m.opened, m.stale = false, false, 0
 	m.step, m.watch = 0, 0 // replies to our reads of ready no longer matter
 	m.newName()
+	m.fsm.Fire(trEnter) // entering again
 	m.waitOn = m.cmd()
 	o.Commands = append(o.Commands, watchMember{Cmd: m.waitOn, Name: slices.Min(inside)})
 }
@@ -575,6 +573,7 @@ func (m *machine) sessionChange(o *out, i sessionChange) {
 			req := m.req
 			m.req = 0
 			m.phase, m.member, m.step, m.watch = outside, false, 0, 0
+			m.fsm.Fire(trOut)
 			m.reply(o, req, nil, ErrClosed)
 		}
 	}
@@ -585,14 +584,17 @@ func (m *machine) sessionChange(o *out, i sessionChange) {
 // out. The call in progress fails with ErrSessionLost; with none, the next
 // Leave does (lost).
 func (m *machine) countedOut(o *out) {
-	wasMember := m.member && !m.deleted
+	wasMember, wasIn := m.member && !m.deleted, m.phase != outside
 	req := m.req
 	m.req = 0
 	m.phase, m.member, m.deleted, m.joining, m.step, m.watch = outside, false, false, false, 0, 0
-	if wasMember {
+	switch {
+	case wasMember:
 		m.lost = req == 0
 		m.fsm.Fire(trLost)
 		m.event(o, events.Lost, ErrSessionLost)
+	case wasIn: // entering, our node not made yet
+		m.fsm.Fire(trOut)
 	}
 	m.reply(o, req, nil, ErrSessionLost)
 }
@@ -673,13 +675,26 @@ func members(children []string, skip string) []string {
 	return ms
 }
 
-// Diagram renders the machine's states and transitions as a Mermaid state
-// diagram (the same as Mermaid of a new machine; docs/diagrams is
-// generated from it).
+// Diagram renders the double barrier's machine, its states and
+// transitions, as a Mermaid state diagram (docs/diagrams is generated from
+// it).
 func Diagram() string {
 	f, err := runtime.NewFSM(states, events.StateStart, transitions)
 	if err != nil {
 		return err.Error()
 	}
 	return f.Mermaid()
+}
+
+// trackedFSM is a runtime.FSM that tells fired (tests) of each transition.
+type trackedFSM struct {
+	*runtime.FSM
+	fired func(from events.State, t runtime.Trigger)
+}
+
+func (f *trackedFSM) Fire(t runtime.Trigger) {
+	from := f.Current()
+	if f.FSM.Fire(t) == nil && f.fired != nil {
+		f.fired(from, t)
+	}
 }

@@ -3,6 +3,7 @@ package barrier
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -34,6 +35,7 @@ func newTranscript(t *testing.T, members int) *transcript {
 			return fmt.Sprint(v)
 		},
 	}}
+	track(m.fsm, "double")
 	golden.Record(tr.Transcript, "(start)", m.Start())
 	t.Cleanup(func() {
 		if err := m.Bug(); err != nil {
@@ -239,6 +241,9 @@ func TestTranscriptReadyBeforeOurJoinReply(t *testing.T) {
 	if j, ok := only[join](out); !ok || j.Name != "me-2" || !j.WithReady {
 		t.Fatalf("commands %v, want me-2 joined with ready", out.Commands)
 	}
+	if r, ok := replied(other.step(joined{Cmd: 7, Name: "me-2", ReadyCreated: true}), 1); !ok || r.Err != nil {
+		t.Fatalf("Enter not answered: %+v", r)
+	}
 	tr.Append(other.String())
 	tr.Check("ready_before_our_join_reply")
 }
@@ -404,12 +409,61 @@ func TestTranscriptRefusedEnterGetsOut(t *testing.T) {
 	tr.Check("refused_enter_gets_out")
 }
 
+// The session ends while we are inside, with no call in progress: we are
+// FAILED, and the next Leave says so and puts us outside.
+func TestTranscriptSessionLostInside(t *testing.T) {
+	tr := newTranscript(t, 2)
+	tr.step(enterCall{Req: 1})
+	tr.step(probed{Cmd: 1, PathData: []byte("2"), Children: []string{"x-1"}})
+	tr.step(joined{Cmd: 2, Name: "me-1", ReadyCreated: true})
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	if r, ok := replied(tr.step(leaveCall{Req: 2}), 2); !ok || !errors.Is(r.Err, ErrSessionLost) {
+		t.Fatalf("Leave = %+v, want ErrSessionLost", r)
+	}
+	tr.Check("session_lost_inside")
+}
+
+// Close in each state: the call in progress fails with ErrClosed, our
+// member node (if any) is deleted, and the machine stops once it is.
+func TestTranscriptCloseInEveryState(t *testing.T) {
+	var all strings.Builder
+	for _, s := range []events.State{events.StateStart, events.StateOffer, events.StateDetermine, events.StateReady, events.StateFailed} {
+		members := 2 // our arrival completes the count
+		if s == events.StateDetermine {
+			members = 3
+		}
+		tr := newTranscript(t, members)
+		if s != events.StateStart {
+			tr.step(enterCall{Req: 1})
+		}
+		if s != events.StateStart && s != events.StateOffer {
+			tr.step(probed{Cmd: 1, PathData: fmt.Appendf(nil, "%d", members), Children: []string{"x-1"}})
+			tr.step(joined{Cmd: 2, Name: "me-1", ReadyCreated: members == 2, Children: []string{"me-1", "x-1"}})
+		}
+		if s == events.StateFailed {
+			tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+		}
+		if tr.m.State() != s {
+			t.Fatalf("state %s, want %s", tr.m.State(), s)
+		}
+		if out := tr.step(shutdown{Req: 9}); !out.Done {
+			tr.step(memberDeleted{Cmd: 3, Name: "me-1"})
+		}
+		if tr.m.State() != events.StateStop {
+			t.Fatalf("closed in %s: state %s", s, tr.m.State())
+		}
+		fmt.Fprintf(&all, "# closed in %s\n%s\n", s, tr)
+	}
+	golden.Check(t, "close_in_every_state", all.String())
+}
+
 // newBarrierTranscript drives a Barrier's machine as newTranscript does a
 // member's.
 func newBarrierTranscript(t *testing.T) (*golden.Transcript, func(in fmt.Stringer) runtime.Output[command]) {
 	m := newBarrierMachine()
 	tr := &golden.Transcript{T: t, State: m.State,
 		Event: func(e events.Event) string { return fmt.Sprintf("%s state=%s", e.Type, e.State) }}
+	track(m.fsm, "barrier")
 	golden.Record(tr, "(start)", m.Start())
 	t.Cleanup(func() {
 		if err := m.Bug(); err != nil {
