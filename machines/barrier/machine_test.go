@@ -420,6 +420,17 @@ func TestTranscriptSessionLostInside(t *testing.T) {
 	if r, ok := replied(tr.step(leaveCall{Req: 2}), 2); !ok || !errors.Is(r.Err, ErrSessionLost) {
 		t.Fatalf("Leave = %+v, want ErrSessionLost", r)
 	}
+	// Before our node is made, the session's end, or the connection's,
+	// fails Enter and puts us outside, not FAILED: we were no member.
+	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(enterCall{Req: 3})
+	if r, ok := replied(tr.step(sessionChange{State: zk.StateLost, SessionID: sess + 1}), 3); !ok || !errors.Is(r.Err, ErrSessionLost) {
+		t.Fatalf("Enter = %+v, want ErrSessionLost", r)
+	}
+	tr.step(enterCall{Req: 4})
+	if r, ok := replied(tr.step(sessionChange{State: zk.StateClosed}), 4); !ok || !errors.Is(r.Err, ErrClosed) {
+		t.Fatalf("Enter = %+v, want ErrClosed", r)
+	}
 	tr.Check("session_lost_inside")
 }
 
