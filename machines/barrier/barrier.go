@@ -23,6 +23,18 @@
 // first listing must show ready, which it does once its server has every
 // member of the round we entered; when it does not, the member syncs and
 // lists again.
+//
+// # Failover
+//
+// A member whose process dies, or is cut off from the ensemble, counts as
+// gone only once the server expires its session: after the session
+// timeout, and up to one server tick (tickTime, 2 s by default) more. Its
+// member node is ephemeral, so only the session's expiry deletes it, and
+// the server looks for expired sessions once per tick. Until then it
+// counts: an Enter may be let through with it in the count, and Leave waits
+// for its node to go. A member that closes, or whose call is cancelled,
+// deletes its node at once. A Barrier's node is persistent: it stays set
+// when the process that set it dies, until another one removes it.
 package barrier
 
 import (
