@@ -56,16 +56,16 @@ const AttrMembers = attribute.Key("zkrecipes.barrier.members")
 // a UUID; a DoubleBarrier's is its member node's).
 func WithID(id string) Option { return func(o *options) { o.id = id } }
 
-// WithTracerProvider sets where the member's spans go (default: the
+// WithTracerProvider sets where the handle's spans go (default: the
 // global provider).
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tp = tp } }
 
-// WithMeterProvider sets where the member's measurements go (its
+// WithMeterProvider sets where the handle's measurements go (its
 // requests' db.client.operation.duration; default: the global provider).
 func WithMeterProvider(mp metric.MeterProvider) Option { return func(o *options) { o.mp = mp } }
 
-// WithCloseTimeout bounds how long Close waits to delete our member node
-// (default 10s).
+// WithCloseTimeout bounds how long Close waits for the handle to stop: a
+// member, to delete its node (default 10s).
 func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.closeTimeout = d } }
 
 // newOptions applies opts to the defaults, and checks them.
