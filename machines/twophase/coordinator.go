@@ -34,44 +34,28 @@ const (
 var ErrAborted = errors.New("twophase: aborted")
 
 // Coordinator proposes transactions under a root path. Its methods are
-// safe for concurrent use; each Propose runs on its caller's goroutine, and
-// the handle's one goroutine deletes decided transactions after the
+// safe for concurrent use. It is an actor: a pure machine run by a
+// runtime.Shell, which also deletes decided transactions after the
 // retention period.
 type Coordinator struct {
-	conn zk.Conn
-	p    paths
-	o    options
-	tel  *runtime.Telemetry
-	rq   zk.Conn             // conn, its requests traced
-	txs  metric.Int64Counter // zkrecipes.twophase.transactions
-	bus  *events.Bus
-
-	life   context.Context // cancelled by Close
-	cancel context.CancelFunc
-	box    runtime.Mailbox[expiry]
-	done   chan struct{} // the janitor ended
-
-	mu        sync.Mutex
-	closed    bool
-	proposing sync.WaitGroup
-	closeOnce sync.Once
-}
-
-// expiry is a decided transaction and when it may be deleted.
-type expiry struct {
-	tx string
-	at time.Time
-	// undecided: a transaction its Propose gave up on without knowing a
-	// decision; it is decided abort (or the decision made meanwhile is
-	// read) before its retention starts.
-	undecided bool
-	// participants, when the coordinator knows them (nil: read from the
-	// transaction's node, for one a sweep found).
-	participants []string
+	conn  zk.Conn
+	p     paths
+	o     options
+	tel   *runtime.Telemetry
+	rq    zk.Conn             // conn, its requests traced
+	txs   metric.Int64Counter // zkrecipes.twophase.transactions
+	shell *runtime.Shell[input, command]
+	// per collected transaction, its watches' end (actor-owned: see
+	// watching)
+	watches map[string]struct {
+		ctx    context.Context
+		cancel context.CancelFunc
+	}
 }
 
 // NewCoordinator returns a Coordinator of the transactions under root.
-// Nothing is sent to the server. Errors: zk.ErrInvalidPath for a bad root,
+// Nothing is sent to the server but a look for decided transactions left
+// by another coordinator. Errors: zk.ErrInvalidPath for a bad root,
 // ErrInvalidOption for a bad option, ErrClosed for a nil connection.
 func NewCoordinator(conn zk.Conn, root string, opts ...Option) (*Coordinator, error) {
 	if err := validRoot(root); err != nil {
@@ -87,26 +71,43 @@ func NewCoordinator(conn zk.Conn, root string, opts ...Option) (*Coordinator, er
 	if !o.idSet {
 		o.id = "coordinator"
 	}
-	if o.voteTimeout <= 0 {
+	switch {
+	case o.voteTimeout <= 0:
 		return nil, fmt.Errorf("%w: vote timeout %v: it must be positive", ErrInvalidOption, o.voteTimeout)
-	}
-	if o.retention <= 0 {
+	case o.retention <= 0:
 		return nil, fmt.Errorf("%w: retention %v: it must be positive", ErrInvalidOption, o.retention)
-	}
-	if o.id == "" {
+	case o.id == "":
 		return nil, fmt.Errorf("%w: empty coordinator id", ErrInvalidOption)
+	}
+	m, err := newCoordMachine(coordConfig{Root: root, VoteTimeout: o.voteTimeout, Retention: o.retention, SessionID: conn.SessionID()})
+	if err != nil {
+		return nil, err
 	}
 	tel := runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tracerProvider, MeterProvider: o.meterProvider,
 		Scope: ScopeName, Version: Version, Recipe: "twophase", Path: root, Instance: o.id})
-	c := &Coordinator{conn: conn, p: paths{root}, o: o, tel: tel, rq: runtime.TraceConn(conn, tel, errorType), bus: events.NewBus(),
-		done: make(chan struct{})}
+	c := &Coordinator{conn: conn, p: paths{root}, o: o, tel: tel, rq: runtime.TraceConn(conn, tel, errorType)}
+	c.watches = make(map[string]struct {
+		ctx    context.Context
+		cancel context.CancelFunc
+	})
 	c.txs, err = tel.Meter().Int64Counter("zkrecipes.twophase.transactions", metric.WithUnit("{transaction}"),
 		metric.WithDescription("Transactions decided by a coordinator, by outcome (committed, aborted) and abort reason."))
 	if err != nil {
 		otel.Handle(err) // a no-op counter then
 	}
-	c.life, c.cancel = context.WithCancel(context.Background())
-	go c.janitor()
+	c.shell = runtime.Run[input, command](conn, m, runtime.Spec[input, command]{
+		Recipe: "twophase", Path: root, Instance: o.id, Telemetry: tel,
+		Exec:           c.exec,
+		Answers:        answers,
+		Session:        func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
+		Withdraw:       func(input, uint64) (input, bool) { return nil, false }, // Propose abandons its transaction itself
+		ErrorType:      errorType,
+		Closed:         ErrClosed,
+		Shutdown:       func(req uint64) input { return shutdown{Req: req} },
+		HandOver:       func(req uint64) input { return handover{Req: req} },
+		CloseTimeout:   o.closeTimeout,
+		CleanupPending: ErrCleanupPending,
+	})
 	return c, nil
 }
 
@@ -116,46 +117,32 @@ func (c *Coordinator) Path() string { return c.p.root }
 // ID is the coordinator's id (WithID).
 func (c *Coordinator) ID() string { return c.o.id }
 
-// Subscribe returns a subscription to the coordinator's events: COMMITTED
-// or ABORTED (the reason in Err) once per transaction it decided or saw
-// decided.
+// State is the coordinator's state: START while no Propose is in
+// progress, DETERMINE while one is, STOP once closed.
+func (c *Coordinator) State() events.State { return c.shell.State() }
+
+// Subscribe returns a subscription to the coordinator's events: START,
+// then COMMITTED or ABORTED (the reason in Err) once per transaction it
+// decided or saw decided.
 func (c *Coordinator) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
-	return c.bus.Subscribe(opts...)
+	return c.shell.Subscribe(opts...)
 }
 
-// Close stops the handle: Proposes in flight try to decide abort (as on
-// cancel) and return ErrClosed; decided transactions not yet deleted stay.
-// Later calls return ErrClosed.
-func (c *Coordinator) Close() error {
-	c.closeOnce.Do(func() {
-		c.mu.Lock()
-		c.closed = true
-		c.mu.Unlock()
-		c.cancel()
-		c.proposing.Wait()
-		<-c.done
-		c.bus.Close()
-	})
-	return nil
-}
-
-func (c *Coordinator) enter() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return false
-	}
-	c.proposing.Add(1)
-	return true
-}
+// Close stops the handle: Proposes in flight return ErrClosed and their
+// transactions are decided abort (waiting at most WithCloseTimeout: then
+// ErrCleanupPending, and our nodes of them go when the connection's
+// janitor deletes them or our session ends, which aborts them too);
+// decided transactions not yet deleted stay. Later calls return the first
+// one's result.
+func (c *Coordinator) Close() error { return c.shell.Close() }
 
 // Propose runs transaction txID with payload on participants and returns
 // its outcome: it creates the transaction, waits for every vote (at most
 // the vote timeout), and decides. Errors, before anything is sent:
 // ErrInvalidID, ErrNoParticipants, ErrClosed; then ErrUnknownParticipant
 // when a participant is not registered, ErrTxExists when txID is taken.
-// When ctx ends before a decision, Propose tries to decide abort and
-// returns ctx.Err() (with the outcome, if one was read).
+// When ctx ends before a decision, Propose tries to decide abort (for at
+// most 5 s) and returns ctx.Err() (with the outcome, if one was read).
 func (c *Coordinator) Propose(ctx context.Context, txID string, payload []byte, participants []string) (Outcome, error) {
 	if err := validID("transaction", txID); err != nil {
 		return Outcome{}, err
@@ -173,70 +160,153 @@ func (c *Coordinator) Propose(ctx context.Context, txID string, payload []byte, 
 		}
 		seen[id] = true
 	}
-	if !c.enter() {
-		return Outcome{}, ErrClosed
+	nonce := uuid.NewString()
+	data, err := json.Marshal(txData{Nonce: nonce, Payload: payload, Participants: participants})
+	if err != nil {
+		return Outcome{}, fmt.Errorf("twophase: %w", err)
 	}
-	defer c.proposing.Done()
-	if err := ctx.Err(); err != nil {
-		return Outcome{}, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(c.life, cancel)()
-
 	ctx, span := c.tel.Start(ctx, "propose", trace.SpanKindInternal,
 		AttrTx.String(txID), AttrParticipants.Int(len(participants)))
 	defer span.End()
-	out, err := c.propose(ctx, txID, payload, participants, span)
-	if err != nil {
-		if c.life.Err() != nil && !errors.Is(err, ErrUnknownParticipant) && !errors.Is(err, ErrTxExists) {
-			err = ErrClosed
-		}
-		runtime.Fail(span, err, errorType(err))
+	out, err := c.propose(ctx, txID, func(req uint64) input {
+		return proposeCall{Req: req, Tx: txID, Data: data, Nonce: nonce, Participants: participants}
+	})
+	if err == nil || out != (Outcome{}) {
+		span.SetAttributes(AttrCommitted.Bool(out.Committed))
 	}
+	runtime.Fail(span, err, errorType(err))
 	return out, err
 }
 
-func (c *Coordinator) propose(ctx context.Context, txID string, payload []byte, participants []string, span trace.Span) (Outcome, error) {
-	if err := c.create(ctx, txID, payload, participants); err != nil {
-		if !errors.Is(err, ErrUnknownParticipant) && !errors.Is(err, ErrTxExists) {
-			// The transaction may have been made (a reply lost, then ctx
-			// ended): the janitor decides it and deletes it in time.
-			c.box.Put(expiry{tx: txID, at: time.Now(), undecided: true, participants: participants})
+// propose makes Propose's three calls, each in its span: the create
+// (the propose span's), the votes' collection ("prepare") and the
+// decision ("decide").
+func (c *Coordinator) propose(ctx context.Context, txID string, create func(uint64) input) (Outcome, error) {
+	_, err := c.shell.Do(ctx, create)
+	if err == nil {
+		pctx, span := c.tel.Start(ctx, "prepare", trace.SpanKindInternal, AttrTx.String(txID))
+		_, err = c.shell.Do(pctx, func(req uint64) input { return collectCall{Req: req, Tx: txID} })
+		span.End()
+	}
+	if err == nil {
+		dctx, span := c.tel.Start(ctx, "decide", trace.SpanKindInternal, AttrTx.String(txID))
+		var a runtime.Answer
+		a, err = c.shell.Do(dctx, func(req uint64) input { return decideCall{Req: req, Tx: txID} })
+		out, _ := a.Value.(Outcome)
+		if err == nil {
+			span.SetAttributes(AttrCommitted.Bool(out.Committed))
 		}
+		runtime.Fail(span, err, errorType(err))
+		span.End()
+		if err == nil {
+			return out, nil
+		}
+	}
+	if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 		return Outcome{}, err
 	}
-	out, err := c.collect(ctx, txID, participants)
-	if err != nil {
-		// Cancelled or closed before a decision: abort, on a ctx of our own.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if o, derr := decide(actx, c.rq, c.p, txID, Outcome{Reason: ReasonCancelled}); derr == nil {
-			c.finish(actx, txID, participants, o, span)
-			return o, err
+	// The caller gave up before a decision: abort, on a ctx of our own.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	a, _ := c.shell.Do(actx, func(req uint64) input { return abandonCall{Req: req, Tx: txID} })
+	out, _ := a.Value.(Outcome)
+	return out, ctx.Err()
+}
+
+// exec makes one command's requests off the actor and posts their
+// replies (and a watch's event) back as inputs. The Propose's requests
+// are made in CLIENT spans under its calls'; the janitor's (expire,
+// sweep, dropCoord) are roots.
+func (c *Coordinator) exec(sh *runtime.Shell[input, command], cmd command, op runtime.Op) {
+	conn, ps, do := c.conn, c.p, expecting(op)
+	switch cmd := cmd.(type) {
+	case create:
+		sh.Go(func(ctx context.Context) (input, bool) {
+			return created{Cmd: cmd.Cmd, Tx: cmd.Tx, Err: c.create(ctx, do, cmd)}, true
+		})
+	case watchVotes:
+		until := c.watching(cmd.Tx)
+		sh.Go(func(ctx context.Context) (input, bool) {
+			r := votesListed{Cmd: cmd.Cmd, Tx: cmd.Tx}
+			var w <-chan zk.WatchEvent
+			r.Err = do(ctx, "children", func(ctx context.Context) (err error) {
+				r.Kids, _, w, err = conn.ChildrenW(ctx, ps.votes(cmd.Tx))
+				return err
+			})
+			if r.Err != nil {
+				return r, true
+			}
+			sh.Post(r, true)
+			return awaitWatch(ctx, until, w, func(t zk.EventType) input { return votesEvent{Cmd: cmd.Cmd, Tx: cmd.Tx, Type: t} })
+		})
+	case expire:
+		sh.Go(func(ctx context.Context) (input, bool) {
+			r := expired{Cmd: cmd.Cmd, Tx: cmd.Tx}
+			if r.Waiting, r.Err = c.unhandled(ctx, cmd.Tx, cmd.Participants); r.Err == nil && !r.Waiting {
+				r.Err = deleteTx(ctx, c.conn, ps, cmd.Tx)
+			}
+			return r, true
+		})
+	case dropCoord:
+		c.unwatch(cmd.Tx)
+		kv := []attribute.KeyValue{runtime.AttrRecipe.String("twophase"), runtime.AttrOutcome.String("committed")}
+		if !cmd.Outcome.Committed {
+			kv = []attribute.KeyValue{runtime.AttrRecipe.String("twophase"), runtime.AttrOutcome.String("aborted"), AttrReason.String(reasonClass(cmd.Outcome.Reason))}
 		}
-		c.box.Put(expiry{tx: txID, at: time.Now(), undecided: true, participants: participants})
-		return Outcome{}, err
+		c.txs.Add(context.Background(), 1, metric.WithAttributes(kv...))
+		sh.Go(func(ctx context.Context) (input, bool) {
+			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			// On failure, our session's end deletes it, or the
+			// transaction's deletion does.
+			_ = c.rq.Delete(dctx, ps.coordinator(cmd.Tx), zk.AnyVersion)
+			return coordDropped{Cmd: cmd.Cmd}, true
+		})
+	case sweep:
+		sh.Go(func(ctx context.Context) (input, bool) { return swept{Cmd: cmd.Cmd, Due: c.sweep(ctx)}, true })
+	case makeDecision:
+		c.unwatch(cmd.Tx)
+		execShared(sh, conn, ps, do, nil, cmd)
+	case watchCoord:
+		execShared(sh, conn, ps, do, c.watching(cmd.Tx), cmd)
+	case readDecision:
+		execShared(sh, conn, ps, do, c.watching(cmd.Tx), cmd)
+	default:
+		execShared(sh, conn, ps, do, nil, cmd)
 	}
-	c.finish(ctx, txID, participants, out, span)
-	return out, nil
+}
+
+// watching is the context that ends when the collection of tx's votes
+// does (unwatch): a watch left on a transaction it decided fires only
+// when the transaction is deleted, and its goroutine would wait till
+// then. Both run on the actor, in the order of the machine's commands.
+func (c *Coordinator) watching(tx string) context.Context {
+	w, ok := c.watches[tx]
+	if !ok {
+		w.ctx, w.cancel = context.WithCancel(context.Background())
+		c.watches[tx] = w
+	}
+	return w.ctx
+}
+
+func (c *Coordinator) unwatch(tx string) {
+	if w, ok := c.watches[tx]; ok {
+		w.cancel()
+		delete(c.watches, tx)
+	}
 }
 
 // create makes the transaction, its coordinator node, its votes directory
 // and the participants' inbox entries, in one multi.
-func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, participants []string) error {
-	nonce := uuid.NewString()
-	data, err := json.Marshal(txData{Nonce: nonce, Payload: payload, Participants: participants})
-	if err != nil {
-		return fmt.Errorf("twophase: %w", err)
-	}
+func (c *Coordinator) create(ctx context.Context, do doFunc, cmd create) error {
+	tx, participants := cmd.Tx, cmd.Participants
 	ops := []zk.Op{
-		&zk.CreateOp{Path: c.p.tx(txID), Data: data, Mode: zk.ModePersistent},
-		&zk.CreateOp{Path: c.p.coordinator(txID), Mode: zk.ModeEphemeral},
-		&zk.CreateOp{Path: c.p.votes(txID), Mode: zk.ModePersistent},
+		&zk.CreateOp{Path: c.p.tx(tx), Data: cmd.Data, Mode: zk.ModePersistent},
+		&zk.CreateOp{Path: c.p.coordinator(tx), Mode: zk.ModeEphemeral},
+		&zk.CreateOp{Path: c.p.votes(tx), Mode: zk.ModePersistent},
 	}
 	for _, id := range participants {
-		ops = append(ops, &zk.CreateOp{Path: c.p.inboxEntry(id, txID), Mode: zk.ModePersistent})
+		ops = append(ops, &zk.CreateOp{Path: c.p.inboxEntry(id, tx), Mode: zk.ModePersistent})
 	}
 	// Every participant must be registered: checked in the same multi, so
 	// that the check costs no round trip and nothing is created without it.
@@ -246,33 +316,31 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 	var b backoff
 	ensured, checks := false, 0
 	for {
-		mctx := ctx
-		if !ensured {
-			mctx = runtime.Expect(ctx, zk.ErrNoNode) // the first Propose makes the directories
-		}
-		_, err := c.rq.Multi(mctx, ops...)
+		err := do(ctx, "multi", func(ctx context.Context) error { _, err := c.conn.Multi(ctx, ops...); return err })
 		switch {
 		case err == nil:
 			return nil
 		case errors.Is(err, zk.ErrNoNode) && ensured:
 			// A participant is not registered, or was not a moment ago.
-			if uerr := c.unknown(ctx, participants); uerr != nil {
+			if uerr := c.unknown(ctx, do, participants); uerr != nil {
 				return uerr
 			}
 			if checks++; checks == 3 {
-				return fmt.Errorf("twophase: creating transaction %q: %w", txID, err)
+				return fmt.Errorf("twophase: creating transaction %q: %w", tx, err)
 			}
 			continue
 		case errors.Is(err, zk.ErrNoNode) && !ensured:
 			// A registered participant has its inbox already; the
 			// transactions' directory is made by the first Propose.
-			ectx := runtime.Expect(ctx, zk.ErrNoNode, zk.ErrNodeExists)
-			err := zk.EnsurePath(ectx, c.rq, c.p.txs(), zk.ModePersistent)
-			for _, id := range participants {
-				if err == nil {
-					err = zk.EnsurePath(ectx, c.rq, c.p.inbox(id), zk.ModePersistent)
+			err := do(ctx, "create", func(ctx context.Context) error {
+				err := zk.EnsurePath(ctx, c.conn, c.p.txs(), zk.ModePersistent)
+				for _, id := range participants {
+					if err == nil {
+						err = zk.EnsurePath(ctx, c.conn, c.p.inbox(id), zk.ModePersistent)
+					}
 				}
-			}
+				return err
+			})
 			if err == nil {
 				ensured = true
 				continue
@@ -282,14 +350,15 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 			}
 		case errors.Is(err, zk.ErrNodeExists):
 			// Ours, applied before a lost reply?
-			if got, _, gerr := c.rq.Get(ctx, c.p.tx(txID)); gerr == nil {
-				if d, derr := decodeTx(got); derr == nil && d.Nonce == nonce {
+			var got []byte
+			if do(ctx, "get", func(ctx context.Context) (err error) { got, _, err = c.conn.Get(ctx, c.p.tx(tx)); return err }) == nil {
+				if d, derr := decodeTx(got); derr == nil && d.Nonce == cmd.Nonce {
 					return nil
 				}
 			}
-			return fmt.Errorf("%w: %q", ErrTxExists, txID)
+			return fmt.Errorf("%w: %q", ErrTxExists, tx)
 		case !retryable(err):
-			return fmt.Errorf("twophase: creating transaction %q: %w", txID, err)
+			return fmt.Errorf("twophase: creating transaction %q: %w", tx, err)
 		}
 		if err := wait(ctx, b.next()); err != nil {
 			return err
@@ -299,9 +368,10 @@ func (c *Coordinator) create(ctx context.Context, txID string, payload []byte, p
 
 // unknown names a participant that is not registered (ErrUnknownParticipant),
 // or returns nil when every one is.
-func (c *Coordinator) unknown(ctx context.Context, participants []string) error {
+func (c *Coordinator) unknown(ctx context.Context, do doFunc, participants []string) error {
 	for _, id := range participants {
-		_, ok, err := c.rq.Exists(ctx, c.p.participant(id))
+		var ok bool
+		err := do(ctx, "exists", func(ctx context.Context) (err error) { _, ok, err = c.conn.Exists(ctx, c.p.participant(id)); return err })
 		if err != nil {
 			return fmt.Errorf("twophase: checking participant %q: %w", id, err)
 		}
@@ -310,174 +380,6 @@ func (c *Coordinator) unknown(ctx context.Context, participants []string) error 
 		}
 	}
 	return nil
-}
-
-// collect waits for the votes and returns the decision: its own, or one
-// someone else made.
-func (c *Coordinator) collect(ctx context.Context, txID string, participants []string) (Outcome, error) {
-	outer := ctx // the decision's span is the prepare span's sibling
-	ctx, span := c.tel.Start(ctx, "prepare", trace.SpanKindInternal, AttrTx.String(txID))
-	defer span.End()
-	ctx = runtime.Expect(ctx, zk.ErrNoNode) // nodes not made yet, or gone: states, not failures
-	timer := time.NewTimer(c.o.voteTimeout)
-	defer timer.Stop()
-	member := make(map[string]bool, len(participants))
-	for _, id := range participants {
-		member[id] = true
-	}
-	voted := make(map[string]bool, len(participants))
-	var (
-		decW, coordW, votesW <-chan zk.WatchEvent
-		retry                <-chan time.Time
-		b                    backoff
-		ended                bool // a watch ended without a change: the session did
-	)
-	for {
-		var want *Outcome
-		if retry == nil {
-			err := func() error {
-				// The decision, our node and the votes, read at once.
-				var (
-					decOK, coordOK     bool
-					decErr, coordErr   error
-					kids               []string
-					kidsErr            error
-					wg                 sync.WaitGroup
-					needDec, needCoord = decW == nil, coordW == nil
-				)
-				if ended {
-					// Our node first, alone: gone with the session, the
-					// outcome is known, and no watch is set on the new
-					// session before go-zookeeper has re-sent its own (a
-					// reply to one then would race with its read of the
-					// last zxid: see adapters/zk, "A data race").
-					ended = false
-					if coordOK, coordW, coordErr = runtime.WatchDeletion(ctx, c.rq, c.p.coordinator(txID)); coordErr != nil || !coordOK {
-						if coordErr == nil {
-							want = &Outcome{Reason: ReasonCoordinatorGone}
-						}
-						return coordErr
-					}
-					needCoord = false
-				}
-				if needDec {
-					wg.Go(func() { _, decOK, decW, decErr = c.rq.ExistsW(ctx, c.p.decision(txID)) })
-				}
-				if needCoord {
-					wg.Go(func() { coordOK, coordW, coordErr = runtime.WatchDeletion(ctx, c.rq, c.p.coordinator(txID)) })
-				}
-				needVotes := votesW == nil
-				if needVotes {
-					kids, _, votesW, kidsErr = c.rq.ChildrenW(ctx, c.p.votes(txID))
-				}
-				wg.Wait()
-				if err := errors.Join(decErr, coordErr, kidsErr); err != nil {
-					return err
-				}
-				switch {
-				case needDec && decOK:
-					want = &Outcome{} // read by decide below
-					return nil
-				case needCoord && !coordOK:
-					want = &Outcome{Reason: ReasonCoordinatorGone}
-					return nil
-				}
-				if !needVotes {
-					return nil
-				}
-				// The votes' names are all it takes: a no vote is made in
-				// one multi with its abort decision, so when everyone has
-				// voted and no decision was there, every vote is yes (and
-				// the commit's create fails on an abort made since).
-				for _, id := range kids {
-					if member[id] {
-						voted[id] = true
-					}
-				}
-				if len(voted) == len(participants) {
-					want = &Outcome{Committed: true}
-				}
-				return nil
-			}()
-			if err != nil {
-				if ctx.Err() != nil {
-					return Outcome{}, ctx.Err()
-				}
-				if !retryable(err) && !errors.Is(err, zk.ErrNoNode) {
-					return Outcome{}, fmt.Errorf("twophase: %w", err)
-				}
-				decW, coordW, votesW = nil, nil, nil
-				retry = time.After(b.next())
-			} else {
-				b.reset()
-			}
-		}
-		if want != nil {
-			span.End()
-			return c.decide(outer, txID, *want)
-		}
-		var ev zk.WatchEvent
-		select {
-		case ev = <-decW:
-			decW = nil
-		case ev = <-coordW:
-			coordW = nil
-		case ev = <-votesW:
-			votesW = nil
-		case <-retry:
-			retry = nil
-		case <-timer.C:
-			span.End()
-			return c.decide(outer, txID, Outcome{Reason: ReasonVoteTimeout})
-		case <-ctx.Done():
-			return Outcome{}, ctx.Err()
-		}
-		if ev.Type == zk.EventNotWatching {
-			decW, coordW, votesW = nil, nil, nil
-			ended = true
-		}
-	}
-}
-
-// decide makes the decision want, or reads the one made first, in a span.
-func (c *Coordinator) decide(ctx context.Context, txID string, want Outcome) (Outcome, error) {
-	ctx, span := c.tel.Start(ctx, "decide", trace.SpanKindInternal, AttrTx.String(txID))
-	defer span.End()
-	// node_exists: decided first by another; no_node: not decided yet.
-	out, err := decide(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode), c.rq, c.p, txID, want)
-	if err == nil {
-		span.SetAttributes(AttrCommitted.Bool(out.Committed))
-	}
-	runtime.Fail(span, err, errorType(err))
-	return out, err
-}
-
-// finish ends a decided transaction: the outcome is published, its
-// deletion is scheduled, and the coordinator node goes, after Propose
-// returns: the decision is made, so the node tells no one anything more,
-// and its delete, a write, would cost Propose a commit.
-func (c *Coordinator) finish(ctx context.Context, txID string, participants []string, out Outcome, span trace.Span) {
-	span.SetAttributes(AttrCommitted.Bool(out.Committed))
-	kv := []attribute.KeyValue{runtime.AttrRecipe.String("twophase"), runtime.AttrOutcome.String("committed")}
-	if !out.Committed {
-		kv = []attribute.KeyValue{runtime.AttrRecipe.String("twophase"), runtime.AttrOutcome.String("aborted"), AttrReason.String(reasonClass(out.Reason))}
-	}
-	c.txs.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(kv...))
-	ev := events.Event{Type: events.Committed, State: stateDecided}
-	if !out.Committed {
-		ev = events.Event{Type: events.Aborted, State: stateDecided, Err: fmt.Errorf("%w: %s", ErrAborted, out.Reason)}
-	}
-	publish(c.bus, c.conn, c.p.root, c.o.id, c.p.tx(txID), span.SpanContext(), ev)
-	c.box.Put(expiry{tx: txID, at: time.Now().Add(c.o.retention), participants: participants})
-	c.proposing.Add(1) // Propose holds one: Close waits for this too
-	go func() {
-		defer c.proposing.Done()
-		dctx, cancel := context.WithTimeout(c.life, 5*time.Second)
-		defer cancel()
-		// On failure, our session's end deletes it, or the transaction's
-		// deletion does.
-		_ = c.rq.Delete(dctx, c.p.coordinator(txID), zk.AnyVersion)
-	}()
 }
 
 // reasonClass is an abort's reason for a metric: one of the Reason
@@ -490,66 +392,31 @@ func reasonClass(r string) string {
 	return "vote_no"
 }
 
-// janitorWidth is how many due transactions the janitor works on at once.
-const janitorWidth = 8
-
-// expire does what is due for e: decides it (abort) if it was left
-// undecided, then deletes it if every participant has had its call. It
-// returns e rescheduled and true, or false when it is done with.
-func (c *Coordinator) expire(e expiry, now time.Time) (expiry, bool) {
-	if e.undecided {
-		_, err := decide(c.life, c.rq, c.p, e.tx, Outcome{Reason: ReasonCancelled})
-		switch {
-		case errors.Is(err, zk.ErrNoNode):
-			return e, false // never made, or deleted already
-		case err != nil:
-			e.at = now.Add(time.Second)
-			return e, true
-		}
-		e.undecided, e.at = false, now.Add(c.o.retention)
-		return e, true
-	}
-	switch waiting, err := c.unhandled(c.life, e); {
-	case err != nil:
-		e.at = now.Add(time.Second)
-		return e, true
-	case waiting:
-		e.at = now.Add(c.o.retention) // a participant has not had its call yet
-		return e, true
-	}
-	if err := deleteTx(c.life, c.conn, c.p, e.tx); err != nil {
-		e.at = now.Add(time.Second)
-		return e, true
-	}
-	return e, false
-}
-
 // sweep finds the decided transactions already under the root, left by a
 // coordinator that closed or crashed before their retention was over: each
 // is deleted once its decision is that old (by the server's clock). Not
 // decided ones are another coordinator's, or will be decided by their
 // participants. With no connection now, it finds nothing.
-func (c *Coordinator) sweep() []expiry {
-	txs, _, err := c.rq.Children(c.life, c.p.txs())
+func (c *Coordinator) sweep(ctx context.Context) []dueTx {
+	txs, _, err := c.rq.Children(ctx, c.p.txs())
 	if err != nil {
 		return nil
 	}
-	var due []expiry
+	var due []dueTx
 	for _, tx := range txs {
-		if st, ok, err := c.rq.Exists(c.life, c.p.decision(tx)); err == nil && ok {
-			due = append(due, expiry{tx: tx, at: time.UnixMilli(st.Ctime).Add(c.o.retention)})
+		if st, ok, err := c.rq.Exists(ctx, c.p.decision(tx)); err == nil && ok {
+			due = append(due, dueTx{Tx: tx, Delay: time.Until(time.UnixMilli(st.Ctime).Add(c.o.retention))})
 		}
 	}
 	return due
 }
 
-// unhandled reports whether a participant of e's transaction still has
-// its inbox entry: it has not had its Commit or Abort call yet (it is
-// down, or slow). The entries are looked at together.
-func (c *Coordinator) unhandled(ctx context.Context, e expiry) (bool, error) {
-	ps := e.participants
+// unhandled reports whether a participant of tx (nil: read from its node)
+// still has its inbox entry: it has not had its Commit or Abort call yet
+// (it is down, or slow). The entries are looked at together.
+func (c *Coordinator) unhandled(ctx context.Context, tx string, ps []string) (bool, error) {
 	if ps == nil {
-		data, _, err := c.rq.Get(ctx, c.p.tx(e.tx))
+		data, _, err := c.rq.Get(ctx, c.p.tx(tx))
 		if errors.Is(err, zk.ErrNoNode) {
 			return false, nil
 		}
@@ -565,67 +432,10 @@ func (c *Coordinator) unhandled(ctx context.Context, e expiry) (bool, error) {
 	found, errs := make([]bool, len(ps)), make([]error, len(ps))
 	var wg sync.WaitGroup
 	for i, id := range ps {
-		wg.Go(func() { _, found[i], errs[i] = c.rq.Exists(ctx, c.p.inboxEntry(id, e.tx)) })
+		wg.Go(func() { _, found[i], errs[i] = c.rq.Exists(ctx, c.p.inboxEntry(id, tx)) })
 	}
 	wg.Wait()
 	return slices.Contains(found, true), errors.Join(errs...)
-}
-
-// janitor deletes decided transactions once their retention is over and
-// every participant has had its call.
-func (c *Coordinator) janitor() {
-	defer close(c.done)
-	defer c.box.Close()
-	due := c.sweep()
-	timer := time.NewTimer(0)
-	if len(due) == 0 {
-		timer.Stop()
-	}
-	for {
-		select {
-		case <-c.box.Ready():
-			due = append(due, c.box.Take()...)
-		case <-timer.C:
-		case <-c.life.Done():
-			return
-		}
-		now := time.Now()
-		// The due ones at once, a few at a time: one by one, a backlog
-		// after a long outage took longer to clear than it grew.
-		kept := make([]bool, len(due))
-		sem := make(chan struct{}, janitorWidth)
-		var wg sync.WaitGroup
-		for i := range due {
-			if due[i].at.After(now) {
-				kept[i] = true
-				continue
-			}
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				due[i], kept[i] = c.expire(due[i], now)
-			})
-		}
-		wg.Wait()
-		if c.life.Err() != nil {
-			return
-		}
-		keep := due[:0]
-		var next time.Time
-		for i, e := range due {
-			if !kept[i] {
-				continue
-			}
-			keep = append(keep, e)
-			if next.IsZero() || e.at.Before(next) {
-				next = e.at
-			}
-		}
-		due = keep
-		if !next.IsZero() {
-			timer.Reset(time.Until(next))
-		}
-	}
 }
 
 // decide creates the decision node with want, or reads the decision made
@@ -690,9 +500,3 @@ func wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// publish publishes ev with what every event of the package carries.
-func publish(bus *events.Bus, conn zk.Conn, root, instance, node string, sc trace.SpanContext, ev events.Event) {
-	ev.Time, ev.Recipe, ev.Path, ev.Instance, ev.Node = time.Now(), "twophase", root, instance, node
-	ev.SessionID, ev.TraceID, ev.SpanID = conn.SessionID(), sc.TraceID(), sc.SpanID()
-	bus.Publish(ev)
-}

@@ -69,14 +69,15 @@
 // (NewParticipant takes them too); the coordinator counts decided
 // transactions in zkrecipes.twophase.transactions by outcome.
 //
-// A Participant is an actor: a pure state machine, run by a
-// runtime.Shell on one goroutine with one mailbox, whose ZooKeeper requests
-// and Handler calls are made off the actor, on goroutines of the
-// participant's, and come back to it as inputs. Its handler is called one
-// call at a time, with a ctx that carries Serve's values and ends with it.
-// Its states (State): START while not serving, DETERMINE while serving
-// with transactions pending, READY while serving and idle, FAILED after
-// its session ended until it is registered again, STOP once closed. A
-// Coordinator's Propose runs on its caller's goroutine, and the handle has
-// one goroutine that deletes finished transactions.
+// Both handles are actors: a pure state machine, run by a runtime.Shell
+// on one goroutine with one mailbox, whose ZooKeeper requests (and a
+// participant's Handler calls) are made off the actor, on goroutines of
+// the handle's, and come back to it as inputs. A participant's handler is
+// called one call at a time, with a ctx that carries Serve's values and
+// ends with it. Its states (State): START while not serving, DETERMINE
+// while serving with transactions pending, READY while serving and idle,
+// FAILED after its session ended until it is registered again, STOP once
+// closed. A coordinator's machine follows each transaction from its
+// create to its deletion: its states are START while no Propose is in
+// progress, DETERMINE while one is, STOP once closed.
 package twophase

@@ -19,16 +19,7 @@ import (
 // command again at its next resync (every request is safe to repeat: a
 // create that finds its node reads it).
 func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op runtime.Op) {
-	conn, ps := p.conn, p.p
-	// Every request here has no_node and node_exists among its expected
-	// answers (a transaction deleted after its retention, a decision not
-	// made yet, a create that finds its node): the machine takes them as
-	// states, and their spans do not show them as failures.
-	do := func(ctx context.Context, name string, f func(ctx context.Context) error) error {
-		var err error
-		op(runtime.Expect(ctx, zk.ErrNoNode, zk.ErrNodeExists), name, func(ctx context.Context) error { err = f(ctx); return err })
-		return err
-	}
+	conn, ps, do := p.conn, p.p, expecting(op)
 	switch c := cmd.(type) {
 	case listInbox:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -50,7 +41,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 				return r, true
 			}
 			sh.Post(r, true)
-			return awaitWatch(ctx, w, func(t zk.EventType) input { return inboxEvent{Cmd: c.Cmd, Type: t} })
+			return awaitWatch(ctx, nil, w, func(t zk.EventType) input { return inboxEvent{Cmd: c.Cmd, Type: t} })
 		})
 	case register:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -64,7 +55,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 				return r, true
 			}
 			sh.Post(r, true)
-			return awaitWatch(ctx, w, func(t zk.EventType) input { return regEvent{Cmd: c.Cmd, Type: t} })
+			return awaitWatch(ctx, nil, w, func(t zk.EventType) input { return regEvent{Cmd: c.Cmd, Type: t} })
 		})
 	case load:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -82,7 +73,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			wg.Go(func() {
 				verr = do(ctx, "get", func(ctx context.Context) (err error) { vote, _, err = conn.Get(ctx, ps.vote(c.Tx, p.id)); return err })
 			})
-			d, w, derr := p.readDecision(ctx, do, c.Tx, false)
+			d, w, derr := lookDecision(ctx, conn, ps, do, c.Tx, false)
 			wg.Wait()
 			switch {
 			case errors.Is(err, zk.ErrNoNode):
@@ -117,31 +108,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			}
 			r.DecWatched = true
 			sh.Post(r, true)
-			return awaitWatch(ctx, w, func(t zk.EventType) input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
-		})
-	case readDecision:
-		sh.Go(func(ctx context.Context) (input, bool) {
-			r, w, err := p.readDecision(ctx, do, c.Tx, c.Made)
-			r.Cmd, r.Tx, r.Err = c.Cmd, c.Tx, err
-			if err != nil || w == nil {
-				return r, true
-			}
-			sh.Post(r, true)
-			return awaitWatch(ctx, w, func(t zk.EventType) input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
-		})
-	case watchCoord:
-		sh.Go(func(ctx context.Context) (input, bool) {
-			r := coordWatched{Cmd: c.Cmd, Tx: c.Tx}
-			var w <-chan zk.WatchEvent
-			r.Err = do(ctx, "get", func(ctx context.Context) (err error) {
-				r.Exists, w, err = runtime.WatchDeletion(ctx, conn, ps.coordinator(c.Tx))
-				return err
-			})
-			if r.Err != nil || !r.Exists {
-				return r, true
-			}
-			sh.Post(r, true)
-			return awaitWatch(ctx, w, func(t zk.EventType) input { return coordEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
+			return awaitWatch(ctx, nil, w, func(t zk.EventType) input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
 		})
 	case prepare:
 		hctx, span := p.handlerCtx(c.Tx, "prepare")
@@ -195,22 +162,6 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			case errors.Is(err, zk.ErrNoNode):
 				r.Gone = true
 			default:
-				r.Err = err
-			}
-			return r, true
-		})
-	case makeDecision:
-		sh.Go(func(ctx context.Context) (input, bool) {
-			r := decided{Cmd: c.Cmd, Tx: c.Tx}
-			var err error
-			op(runtime.Expect(ctx, zk.ErrNoNode, zk.ErrNodeExists), "create", func(ctx context.Context) error {
-				r.Outcome, err = decide(ctx, conn, ps, c.Tx, c.Want)
-				return err
-			})
-			switch {
-			case errors.Is(err, zk.ErrNoNode):
-				r.Gone = true // the transaction is deleted
-			case err != nil:
 				r.Err = err
 			}
 			return r, true
@@ -274,26 +225,97 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			}
 			return deregistered{Cmd: c.Cmd, Err: err}, true
 		})
+	default:
+		execShared(sh, conn, ps, do, nil, cmd)
+	}
+}
+
+// doFunc makes one request, named name, in a CLIENT span (see expecting).
+type doFunc func(ctx context.Context, name string, f func(ctx context.Context) error) error
+
+// expecting makes requests with op, with no_node and node_exists among
+// their expected answers (a transaction deleted after its retention, a
+// decision not made yet, a create that finds its node): the machines
+// take them as states, and their spans do not show them as failures.
+func expecting(op runtime.Op) doFunc {
+	return func(ctx context.Context, name string, f func(ctx context.Context) error) error {
+		var err error
+		op(runtime.Expect(ctx, zk.ErrNoNode, zk.ErrNodeExists), name, func(ctx context.Context) error { err = f(ctx); return err })
+		return err
+	}
+}
+
+// execShared makes the commands both machines make; their watches are
+// given up when until ends (nil: never).
+func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do doFunc, until context.Context, cmd command) {
+	switch c := cmd.(type) {
+	case readDecision:
+		sh.Go(func(ctx context.Context) (input, bool) {
+			r, w, err := lookDecision(ctx, conn, ps, do, c.Tx, c.Made)
+			r.Cmd, r.Tx, r.Err = c.Cmd, c.Tx, err
+			if err != nil || w == nil {
+				return r, true
+			}
+			sh.Post(r, true)
+			return awaitWatch(ctx, until, w, func(t zk.EventType) input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
+		})
+	case watchCoord:
+		sh.Go(func(ctx context.Context) (input, bool) {
+			r := coordWatched{Cmd: c.Cmd, Tx: c.Tx}
+			var w <-chan zk.WatchEvent
+			r.Err = do(ctx, "get", func(ctx context.Context) (err error) {
+				r.Exists, w, err = runtime.WatchDeletion(ctx, conn, ps.coordinator(c.Tx))
+				return err
+			})
+			if r.Err != nil || !r.Exists {
+				return r, true
+			}
+			sh.Post(r, true)
+			return awaitWatch(ctx, until, w, func(t zk.EventType) input { return coordEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
+		})
+	case makeDecision:
+		sh.Go(func(ctx context.Context) (input, bool) {
+			r := decided{Cmd: c.Cmd, Tx: c.Tx}
+			var err error
+			do(ctx, "create", func(ctx context.Context) error {
+				r.Outcome, err = decide(ctx, conn, ps, c.Tx, c.Want)
+				return err
+			})
+			switch {
+			case errors.Is(err, zk.ErrNoNode):
+				r.Gone = true // the transaction is deleted
+			case err != nil:
+				r.Err = err
+			}
+			return r, true
+		})
 	case sleep:
 		sh.Go(func(ctx context.Context) (input, bool) {
 			if wait(ctx, c.Delay) != nil {
 				return nil, false
 			}
-			return woke{Cmd: c.Cmd}, true
+			return woke{Cmd: c.Cmd, Tx: c.Tx}, true
 		})
 	default:
 		panic(fmt.Sprintf("twophase: unknown command %T", cmd))
 	}
 }
 
-// awaitWatch waits for w to fire.
-func awaitWatch(ctx context.Context, w <-chan zk.WatchEvent, mk func(zk.EventType) input) (input, bool) {
+// awaitWatch waits for w to fire, or for until to end (nil: never):
+// then the machine, which no longer waits for it, gets NotWatching.
+func awaitWatch(ctx, until context.Context, w <-chan zk.WatchEvent, mk func(zk.EventType) input) (input, bool) {
+	var stop <-chan struct{}
+	if until != nil {
+		stop = until.Done()
+	}
 	select {
 	case ev, ok := <-w:
 		if !ok {
 			return mk(zk.EventNotWatching), true
 		}
 		return mk(ev.Type), true
+	case <-stop:
+		return mk(zk.EventNotWatching), true
 	case <-ctx.Done():
 		return nil, false
 	}
@@ -318,14 +340,14 @@ func (p *Participant) register(ctx context.Context) (<-chan zk.WatchEvent, error
 	return nil, fmt.Errorf("twophase: registering %q: %w", p.id, zk.ErrNoNode)
 }
 
-// readDecision reads tx's decision, or leaves a watch for it (w not nil).
+// lookDecision reads tx's decision, or leaves a watch for it (w not nil).
 // made: a watch said it was created, so it is read at once, with no watch
 // left; not found, it is looked for again with the watch (this server may
 // be behind the one that sent the event: a watch event does not move the
 // session's last seen zxid, and the connection may have moved since).
-func (p *Participant) readDecision(ctx context.Context, do func(context.Context, string, func(context.Context) error) error, tx string, made bool) (decisionRead, <-chan zk.WatchEvent, error) {
+func lookDecision(ctx context.Context, conn zk.Conn, ps paths, do doFunc, tx string, made bool) (decisionRead, <-chan zk.WatchEvent, error) {
 	if made {
-		if r, err := p.getDecision(ctx, do, tx); err != nil || !r.Gone {
+		if r, err := getDecision(ctx, conn, ps, do, tx); err != nil || !r.Gone {
 			return r, nil, err
 		}
 	}
@@ -333,7 +355,7 @@ func (p *Participant) readDecision(ctx context.Context, do func(context.Context,
 	var ok bool
 	var w <-chan zk.WatchEvent
 	err := do(ctx, "exists", func(ctx context.Context) (err error) {
-		_, ok, w, err = p.conn.ExistsW(ctx, p.p.decision(tx))
+		_, ok, w, err = conn.ExistsW(ctx, ps.decision(tx))
 		return err
 	})
 	if err != nil {
@@ -342,16 +364,16 @@ func (p *Participant) readDecision(ctx context.Context, do func(context.Context,
 	if !ok {
 		return r, w, nil
 	}
-	r, err = p.getDecision(ctx, do, tx)
+	r, err = getDecision(ctx, conn, ps, do, tx)
 	return r, nil, err
 }
 
 // getDecision reads tx's decision, known to have been made.
-func (p *Participant) getDecision(ctx context.Context, do func(context.Context, string, func(context.Context) error) error, tx string) (decisionRead, error) {
+func getDecision(ctx context.Context, conn zk.Conn, ps paths, do doFunc, tx string) (decisionRead, error) {
 	var r decisionRead
 	var data []byte
 	err := do(ctx, "get", func(ctx context.Context) (err error) {
-		data, _, err = p.conn.Get(ctx, p.p.decision(tx))
+		data, _, err = conn.Get(ctx, ps.decision(tx))
 		return err
 	})
 	switch {

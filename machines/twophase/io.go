@@ -2,6 +2,7 @@ package twophase
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -183,7 +184,10 @@ type deregistered struct {
 }
 
 // woke is the reply to sleep.
-type woke struct{ Cmd uint64 }
+type woke struct {
+	Cmd uint64
+	Tx  string
+}
 
 func (serveCall) isInput()     {}
 func (unserve) isInput()       {}
@@ -258,7 +262,7 @@ func (i entryDeleted) String() string {
 	return fmt.Sprintf("entry deleted cmd=%d %s err=%v", i.Cmd, i.Tx, i.Err)
 }
 func (i deregistered) String() string { return fmt.Sprintf("deregistered cmd=%d err=%v", i.Cmd, i.Err) }
-func (i woke) String() string         { return fmt.Sprintf("woke cmd=%d", i.Cmd) }
+func (i woke) String() string         { return strings.TrimSpace(fmt.Sprintf("woke cmd=%d %s", i.Cmd, i.Tx)) }
 
 func outcomeString(o Outcome) string {
 	if o.Committed {
@@ -348,9 +352,12 @@ type deleteEntry struct {
 // deregister deletes our registration node, if our session owns it.
 type deregister struct{ Cmd uint64 }
 
-// sleep waits Delay before a resync after an error of the server.
+// sleep waits Delay: the participant's before a resync after an error of
+// the server, the coordinator's for Tx (its vote timeout, its retention,
+// a retry).
 type sleep struct {
 	Cmd   uint64
+	Tx    string
 	Delay time.Duration
 }
 
@@ -395,11 +402,174 @@ func (c handle) String() string {
 }
 func (c deleteEntry) String() string { return fmt.Sprintf("delete entry cmd=%d %s", c.Cmd, c.Tx) }
 func (c deregister) String() string  { return fmt.Sprintf("deregister cmd=%d", c.Cmd) }
-func (c sleep) String() string       { return fmt.Sprintf("sleep cmd=%d %v", c.Cmd, c.Delay) }
+func (c sleep) String() string {
+	return strings.TrimSpace(fmt.Sprintf("sleep cmd=%d %v %s", c.Cmd, c.Delay, c.Tx))
+}
+
+// The coordinator's calls: a Propose is three (its create, its votes'
+// collection, its decision), each in its own span; abandonCall is its
+// end when its caller gave up, and waits for the abort.
+type (
+	proposeCall struct {
+		Req          uint64
+		Tx           string
+		Data         []byte
+		Nonce        string
+		Participants []string
+	}
+	collectCall struct {
+		Req uint64
+		Tx  string
+	}
+	decideCall struct {
+		Req uint64
+		Tx  string
+	}
+	abandonCall struct {
+		Req uint64
+		Tx  string
+	}
+)
+
+// The replies to the coordinator's commands.
+type (
+	// created: the transaction's nodes are made (or Err).
+	created struct {
+		Cmd uint64
+		Tx  string
+		Err error
+	}
+	// votesListed: the names of the votes (a child watch is left).
+	votesListed struct {
+		Cmd  uint64
+		Tx   string
+		Kids []string
+		Err  error
+	}
+	// votesEvent: the votes' child watch fired.
+	votesEvent struct {
+		Cmd  uint64
+		Tx   string
+		Type zk.EventType
+	}
+	// expired: the transaction is deleted, or kept while a participant
+	// is Waiting for its call, or Err.
+	expired struct {
+		Cmd     uint64
+		Tx      string
+		Waiting bool
+		Err     error
+	}
+	// coordDropped: our node of a decided transaction was deleted (or
+	// not: our session's end deletes it).
+	coordDropped struct{ Cmd uint64 }
+	// swept: the decided transactions found under the root, each with
+	// what is left of its retention.
+	swept struct {
+		Cmd uint64
+		Due []dueTx
+	}
+)
+
+type dueTx struct {
+	Tx    string
+	Delay time.Duration
+}
+
+func (proposeCall) isInput()  {}
+func (collectCall) isInput()  {}
+func (decideCall) isInput()   {}
+func (abandonCall) isInput()  {}
+func (created) isInput()      {}
+func (votesListed) isInput()  {}
+func (votesEvent) isInput()   {}
+func (expired) isInput()      {}
+func (coordDropped) isInput() {}
+func (swept) isInput()        {}
+
+func (i proposeCall) String() string {
+	return fmt.Sprintf("propose req=%d %s participants=%v", i.Req, i.Tx, i.Participants)
+}
+func (i collectCall) String() string { return fmt.Sprintf("collect req=%d %s", i.Req, i.Tx) }
+func (i decideCall) String() string  { return fmt.Sprintf("decide req=%d %s", i.Req, i.Tx) }
+func (i abandonCall) String() string { return fmt.Sprintf("abandon req=%d %s", i.Req, i.Tx) }
+func (i created) String() string     { return fmt.Sprintf("created cmd=%d %s err=%v", i.Cmd, i.Tx, i.Err) }
+func (i votesListed) String() string {
+	return fmt.Sprintf("votes listed cmd=%d %s kids=%v err=%v", i.Cmd, i.Tx, i.Kids, i.Err)
+}
+func (i votesEvent) String() string {
+	return fmt.Sprintf("votes event cmd=%d %s %s", i.Cmd, i.Tx, i.Type)
+}
+func (i expired) String() string {
+	return fmt.Sprintf("expired cmd=%d %s waiting=%t err=%v", i.Cmd, i.Tx, i.Waiting, i.Err)
+}
+func (i coordDropped) String() string { return fmt.Sprintf("coordinator dropped cmd=%d", i.Cmd) }
+func (i swept) String() string        { return fmt.Sprintf("swept cmd=%d %v", i.Cmd, i.Due) }
+
+// The coordinator's commands.
+type (
+	// create makes the transaction, our node, its votes directory and the
+	// participants' inbox entries, in one multi.
+	create struct {
+		Cmd          uint64
+		Tx           string
+		Data         []byte
+		Nonce        string
+		Participants []string
+	}
+	// watchVotes lists the votes, leaving a child watch.
+	watchVotes struct {
+		Cmd uint64
+		Tx  string
+	}
+	// expire deletes a decided transaction once every participant has
+	// had its call.
+	expire struct {
+		Cmd          uint64
+		Tx           string
+		Participants []string // nil: read from the transaction's node
+	}
+	// dropCoord counts a decided transaction and deletes our node of it.
+	dropCoord struct {
+		Cmd     uint64
+		Tx      string
+		Outcome Outcome
+	}
+	// sweep finds the decided transactions under the root.
+	sweep struct{ Cmd uint64 }
+)
+
+func (c create) ID() uint64     { return c.Cmd }
+func (c watchVotes) ID() uint64 { return c.Cmd }
+func (c expire) ID() uint64     { return c.Cmd }
+func (c dropCoord) ID() uint64  { return c.Cmd }
+func (c sweep) ID() uint64      { return c.Cmd }
+
+func (c create) String() string {
+	return fmt.Sprintf("create cmd=%d %s participants=%v", c.Cmd, c.Tx, c.Participants)
+}
+func (c watchVotes) String() string { return fmt.Sprintf("watch votes cmd=%d %s", c.Cmd, c.Tx) }
+func (c expire) String() string     { return fmt.Sprintf("expire cmd=%d %s", c.Cmd, c.Tx) }
+func (c dropCoord) String() string {
+	return fmt.Sprintf("drop coordinator cmd=%d %s outcome=%s", c.Cmd, c.Tx, outcomeString(c.Outcome))
+}
+func (c sweep) String() string { return fmt.Sprintf("sweep cmd=%d", c.Cmd) }
 
 // answers is the command an input answers (0: none).
 func answers(in input) uint64 {
 	switch i := in.(type) {
+	case created:
+		return i.Cmd
+	case votesListed:
+		return i.Cmd
+	case votesEvent:
+		return i.Cmd
+	case expired:
+		return i.Cmd
+	case coordDropped:
+		return i.Cmd
+	case swept:
+		return i.Cmd
 	case inboxListed:
 		return i.Cmd
 	case inboxEvent:

@@ -17,21 +17,33 @@ const sess = 0x100
 // input, the events, replies and commands it produced and the state after.
 type transcript struct {
 	*golden.Transcript
-	m *machine
+	m    runtime.Machine[input, command]
+	seen map[[2]events.State]bool // the transitions made (see reached)
 }
+
+// reached collects, per machine, the transitions (state before and after
+// a step) of every transcript: see TestEveryTransitionReached.
+var reached = map[string]map[[2]events.State]bool{"participant": {}, "coordinator": {}}
 
 func newTranscript(t *testing.T) *transcript {
 	m, err := newMachine(config{Root: "/app/2pc", ID: "me", SessionID: sess})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &transcript{m: m, Transcript: &golden.Transcript{T: t, State: m.State,
+	return record(t, m, reached["participant"])
+}
+
+func record(t *testing.T, m runtime.Machine[input, command], seen map[[2]events.State]bool) *transcript {
+	tr := &transcript{m: m, seen: seen, Transcript: &golden.Transcript{T: t, State: m.State,
 		Event: func(e events.Event) string {
 			return fmt.Sprintf("%s phase=%s state=%s node=%s", e.Type, e.Phase, e.State, e.Node)
 		},
 		Value: func(v any) string {
-			if l, ok := v.(runtime.Leftovers); ok {
-				return fmt.Sprintf("leftovers=%v", l.Nodes)
+			switch v := v.(type) {
+			case runtime.Leftovers:
+				return fmt.Sprintf("leftovers=%v", v.Nodes)
+			case Outcome:
+				return "outcome=" + outcomeString(v)
 			}
 			return ""
 		},
@@ -41,7 +53,9 @@ func newTranscript(t *testing.T) *transcript {
 }
 
 func (tr *transcript) step(in input) runtime.Output[command] {
+	before := tr.m.State()
 	out := tr.m.Step(in)
+	tr.seen[[2]events.State{before, tr.m.State()}] = true
 	golden.Record(tr.Transcript, in.String(), out)
 	return out
 }

@@ -48,6 +48,9 @@ func TestCommitWhenAllVoteYes(t *testing.T) {
 			}
 			r.mu.Unlock()
 		}
+		if ev := <-sub.C; ev.Type != events.Start {
+			t.Errorf("coordinator's first event %v, want START", ev)
+		}
 		select {
 		case ev := <-sub.C:
 			if ev.Type != events.Committed || ev.Instance != "coord-1" || ev.Node != root+"/tx/tx1" {
