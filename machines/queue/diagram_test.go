@@ -5,16 +5,38 @@ import (
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/internal/golden"
+	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
-// Diagram draws the machine NewMachine builds.
-func TestDiagramIsTheMachines(t *testing.T) {
-	m, err := newMachine(config{Path: "/d"})
-	if err != nil {
-		t.Fatal(err)
+func TestDiagram(t *testing.T) { golden.Check(t, "diagram", Diagram()) }
+
+// fired are the transitions the transcripts' machines fired ("FROM trigger"),
+// recorded by firing (newTranscript).
+var fired = map[string]bool{}
+
+// firing records the transitions of the FSM it wraps in fired.
+type firing struct{ *runtime.FSM }
+
+func (f firing) Fire(t runtime.Trigger) error {
+	fired[fmt.Sprintf("%s %s", f.Current(), t)] = true
+	return f.FSM.Fire(t)
+}
+
+// Every declared transition is fired by some transcript. Parallel, it runs
+// once the other tests, the transcripts among them, are done.
+func TestTranscriptsFireEveryTransition(t *testing.T) {
+	t.Parallel()
+	var missing []string
+	for _, tr := range transitions {
+		for _, from := range tr.From {
+			if !fired[fmt.Sprintf("%s %s", from, tr.Trigger)] {
+				missing = append(missing, fmt.Sprintf("%s -%s-> %s", from, tr.Trigger, tr.To))
+			}
+		}
 	}
-	if d := Diagram(); d != m.Mermaid() {
-		t.Errorf("Diagram differs from the machine's:\n%s\n---\n%s", d, m.Mermaid())
+	if len(missing) > 0 {
+		t.Errorf("no transcript fires %v (run with the TestTranscript tests)", missing)
 	}
 }
 

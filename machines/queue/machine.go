@@ -97,7 +97,7 @@ var transitions = []runtime.Transition{
 	{Trigger: trList, From: []events.State{events.StateStart, events.StateReady, events.StateFailed, events.StateDetermine}, To: events.StateDetermine},
 	{Trigger: trListed, From: []events.State{events.StateDetermine}, To: events.StateReady},
 	{Trigger: trLost, From: []events.State{events.StateStart, events.StateDetermine, events.StateReady, events.StateFailed}, To: events.StateFailed},
-	{Trigger: trStopped, From: states, To: events.StateStop},
+	{Trigger: trStopped, From: []events.State{events.StateStart, events.StateDetermine, events.StateReady, events.StateFailed}, To: events.StateStop},
 }
 
 // machine is one queue handle's consumer and producer: a pure machine,
@@ -107,8 +107,13 @@ var transitions = []runtime.Transition{
 // succeeds owns it), a claim creates an ephemeral claim under it. The next
 // item's data is read while the head's delete or claim is in flight.
 type machine struct {
-	cfg       config
-	fsm       *runtime.FSM
+	cfg config
+	// fsm is a *runtime.FSM (an interface: the tests record what it fires).
+	fsm interface {
+		Current() events.State
+		Fire(runtime.Trigger) error
+		Bug() error
+	}
 	session   int64
 	connected bool
 	nextCmd   uint64
@@ -291,9 +296,6 @@ func (m *machine) State() events.State { return m.fsm.Current() }
 // Bug is the first illegal transition the machine fired (nil: none); the
 // Shell reports it as a FAILED event.
 func (m *machine) Bug() error { return m.fsm.Bug() }
-
-// Mermaid renders the machine's states as a Mermaid diagram.
-func (m *machine) Mermaid() string { return m.fsm.Mermaid() }
 
 // out collects one step's output.
 type out = runtime.Output[command]
@@ -1960,8 +1962,7 @@ func (m *machine) event(o *out, t events.Type, node string, err error) {
 }
 
 // Diagram renders the machine's states and transitions as a Mermaid state
-// diagram (the same as Mermaid of a new machine; docs/diagrams is
-// generated from it).
+// diagram (docs/diagrams is generated from it).
 func Diagram() string {
 	f, err := runtime.NewFSM(states, events.StateStart, transitions)
 	if err != nil {

@@ -50,7 +50,13 @@ func newTranscript(t *testing.T) *transcript {
 			}
 		},
 	}}
+	m.fsm = firing{m.fsm.(*runtime.FSM)}
 	golden.Record(tr.Transcript, "(start)", m.Start())
+	t.Cleanup(func() {
+		if err := m.Bug(); err != nil {
+			t.Errorf("an illegal transition: %v", err)
+		}
+	})
 	return tr
 }
 
@@ -878,4 +884,38 @@ func TestTranscriptAckMadeOnTheNextSession(t *testing.T) {
 		t.Fatalf("events %+v, want ACKED with ErrUncertain", out.Events)
 	}
 	tr.Check("ack_made_on_the_next_session")
+}
+
+// A session lost before the first listing, on the next session before
+// any, and during one: FAILED each time; closed then.
+func TestTranscriptSessionsLostBeforeAListing(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess + 1})
+	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 2})
+	tr.step(takeCall{Req: 1, Kind: kindTake})
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess + 2})
+	tr.step(listed{Cmd: 1, Err: zk.ErrSessionExpired})
+	tr.step(shutdown{Req: 2})
+	tr.Check("sessions_lost_before_a_listing")
+}
+
+// A listing that fails is sent again once the connection is back; closed
+// while it is out.
+func TestTranscriptListingSentAgain(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(takeCall{Req: 1, Kind: kindTake})
+	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(listed{Cmd: 1, Err: zk.ErrConnectionLoss})
+	tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	tr.step(shutdown{Req: 2})
+	tr.Check("listing_sent_again")
+}
+
+// Closed before anything was read.
+func TestTranscriptClosedBeforeATake(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(shutdown{Req: 1})
+	tr.Check("closed_before_a_take")
 }
