@@ -38,19 +38,15 @@ var ErrAborted = errors.New("twophase: aborted")
 // runtime.Shell, which also deletes decided transactions after the
 // retention period.
 type Coordinator struct {
-	conn  zk.Conn
-	p     paths
-	o     options
-	tel   *runtime.Telemetry
-	rq    zk.Conn             // conn, its requests traced
-	txs   metric.Int64Counter // zkrecipes.twophase.transactions
-	shell *runtime.Shell[input, command]
-	// per collected transaction, its watches' end (actor-owned: see
-	// watching)
-	watches map[string]struct {
-		ctx    context.Context
-		cancel context.CancelFunc
-	}
+	conn    zk.Conn
+	p       paths
+	o       options
+	tel     *runtime.Telemetry
+	rq      zk.Conn             // conn, its requests traced
+	txs     metric.Int64Counter // zkrecipes.twophase.transactions
+	shell   *runtime.Shell[input, command]
+	watches map[string]context.Context // per transaction collected, its watches' end (see watching)
+	stop    map[string]context.CancelFunc
 }
 
 // NewCoordinator returns a Coordinator of the transactions under root.
@@ -86,10 +82,7 @@ func NewCoordinator(conn zk.Conn, root string, opts ...Option) (*Coordinator, er
 	tel := runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tracerProvider, MeterProvider: o.meterProvider,
 		Scope: ScopeName, Version: Version, Recipe: "twophase", Path: root, Instance: o.id})
 	c := &Coordinator{conn: conn, p: paths{root}, o: o, tel: tel, rq: runtime.TraceConn(conn, tel, errorType)}
-	c.watches = make(map[string]struct {
-		ctx    context.Context
-		cancel context.CancelFunc
-	})
+	c.watches, c.stop = make(map[string]context.Context), make(map[string]context.CancelFunc)
 	c.txs, err = tel.Meter().Int64Counter("zkrecipes.twophase.transactions", metric.WithUnit("{transaction}"),
 		metric.WithDescription("Transactions decided by a coordinator, by outcome (committed, aborted) and abort reason."))
 	if err != nil {
@@ -281,18 +274,17 @@ func (c *Coordinator) exec(sh *runtime.Shell[input, command], cmd command, op ru
 // when the transaction is deleted, and its goroutine would wait till
 // then. Both run on the actor, in the order of the machine's commands.
 func (c *Coordinator) watching(tx string) context.Context {
-	w, ok := c.watches[tx]
-	if !ok {
-		w.ctx, w.cancel = context.WithCancel(context.Background())
-		c.watches[tx] = w
+	if _, ok := c.watches[tx]; !ok {
+		c.watches[tx], c.stop[tx] = context.WithCancel(context.Background())
 	}
-	return w.ctx
+	return c.watches[tx]
 }
 
 func (c *Coordinator) unwatch(tx string) {
-	if w, ok := c.watches[tx]; ok {
-		w.cancel()
+	if stop, ok := c.stop[tx]; ok {
+		stop()
 		delete(c.watches, tx)
+		delete(c.stop, tx)
 	}
 }
 
@@ -371,7 +363,10 @@ func (c *Coordinator) create(ctx context.Context, do doFunc, cmd create) error {
 func (c *Coordinator) unknown(ctx context.Context, do doFunc, participants []string) error {
 	for _, id := range participants {
 		var ok bool
-		err := do(ctx, "exists", func(ctx context.Context) (err error) { _, ok, err = c.conn.Exists(ctx, c.p.participant(id)); return err })
+		err := do(ctx, "exists", func(ctx context.Context) (err error) {
+			_, ok, err = c.conn.Exists(ctx, c.p.participant(id))
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("twophase: checking participant %q: %w", id, err)
 		}
@@ -499,4 +494,3 @@ func wait(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
-

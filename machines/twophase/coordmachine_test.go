@@ -180,3 +180,17 @@ func TestTranscriptCoordinatorHandOver(t *testing.T) {
 	}
 	tr.Check("coordinator_hand_over")
 }
+
+// Close while a Propose's create is in flight, which then fails: nothing
+// is left to abort, and the machine is done.
+func TestTranscriptCoordinatorCloseWhileCreating(t *testing.T) {
+	tr := newCoordTranscript(t)
+	tr.step(swept{Cmd: 1})
+	out := tr.step(proposeCall{Req: 1, Tx: "tx1", Participants: []string{"a"}})
+	tr.step(shutdown{Req: 2})
+	out = tr.step(created{Cmd: commands[create](out)[0].Cmd, Tx: "tx1", Err: zk.ErrConnectionLoss})
+	if !out.Done || len(out.Commands) != 0 {
+		t.Fatalf("done %t, commands %v", out.Done, out.Commands)
+	}
+	tr.Check("coordinator_close_while_creating")
+}

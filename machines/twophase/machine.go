@@ -21,8 +21,7 @@ type config struct {
 // and idle, FAILED after the session ended while serving, until it is
 // registered again, STOP once closed. A transaction's own state is on its
 // events: OFFER prepared, DETERMINE voted, READY decided.
-var states = []events.State{events.StateStart, events.StateOffer, events.StateDetermine,
-	events.StateReady, events.StateFailed, events.StateStop}
+var states = []events.State{events.StateStart, events.StateDetermine, events.StateReady, events.StateFailed, events.StateStop}
 
 const (
 	trWork    runtime.Trigger = "work"
@@ -37,7 +36,7 @@ var transitions = []runtime.Transition{
 	{Trigger: trIdle, From: []events.State{events.StateDetermine, events.StateReady, events.StateFailed}, To: events.StateReady},
 	{Trigger: trLost, From: []events.State{events.StateDetermine, events.StateReady, events.StateFailed}, To: events.StateFailed},
 	{Trigger: trUnserve, From: []events.State{events.StateStart, events.StateDetermine, events.StateReady, events.StateFailed}, To: events.StateStart},
-	{Trigger: trStopped, From: states, To: events.StateStop},
+	{Trigger: trStopped, From: []events.State{events.StateStart}, To: events.StateStop}, // serving has stopped
 }
 
 // txState is where a transaction is, for this participant.

@@ -364,3 +364,24 @@ func TestTranscriptCloseWhileDisconnected(t *testing.T) {
 	}
 	tr.Check("close_while_disconnected")
 }
+
+// The session ends while we serve idle: FAILED until registered again on
+// the new session; it ends again, and Serve's ctx ends while FAILED.
+func TestTranscriptSessionLostWhileIdle(t *testing.T) {
+	tr := newTranscript(t)
+	tr.step(serveCall{Req: 1})
+	out := tr.step(inboxListed{Cmd: 1})
+	tr.step(registered{Cmd: commands[register](out)[0].Cmd})
+	tr.wantState(events.StateReady)
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.wantState(events.StateFailed)
+	out = tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	out = tr.step(inboxListed{Cmd: commands[listInbox](out)[0].Cmd})
+	tr.step(registered{Cmd: commands[register](out)[0].Cmd})
+	tr.wantState(events.StateReady)
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess + 1})
+	out = tr.step(unserve{Req: 1})
+	tr.wantState(events.StateStart)
+	tr.step(deregistered{Cmd: commands[deregister](out)[0].Cmd})
+	tr.Check("session_lost_while_idle")
+}
