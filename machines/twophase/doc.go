@@ -54,6 +54,15 @@
 // Propose refuses a participant that is not registered (not serving):
 // WaitRegistered waits until the ones named are.
 //
+// Failover: a coordinator or participant that dies is seen gone only when
+// its session expires, after the session timeout plus up to one server
+// tick (the server expires sessions in tick-sized batches), when its
+// ephemeral node goes. Then the participants waiting for a dead
+// coordinator's decision decide abort (ReasonCoordinatorGone), and a
+// Propose naming a dead participant is refused (ErrUnknownParticipant);
+// a Propose already waiting for that participant's vote waits for it
+// until its vote timeout.
+//
 // Events (Subscribe): a participant publishes PREPARED when its Prepare
 // returned, VOTED when its vote is written (a no vote with its reason in
 // Err), and COMMITTED or ABORTED (the reason in Err, wrapping ErrAborted)
