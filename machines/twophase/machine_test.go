@@ -56,6 +56,9 @@ func (tr *transcript) step(in input) runtime.Output[command] {
 	before := tr.m.State()
 	out := tr.m.Step(in)
 	tr.seen[[2]events.State{before, tr.m.State()}] = true
+	if err := tr.m.(interface{ Bug() error }).Bug(); err != nil {
+		tr.T.Fatalf("after %s: %v", in, err)
+	}
 	golden.Record(tr.Transcript, in.String(), out)
 	return out
 }
