@@ -54,6 +54,7 @@ type Instance struct {
 
 	closing   chan struct{} // closed when Close begins
 	closeOnce sync.Once
+	turn      chan struct{} // holds a token while a mutex handle's hold lasts (Take)
 }
 
 // Result is a call's answer: the machine's reply, and for a grant its
@@ -100,7 +101,7 @@ func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 
 // start runs m on conn. The Instance owns m from now on.
 func start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
-	in := &Instance{conn: conn, opts: opts, errs: m.cfg.Errors, closing: make(chan struct{})}
+	in := &Instance{conn: conn, opts: opts, errs: m.cfg.Errors, closing: make(chan struct{}), turn: make(chan struct{}, 1)}
 	in.tel = runtime.NewTelemetry(conn, runtime.TelemetryConfig{
 		TracerProvider: opts.TracerProvider, MeterProvider: opts.MeterProvider,
 		Scope: opts.Scope, Version: opts.Version, Recipe: opts.Recipe, Path: dir, Instance: opts.ID,
@@ -173,6 +174,47 @@ func (in *Instance) Do(ctx context.Context, mk func(req uint64) Input) (Result, 
 func (in *Instance) Close() error {
 	in.closeOnce.Do(func() { close(in.closing) })
 	return in.shell.Close()
+}
+
+// Take waits for the handle's one hold, for a handle that is a mutex
+// across goroutines (as sync.Mutex): the caller holds it until it calls
+// Give, after its hold's Release was sent. With try it does not wait
+// (false, nil). Errors: ctx.Err(), or the recipe's Closed once Close has
+// begun.
+func (in *Instance) Take(ctx context.Context, try bool) (bool, error) {
+	if in.Closed() {
+		return false, in.errs.Closed
+	}
+	if try {
+		select {
+		case in.turn <- struct{}{}:
+			return true, nil
+		default:
+			return false, nil
+		}
+	}
+	select {
+	case in.turn <- struct{}{}:
+		return true, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-in.closing:
+		return false, in.errs.Closed
+	}
+}
+
+// Give hands the hold Take gave to the next caller.
+func (in *Instance) Give() { <-in.turn }
+
+// Release sends a Release and waits for its answer, as Do does, and
+// reports whether it was sent: a Release not sent (ctx had ended) leaves
+// the hold as it was.
+func (in *Instance) Release(ctx context.Context, rel Release) (sent bool, err error) {
+	_, err = in.Do(ctx, func(req uint64) Input { // called only when the input is sent
+		sent, rel.Req = true, req
+		return rel
+	})
+	return sent, err
 }
 
 // Closed reports whether Close was called.

@@ -1,5 +1,4 @@
-// Package lock is a distributed, fair, re-entrant exclusive lock on
-// ZooKeeper.
+// Package lock is a distributed, fair exclusive lock on ZooKeeper.
 //
 // Each Acquire creates one ephemeral sequential node under the lock's path,
 // named like Apache Curator's InterProcessMutex (_c_<uuid>-lock-<seq>), so a
@@ -11,6 +10,18 @@
 // for: the waiter then holds the lock with no further read (delete →
 // notification, where other libraries need delete → notification →
 // getChildren). Curator's waiters see a plain delete.
+//
+// # A handle is a mutex
+//
+// A Lock is a mutex across goroutines as across processes, like sync.Mutex:
+// goroutines that share one handle exclude each other too. An Acquire on a
+// handle that holds waits until that hold is released (by any goroutine, with
+// Lock.Release or Grant.Release), and TryAcquire on it says false at once.
+// Every hold is released, also one that was lost (Release then says
+// ErrNotHeld): until then the handle's next Acquire waits. A handle made
+// WithReentrant counts holds instead: an Acquire on a handle that holds, from
+// any goroutine, returns at once with the same grant and one more hold, and
+// the Release that balances the first lets go.
 //
 // # What a grant guarantees, and what it does not
 //
@@ -53,6 +64,17 @@
 // (the connection is down) the connection itself deletes when the same
 // session reconnects, and Close says so with ErrCleanupPending. Acquire
 // returns ctx.Err() when its context ends, and its node goes.
+//
+// # Failover
+//
+// When a holder's process dies or is cut off, the next waiter holds once the
+// server has expired the holder's session, which deletes its node: that
+// takes the session timeout (zk.WithSessionTimeout, as the server granted it)
+// after the server last heard from the holder, plus up to one server tick
+// (tickTime, 2 s by default), because the server expires sessions on a grid
+// of ticks, not at their exact deadline. The waiter's watch then fires and it
+// holds with no further read. A holder that releases, or closes its
+// connection, hands over at once.
 //
 // # Revocation
 //

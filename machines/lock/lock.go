@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,13 +49,16 @@ var (
 	ErrInvalidOption = fmt.Errorf("lock: %w", zkrecipes.ErrInvalidOption)
 )
 
-// Lock is a handle on a distributed lock. One handle holds at most once at a
-// time, re-entrantly: every Acquire on a handle that holds counts one more
-// hold, and the lock is released by the Release that balances the first.
-// Its methods are safe for concurrent use.
+// Lock is a handle on a distributed lock. A handle is a mutex across
+// goroutines as across processes, as sync.Mutex is: an Acquire on a handle
+// that holds waits until that hold is released, by any goroutine (unless
+// WithReentrant). Its methods are safe for concurrent use.
 type Lock struct {
-	path string
-	inst *contention.Instance
+	path      string
+	inst      *contention.Instance
+	reentrant bool
+	mu        sync.Mutex
+	mine      *Grant // not reentrant: the hold that has the handle's turn
 }
 
 // Option configures a Lock.
@@ -65,7 +69,7 @@ type Option func(*options)
 // grants are revocable.
 type options struct {
 	contention.Options
-	revocable bool
+	revocable, reentrant bool
 }
 
 // WithID names this handle on its lifecycle events. Default: a random uuid.
@@ -111,6 +115,12 @@ func WithCloseTimeout(d time.Duration) Option {
 // to the node. Default: not revocable.
 func WithRevocable() Option { return func(o *options) { o.revocable = true } }
 
+// WithReentrant makes the handle re-entrant, instead of a mutex across
+// goroutines: an Acquire on a handle that holds, from any goroutine,
+// returns at once with the same grant and one more hold, and the lock is
+// released by the Release that balances the first.
+func WithReentrant() Option { return func(o *options) { o.reentrant = true } }
+
 // New returns a Lock on path (the lock's directory; it and missing parents
 // are created as container nodes on first use). Nothing is sent to the
 // server. It fails with an error matching zk.ErrInvalidPath for a bad path,
@@ -141,7 +151,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Lock{path: path, inst: inst}, nil
+	return &Lock{path: path, inst: inst, reentrant: o.reentrant}, nil
 }
 
 // Grant is one hold of the lock.
@@ -188,9 +198,10 @@ func (g *Grant) Guard() *zk.CheckOp { return &zk.CheckOp{Path: g.node, Version: 
 func (g *Grant) Release(ctx context.Context) error { return g.l.release(ctx, g) }
 
 // Acquire blocks until the lock is held, ctx ends, or the session is lost.
-// On a handle that already holds, it returns at once with the same grant
-// and one more hold. When ctx ends first it returns ctx.Err(), and our node
-// is deleted (also when the grant raced the cancel).
+// On a handle that holds it waits until that hold is released (with
+// WithReentrant, it returns at once with the same grant and one more
+// hold). When ctx ends first it returns ctx.Err(), and nothing is left: our
+// node is deleted (also when the grant raced the cancel).
 func (l *Lock) Acquire(ctx context.Context) (*Grant, error) {
 	_, g, err := l.acquire(ctx, false)
 	return g, err
@@ -198,51 +209,92 @@ func (l *Lock) Acquire(ctx context.Context) (*Grant, error) {
 
 // TryAcquire takes the lock if no one else holds it or waits before us, and
 // otherwise returns false at once (after one round of requests), leaving
-// nothing behind.
+// nothing behind. On a handle that holds it returns false with no request
+// (with WithReentrant: true, one more hold).
 func (l *Lock) TryAcquire(ctx context.Context) (bool, *Grant, error) {
 	return l.acquire(ctx, true)
 }
 
-func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
+func (l *Lock) acquire(ctx context.Context, try bool) (ok bool, g *Grant, err error) {
 	name := "acquire"
 	if try {
 		name = "try_acquire"
 	}
 	ctx, span := l.inst.StartSpan(ctx, name)
 	defer span.End()
-	r, err := l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Acquire{Req: req, Try: try} })
-	if err != nil {
-		l.inst.SpanError(span, err)
-		return false, nil, err
+	defer func() {
+		switch {
+		case err != nil:
+			l.inst.SpanError(span, err)
+		case !ok:
+			span.SetAttributes(contention.AttrAcquired.Bool(false))
+		}
+	}()
+	if !l.reentrant {
+		if took, err := l.inst.Take(ctx, try); !took {
+			return false, nil, err
+		}
+		defer func() {
+			if ok {
+				l.mu.Lock()
+				l.mine = g
+				l.mu.Unlock()
+			} else {
+				l.inst.Give()
+			}
+		}()
 	}
-	if !r.Granted {
-		span.SetAttributes(contention.AttrAcquired.Bool(false))
-		return false, nil, nil
+	r, err := l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Acquire{Req: req, Try: try} })
+	if err != nil || !r.Granted {
+		return false, nil, err
 	}
 	l.inst.SpanGrant(span, r.Grant)
 	return true, &Grant{l: l, node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss, revoke: r.Revoke}, nil
 }
 
-// Release gives back one hold; the last one deletes our node, and Release
-// returns once it is gone (or ctx ends: the delete then goes on in the
-// background). ErrNotHeld when the handle holds nothing (also after the hold
-// was lost).
+// Release gives back the handle's hold (with WithReentrant, one hold; the
+// last one lets go). Our node is deleted, and Release returns once it is
+// gone (or ctx ends: the delete then goes on in the background).
+// ErrNotHeld when the handle holds nothing; also after the hold was lost,
+// which a handle that is no WithReentrant one still releases so: until
+// then its next Acquire waits.
 func (l *Lock) Release(ctx context.Context) error { return l.release(ctx, nil) }
 
 // release gives back one hold: g's, or (nil) the handle's.
 func (l *Lock) release(ctx context.Context, g *Grant) error {
 	ctx, span := l.inst.StartSpan(ctx, "release")
 	defer span.End()
-	var err error
+	err := l.releaseHold(ctx, g)
+	l.inst.SpanError(span, err)
+	return err
+}
+
+func (l *Lock) releaseHold(ctx context.Context, g *Grant) error {
 	switch {
 	case l.inst.Closed():
-		err = ErrClosed
-	case g != nil && g.Err() != nil:
-		err = fmt.Errorf("%w: %w", ErrNotHeld, g.Err())
-	default:
-		_, err = l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req} })
+		return ErrClosed
+	case l.reentrant && g != nil && g.Err() != nil:
+		return fmt.Errorf("%w: %w", ErrNotHeld, g.Err())
+	case l.reentrant:
+		_, err := l.inst.Release(ctx, contention.Release{})
+		return err
 	}
-	l.inst.SpanError(span, err)
+	l.mu.Lock()
+	mine := l.mine
+	if mine == nil || (g != nil && g != mine) {
+		l.mu.Unlock()
+		return ErrNotHeld
+	}
+	l.mine = nil
+	l.mu.Unlock()
+	sent, err := l.inst.Release(ctx, contention.Release{})
+	if !sent {
+		l.mu.Lock()
+		l.mine = mine
+		l.mu.Unlock()
+		return err
+	}
+	l.inst.Give()
 	return err
 }
 

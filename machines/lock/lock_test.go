@@ -262,7 +262,7 @@ func TestFairFIFO(t *testing.T) {
 func TestReentrantAndTryAcquire(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := ctxT(t)
-		a := newLock(t, tg.Connect(t), "/locks/re")
+		a := newLock(t, tg.Connect(t), "/locks/re", lock.WithReentrant())
 		b := newLock(t, tg.Connect(t), "/locks/re")
 		g1, err := a.Acquire(ctx)
 		if err != nil {
@@ -381,7 +381,11 @@ func TestSessionExpiryWhileHolding(t *testing.T) {
 		eventually(t, other, "/locks/expire-held", "the expired holder's node is gone", func(kids []string) bool {
 			return !slices.Contains(kids, zk.Base(g.Node()))
 		})
-		// The handle works again on the new session.
+		// The lost hold is released (ErrNotHeld), as every hold is, and
+		// the handle works again on the new session.
+		if err := l.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+			t.Fatalf("Release of a lost hold = %v, want ErrNotHeld", err)
+		}
 		g2, err := l.Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)

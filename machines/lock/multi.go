@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,10 +32,11 @@ var (
 // InterProcessMultiLock): Acquire takes every one of them or none. The
 // locks are always taken in sorted path order, whatever order NewMulti was
 // given them in, so two Multis over the same locks never wait on each other
-// in a cycle. Like Lock it is re-entrant: Acquire on a Multi that holds
-// counts one more hold, and the Release that balances the first lets go of
-// every lock. Its methods are safe for concurrent use; its calls run one at
-// a time.
+// in a cycle. Like Lock it is a mutex across goroutines: Acquire on a Multi
+// that holds waits until that hold is released (WithReentrant: it counts
+// one more hold, and the Release that balances the first lets go of every
+// lock). Its methods are safe for concurrent use; its calls run one at a
+// time.
 type Multi struct {
 	id     string
 	paths  []string // as given to NewMulti
@@ -45,8 +45,10 @@ type Multi struct {
 	tracer trace.Tracer
 	wait   time.Duration // how long cleanup waits for a release: the parts' close timeout
 
-	turn   chan struct{} // one call at a time; a send takes the turn
-	closed atomic.Bool
+	turn      chan struct{} // one call at a time; a send takes the turn
+	hold      chan struct{} // not reentrant: holds a token while the Multi holds
+	reentrant bool
+	done      chan struct{} // closed by Close
 
 	mu    sync.Mutex  // held and holds: changed with the turn taken, read by Close
 	held  *MultiGrant // the current grant, nil when none
@@ -88,7 +90,8 @@ func NewMulti(conn zk.Conn, paths []string, opts ...Option) (*Multi, error) {
 			opt(&o)
 		}
 	}
-	m := &Multi{id: cmp.Or(o.ID, uuid.NewString()), paths: slices.Clone(paths), turn: make(chan struct{}, 1), bus: events.NewBus()}
+	m := &Multi{id: cmp.Or(o.ID, uuid.NewString()), paths: slices.Clone(paths), turn: make(chan struct{}, 1),
+		hold: make(chan struct{}, 1), reentrant: o.reentrant, done: make(chan struct{}), bus: events.NewBus()}
 	for _, p := range sorted {
 		l, err := New(conn, p, append(slices.Clone(opts), WithID(m.id+"/"+p))...)
 		if err != nil {
@@ -211,8 +214,8 @@ func (m *Multi) take(ctx context.Context) (done func(), err error) {
 
 // Acquire blocks until every lock is held, ctx ends, or one of them fails;
 // the locks are taken one after the other, in sorted path order. On a
-// Multi that holds, it returns at once with the same grant and one more
-// hold. When ctx ends first, or a lock fails (ErrSessionLost, ...), it
+// Multi that holds it waits until that hold is released (WithReentrant: it
+// returns at once with the same grant and one more hold). When ctx ends first, or a lock fails (ErrSessionLost, ...), it
 // releases the locks it took before returning the error, waiting for that
 // at most the parts' close timeout (WithCloseTimeout: then their nodes are
 // deleted in the background), and nothing of this call is left. A grant
@@ -227,9 +230,38 @@ func (m *Multi) Acquire(ctx context.Context) (*MultiGrant, error) {
 }
 
 func (m *Multi) acquire(ctx context.Context) (*MultiGrant, error) {
-	if m.closed.Load() {
+	if m.closed() {
 		return nil, ErrClosed
 	}
+	if m.reentrant {
+		return m.acquireTurn(ctx)
+	}
+	select {
+	case m.hold <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-m.done:
+		return nil, ErrClosed
+	}
+	g, err := m.acquireTurn(ctx)
+	if err != nil {
+		<-m.hold
+	}
+	return g, err
+}
+
+// closed reports whether Close was called.
+func (m *Multi) closed() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// acquireTurn acquires in the Multi's turn.
+func (m *Multi) acquireTurn(ctx context.Context) (*MultiGrant, error) {
 	done, err := m.take(ctx)
 	if err != nil {
 		return nil, err
@@ -251,7 +283,7 @@ func (m *Multi) acquire(ctx context.Context) (*MultiGrant, error) {
 		}
 		got = append(got, g)
 	}
-	if m.closed.Load() {
+	if m.closed() {
 		m.releaseParts(ctx, len(got))
 		return nil, ErrClosed
 	}
@@ -314,7 +346,7 @@ func (m *Multi) releaseSpan(ctx context.Context, g *MultiGrant) error {
 }
 
 func (m *Multi) release(ctx context.Context, mine *MultiGrant) error {
-	if m.closed.Load() {
+	if m.closed() {
 		return ErrClosed
 	}
 	done, err := m.take(ctx)
@@ -322,9 +354,14 @@ func (m *Multi) release(ctx context.Context, mine *MultiGrant) error {
 		return err
 	}
 	defer done()
-	switch g := m.current(); {
-	case g == nil || (mine != nil && mine != g):
+	g := m.current()
+	if g == nil || (mine != nil && mine != g) {
 		return ErrNotHeld
+	}
+	if !m.reentrant {
+		defer func() { <-m.hold }() // after the turn: the hold ends here
+	}
+	switch {
 	case g.Err() != nil:
 		cause := g.Err()
 		return errors.Join(fmt.Errorf("%w: %w", ErrNotHeld, cause), m.letGo(ctx))
@@ -349,7 +386,7 @@ func (m *Multi) release(ctx context.Context, mine *MultiGrant) error {
 // the connection is down). Later calls return the first one's result.
 func (m *Multi) Close() error {
 	m.closeOnce.Do(func() {
-		m.closed.Store(true)
+		close(m.done)
 		if g := m.current(); g != nil {
 			g.loss.Close(ErrClosed) // before its locks go, which would say lost
 		}

@@ -31,7 +31,7 @@ func TestMultiHoldsEveryLock(t *testing.T) {
 		ctx := ctxT(t)
 		c := tg.Connect(t)
 		paths := []string{"/multi/c", "/multi/a", "/multi/b"}
-		m := newMulti(t, c, paths)
+		m := newMulti(t, c, paths, lock.WithReentrant())
 		mg, err := m.Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -40,6 +40,27 @@
 // forever (the writer waits for every reader ahead of it, ours included):
 // it fails at once with ErrUpgrade, with nothing sent.
 //
+// # Sharing a participant
+//
+// The write lock is a mutex across goroutines as across processes, like
+// sync.Mutex: goroutines sharing one participant exclude each other too. An
+// Acquire of a write lock that holds waits until that hold is released (by
+// any goroutine), and TryAcquire on it says false at once; every hold is
+// released, also one that was lost (Release then says ErrNotHeld). The read
+// lock counts its holds: goroutines sharing it read together, and its node
+// goes with the last Release. WithReentrant makes the
+// write lock count its holds too.
+//
+// # Failover
+//
+// When a holder's process dies or is cut off, the waiters behind it hold
+// once the server has expired the holder's session, which deletes its node:
+// that takes the session timeout (zk.WithSessionTimeout, as the server
+// granted it) after the server last heard from the holder, plus up to one
+// server tick (tickTime, 2 s by default), because the server expires
+// sessions on a grid of ticks, not at their exact deadline. A holder that
+// releases, or closes its connection, hands over at once.
+//
 // # Grants
 //
 // A Grant says what lock.Grant says: Lost closes as soon as the hold can

@@ -90,7 +90,7 @@ type Option func(*options)
 
 type options struct {
 	contention.Options
-	revocable bool
+	revocable, reentrant bool
 }
 
 // WithID names this participant on its lifecycle events (its handles add
@@ -131,6 +131,13 @@ func WithCloseTimeout(d time.Duration) Option {
 // (lock.RequestRevoke, Curator's Revoker) or "unlock" into it. The holder
 // decides; nothing is released by the request. Default: not revocable.
 func WithRevocable() Option { return func(o *options) { o.revocable = true } }
+
+// WithReentrant makes the write lock re-entrant, instead of a mutex across
+// goroutines: an Acquire of the write lock while it holds, from any
+// goroutine, returns at once with the same grant and one more hold, and
+// the Release that balances the first lets go. (The read lock counts its
+// holds either way.)
+func WithReentrant() Option { return func(o *options) { o.reentrant = true } }
 
 // New returns a participant of the read/write lock at path (the lock's
 // directory, created with its missing parents as container nodes on first
@@ -175,7 +182,7 @@ func open(rw *RWLock, conn zk.Conn, path string, write bool, o options) (*Lock, 
 	if err != nil {
 		return nil, err
 	}
-	return &Lock{rw: rw, kind: kind, inst: inst}, nil
+	return &Lock{rw: rw, kind: kind, inst: inst, mutex: write && !o.reentrant}, nil
 }
 
 // Path is the lock's directory, as given to New.
@@ -209,10 +216,12 @@ func (rw *RWLock) Close() error {
 	return rw.closeErr
 }
 
-// Lock is one of a participant's two locks. Like lock.Lock it holds at most
-// once at a time, re-entrantly: each Acquire while it holds counts one more
-// hold, and the Release that balances the first lets go. Its methods are
-// safe for concurrent use.
+// Lock is one of a participant's two locks. The write lock is, like
+// lock.Lock, a mutex across goroutines as across processes: an Acquire
+// while it holds waits until that hold is released, by any goroutine
+// (WithReentrant: it counts one more hold). The read lock counts its holds:
+// several goroutines may hold it at once, and the Release that balances the
+// first lets go. Its methods are safe for concurrent use.
 type Lock struct {
 	rw   *RWLock
 	kind string // "read" or "write"
@@ -221,6 +230,8 @@ type Lock struct {
 	calls atomic.Int32 // Acquire calls under way (the read lock's make a write Acquire an upgrade)
 	mu    sync.Mutex
 	grant *Grant // the latest grant (the write lock's: what a downgrade sits beside)
+	mutex bool   // the write lock, not WithReentrant: one hold at a time
+	mine  *Grant // mutex: the hold that has the lock's turn
 }
 
 // Grant is one hold of a read or write lock.
@@ -263,7 +274,9 @@ func (g *Grant) Guard() *zk.CheckOp { return &zk.CheckOp{Path: g.node, Version: 
 func (g *Grant) Release(ctx context.Context) error { return g.l.release(ctx, g) }
 
 // Acquire blocks until the lock is held, ctx ends, or the session is lost.
-// A held lock returns the same grant with one more hold. The read lock
+// A held read lock returns the same grant with one more hold; a held write
+// lock waits until that hold is released (WithReentrant: as the read
+// lock). The read lock
 // asked for while the participant holds the write lock is a downgrade: it
 // holds at once, at the writer's place in the queue, so no writer queued
 // behind ours gets in when the write lock is then released. The write lock
@@ -275,24 +288,45 @@ func (l *Lock) Acquire(ctx context.Context) (*Grant, error) {
 }
 
 // TryAcquire takes the lock if it can be held now, and otherwise returns
-// false at once (after one round of requests), leaving nothing behind.
+// false at once (after one round of requests), leaving nothing behind. A
+// held write lock returns false with no request (WithReentrant: true).
 func (l *Lock) TryAcquire(ctx context.Context) (bool, *Grant, error) {
 	return l.acquire(ctx, true)
 }
 
-func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
+func (l *Lock) acquire(ctx context.Context, try bool) (ok bool, g *Grant, err error) {
 	name := "acquire"
 	if try {
 		name = "try_acquire"
 	}
 	ctx, span := l.inst.StartSpan(ctx, name, AttrMode.String(l.kind))
 	defer span.End()
+	defer func() {
+		switch {
+		case err != nil:
+			l.inst.SpanError(span, err)
+		case !ok:
+			span.SetAttributes(contention.AttrAcquired.Bool(false))
+		}
+	}()
+	if l.mutex {
+		if took, err := l.inst.Take(ctx, try); !took {
+			return false, nil, err
+		}
+		defer func() {
+			if ok {
+				l.mu.Lock()
+				l.mine = g
+				l.mu.Unlock()
+			} else {
+				l.inst.Give()
+			}
+		}()
+	}
 	in := contention.Acquire{Try: try}
 	switch {
 	case l == l.rw.write && l.held() == nil && (l.rw.read.held() != nil || l.rw.read.calls.Load() > 0):
-		err := fmt.Errorf("%w: the read lock is held or being acquired", ErrUpgrade)
-		l.inst.SpanError(span, err)
-		return false, nil, err
+		return false, nil, fmt.Errorf("%w: the read lock is held or being acquired", ErrUpgrade)
 	case l == l.rw.read:
 		l.rw.downgrade.Lock()
 		if w := l.rw.write.held(); w != nil {
@@ -306,13 +340,8 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 	l.calls.Add(1)
 	r, err := l.inst.Do(ctx, func(req uint64) contention.Input { in.Req = req; return in })
 	l.calls.Add(-1)
-	if err != nil {
-		l.inst.SpanError(span, err)
+	if err != nil || !r.Granted {
 		return false, nil, err
-	}
-	if !r.Granted {
-		span.SetAttributes(contention.AttrAcquired.Bool(false))
-		return false, nil, nil
 	}
 	l.inst.SpanGrant(span, r.Grant)
 	l.mu.Lock()
@@ -335,16 +364,26 @@ func (l *Lock) held() *Grant {
 
 // Release gives back one hold; the last one deletes our node, and Release
 // returns once it is gone (or ctx ends: the delete goes on in the
-// background). ErrNotHeld when the lock holds nothing.
+// background). ErrNotHeld when the lock holds nothing; also after a hold
+// was lost, which the write lock (not WithReentrant) still releases so:
+// until then its next Acquire waits.
 func (l *Lock) Release(ctx context.Context) error { return l.release(ctx, nil) }
 
 // release gives back one hold: g's, or (nil) the lock's.
 func (l *Lock) release(ctx context.Context, g *Grant) error {
 	ctx, span := l.inst.StartSpan(ctx, "release", AttrMode.String(l.kind))
 	defer span.End()
-	if err := l.unheld(g); err != nil {
-		l.inst.SpanError(span, err)
-		return err
+	err := l.releaseHold(ctx, g)
+	l.inst.SpanError(span, err)
+	return err
+}
+
+func (l *Lock) releaseHold(ctx context.Context, g *Grant) error {
+	switch {
+	case l.inst.Closed():
+		return ErrClosed
+	case !l.mutex && g != nil && g.Err() != nil:
+		return fmt.Errorf("%w: %w", ErrNotHeld, g.Err())
 	}
 	in := contention.Release{}
 	if l == l.rw.write {
@@ -356,8 +395,26 @@ func (l *Lock) release(ctx context.Context, g *Grant) error {
 		defer l.rw.downgrade.Unlock()
 		in.NoMark = l.rw.read.held() != nil
 	}
-	_, err := l.inst.Do(ctx, func(req uint64) contention.Input { in.Req = req; return in })
-	l.inst.SpanError(span, err)
+	if !l.mutex {
+		_, err := l.inst.Release(ctx, in)
+		return err
+	}
+	l.mu.Lock()
+	mine := l.mine
+	if mine == nil || (g != nil && g != mine) {
+		l.mu.Unlock()
+		return ErrNotHeld
+	}
+	l.mine = nil
+	l.mu.Unlock()
+	sent, err := l.inst.Release(ctx, in)
+	if !sent {
+		l.mu.Lock()
+		l.mine = mine
+		l.mu.Unlock()
+		return err
+	}
+	l.inst.Give()
 	return err
 }
 
@@ -366,18 +423,6 @@ func (l *Lock) Path() string { return l.rw.path }
 
 // ID is the lock's id: its participant's, then "/read" or "/write".
 func (l *Lock) ID() string { return l.inst.ID() }
-
-// unheld says why g (nil: the lock's hold) cannot be released without
-// asking the machine: the lock is closed, or g ended.
-func (l *Lock) unheld(g *Grant) error {
-	switch {
-	case l.inst.Closed():
-		return ErrClosed
-	case g != nil && g.Err() != nil:
-		return fmt.Errorf("%w: %w", ErrNotHeld, g.Err())
-	}
-	return nil
-}
 
 // State is the lock machine's state: START, OFFER, DETERMINE, READY, LEADER
 // (held), FAILED or STOP.

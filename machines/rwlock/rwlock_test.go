@@ -196,13 +196,13 @@ func TestDowngrade(t *testing.T) {
 
 // Asking for the write lock while holding only the read lock is refused at
 // once, with nothing sent; a downgraded participant may take its write
-// lock again while it still holds it.
+// lock again while it still holds it (WithReentrant).
 func TestUpgradeRefused(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := ctxT(t)
 		const path = "/rw/upgrade"
 		c := tg.Connect(t)
-		a := newRW(t, c, path)
+		a := newRW(t, c, path, rwlock.WithReentrant())
 		acq(t, ctx, a.ReadLock())
 		if _, err := a.WriteLock().Acquire(ctx); !errors.Is(err, rwlock.ErrUpgrade) {
 			t.Fatalf("upgrade: %v, want ErrUpgrade", err)
