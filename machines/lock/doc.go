@@ -100,8 +100,8 @@
 // which one and why (a *PartError). The other locks stay held until
 // Release or Close.
 //
-// Holders says who holds the lock at a path now (its node, the node's data,
-// its token), without creating anything: Curator's holders count, waiters
+// Holders says who holds the lock at a path now (its node, its id: the
+// node's data, WithID's for ours, and its token), without creating anything: Curator's holders count, waiters
 // do not.
 //
 // # Observing

@@ -16,7 +16,7 @@ const Marker = "lock-"
 // Holder is the current holder of a lock.
 type Holder struct {
 	Node  string // the holder's node (full path)
-	ID    string // the node's data: what its participant wrote there (ours: nothing)
+	ID    string // the node's data: its holder's id (ours: WithID's; Curator's: its participant id)
 	Token int64  // the node's czxid: its grant's fencing token
 }
 

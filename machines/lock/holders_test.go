@@ -9,8 +9,8 @@ import (
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
 
-// Holders shows the current holder only, never a waiter; Curator's nodes
-// count; a missing path has none, and nothing is created.
+// Holders shows the current holder only, never a waiter, with its id
+// (WithID's, or the handle's random one); Curator's nodes count; a missing path has none, and nothing is created.
 func TestHolders(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := ctxT(t)
@@ -22,7 +22,7 @@ func TestHolders(t *testing.T) {
 		if _, ok, err := c.Exists(ctx, path); ok || err != nil {
 			t.Fatalf("Holders created %s (%v)", path, err)
 		}
-		a, b := newLock(t, c, path), newLock(t, tg.Connect(t), path)
+		a, b := newLock(t, c, path, lock.WithID("a")), newLock(t, tg.Connect(t), path)
 		ga, err := a.Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -30,7 +30,7 @@ func TestHolders(t *testing.T) {
 		bch := acquireAsync(ctx, b)
 		eventually(t, c, path, "the waiter queued", func(k []string) bool { return len(k) == 2 })
 		hs, err := lock.Holders(ctx, c, path)
-		if err != nil || len(hs) != 1 || hs[0].Node != ga.Node() || hs[0].Token != ga.Token() || hs[0].ID != "" {
+		if err != nil || len(hs) != 1 || hs[0].Node != ga.Node() || hs[0].Token != ga.Token() || hs[0].ID != "a" {
 			t.Fatalf("holders: %+v, %v (want %s)", hs, err, ga.Node())
 		}
 		if err := a.Release(ctx); err != nil {
@@ -40,7 +40,7 @@ func TestHolders(t *testing.T) {
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
-		if hs, err := lock.Holders(ctx, c, path); err != nil || len(hs) != 1 || hs[0].Node != r.g.Node() {
+		if hs, err := lock.Holders(ctx, c, path); err != nil || len(hs) != 1 || hs[0].Node != r.g.Node() || hs[0].ID != b.ID() {
 			t.Fatalf("holders after the hand-over: %+v, %v", hs, err)
 		}
 		if err := b.Release(ctx); err != nil {

@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,7 +73,8 @@ type options struct {
 	revocable, reentrant bool
 }
 
-// WithID names this handle on its lifecycle events. Default: a random uuid.
+// WithID names this handle on its lifecycle events, and is its nodes'
+// data, which Holders shows. Default: a random uuid.
 func WithID(id string) Option { return func(o *options) { o.ID = id } }
 
 // WithTracerProvider sets where spans go. Default: otel's global provider
@@ -132,9 +134,11 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 			opt(&o)
 		}
 	}
+	o.ID = cmp.Or(o.ID, uuid.NewString())
 	inst, err := contention.Open(conn, contention.Config{
 		Dir:     path,
 		Markers: []string{Marker},
+		Data:    []byte(o.ID),
 		Errors: contention.Errors{
 			SessionLost:    ErrSessionLost,
 			Suspended:      ErrSuspended,

@@ -13,7 +13,7 @@ import (
 // Holder is a current holder of a read/write lock.
 type Holder struct {
 	Node  string // the holder's node (full path)
-	ID    string // the node's data: what its participant wrote there (ours: nothing)
+	ID    string // the node's data: its holder's id (ours: the participant's, WithID's)
 	Token int64  // the node's czxid: its grant's fencing token
 	Write bool   // it holds the write lock
 }

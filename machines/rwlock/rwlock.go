@@ -94,7 +94,8 @@ type options struct {
 }
 
 // WithID names this participant on its lifecycle events (its handles add
-// "/read" and "/write"). Default: a random uuid.
+// "/read" and "/write"), and is its nodes' data, which Holders shows.
+// Default: a random uuid.
 func WithID(id string) Option { return func(o *options) { o.ID = id } }
 
 // WithTracerProvider sets where spans go. Default: otel's global provider.
@@ -170,9 +171,11 @@ func open(rw *RWLock, conn zk.Conn, path string, write bool, o options) (*Lock, 
 	if write {
 		markers, kind = []string{WriteMarker, ReadMarker}, "write"
 	}
+	data := []byte(o.ID) // the participant's id: Holder.ID
 	o.ID += "/" + kind
 	inst, err := contention.Open(conn, contention.Config{
 		Dir:       path,
+		Data:      data,
 		Markers:   markers,
 		Predicate: contention.ReadWrite(ReadMarker),
 		Errors:    errs,

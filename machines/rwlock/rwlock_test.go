@@ -220,7 +220,8 @@ func TestUpgradeRefused(t *testing.T) {
 	})
 }
 
-// Holders shows the current holders only, and Curator's nodes count.
+// Holders shows the current holders only, with their participants' ids,
+// and Curator's nodes count.
 func TestHolders(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := ctxT(t)
@@ -229,14 +230,14 @@ func TestHolders(t *testing.T) {
 		if hs, err := rwlock.Holders(ctx, c, path); err != nil || len(hs) != 0 {
 			t.Fatalf("holders of a missing path: %v, %v", hs, err)
 		}
-		a, b, w := newRW(t, c, path), newRW(t, tg.Connect(t), path), newRW(t, tg.Connect(t), path)
+		a, b, w := newRW(t, c, path, rwlock.WithID("a")), newRW(t, tg.Connect(t), path), newRW(t, tg.Connect(t), path, rwlock.WithID("w"))
 		ga := acq(t, ctx, a.ReadLock())
 		wch := acquireAsync(ctx, w.WriteLock())
 		eventually(t, c, path, "the writer queued", count(2))
 		// A Curator reader made after the writer waits; one made by hand
 		// below everyone (a plain node) holds.
 		hs, err := rwlock.Holders(ctx, c, path)
-		if err != nil || len(hs) != 1 || hs[0].Node != ga.Node() || hs[0].Token != ga.Token() || hs[0].Write {
+		if err != nil || len(hs) != 1 || hs[0].Node != ga.Node() || hs[0].Token != ga.Token() || hs[0].Write || hs[0].ID != "a" {
 			t.Fatalf("holders: %+v, %v", hs, err)
 		}
 		rel(t, ctx, a.ReadLock())
@@ -245,7 +246,7 @@ func TestHolders(t *testing.T) {
 		bch := acquireAsync(ctx, b.ReadLock())
 		eventually(t, c, path, "the reader queued", count(2))
 		hs, err = rwlock.Holders(ctx, c, path)
-		if err != nil || len(hs) != 1 || hs[0].Node != gw.Node() || !hs[0].Write {
+		if err != nil || len(hs) != 1 || hs[0].Node != gw.Node() || !hs[0].Write || hs[0].ID != "w" {
 			t.Fatalf("holders: %+v, %v", hs, err)
 		}
 		rel(t, ctx, w.WriteLock())
