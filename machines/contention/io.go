@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
-	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
@@ -461,51 +460,4 @@ func (r Reply) String() string {
 		return fmt.Sprintf("Reply req=%d granted term=%d node=%s token=%#x", r.Req, r.Grant.Term, r.Grant.Node, r.Grant.Token)
 	}
 	return fmt.Sprintf("Reply req=%d ok", r.Req)
-}
-
-// TermEnd is the end of a term, and why it ended: the recipe's Released,
-// Closed, SessionLost, Suspended or NodeDeleted, or the error that failed
-// it.
-type TermEnd struct {
-	Term  uint64
-	Cause error
-}
-
-// Event is a lifecycle event as the machine knows it; the shell stamps
-// time, ids and trace context before publishing it.
-type Event struct {
-	Type  events.Type
-	State events.State
-	Term  uint64
-	Node  string
-	Token int64
-	Err   error
-}
-
-func (e Event) String() string {
-	s := fmt.Sprintf("Event %s state=%s term=%d", e.Type, e.State, e.Term)
-	if e.Node != "" {
-		s += " node=" + e.Node
-	}
-	if e.Token != 0 {
-		s += fmt.Sprintf(" token=%#x", e.Token)
-	}
-	return s + errText(e.Err)
-}
-
-// Output is what one Step produces, in this order of effect: events to
-// publish, replies to callers, commands to make.
-type Output struct {
-	Events   []Event
-	Replies  []Reply
-	Commands []Command
-	// TermEnded lists terms whose grant ended (released, lost or failed):
-	// their Lost channels close.
-	TermEnded []TermEnd
-	// Revoked lists held terms whose revocation was requested
-	// (Config.Revocable): their revoke signals are raised.
-	Revoked []uint64
-	// Done: the machine was shut down and nothing it created is left (or
-	// the connection is closed). The actor may stop.
-	Done bool
 }

@@ -94,7 +94,7 @@ type Config struct {
 	Predicate Predicate
 	// Revocable makes a holder watch its own node's data while it holds
 	// (Curator's Revoker): when it reads RevokeMessage or UnlockMessage
-	// there, the term's revocation is requested (Output.Revoked, and a
+	// there, the term's revocation is requested (runtime.Output.Revoked, and a
 	// REVOKE_REQUESTED event), once per term. The holder decides; nothing
 	// is released by it. A data change re-reads the node and re-arms the
 	// watch.
@@ -164,7 +164,7 @@ type Machine struct {
 	closing     bool
 	shutdownReq []uint64
 
-	out Output
+	out runtime.Output[Command]
 }
 
 type acquirer struct {
@@ -284,15 +284,15 @@ func (m *Machine) State() events.State { return m.fsm.Current() }
 func (m *Machine) Bug() error { return m.fsm.Bug() }
 
 // Start emits the START event.
-func (m *Machine) Start() Output {
-	m.out = Output{}
+func (m *Machine) Start() runtime.Output[Command] {
+	m.out = runtime.Output[Command]{}
 	m.emit(events.Start, nil)
 	return m.out
 }
 
 // Step handles one input.
-func (m *Machine) Step(in Input) Output {
-	m.out = Output{}
+func (m *Machine) Step(in Input) runtime.Output[Command] {
+	m.out = runtime.Output[Command]{}
 	switch in := in.(type) {
 	case Acquire:
 		m.acquire(in)
@@ -1052,7 +1052,7 @@ func (m *Machine) abandon(t *term, cause error) {
 		m.deleteTermNode(t, false, nil, t.n)
 		return
 	}
-	m.out.Events = append(m.out.Events, Event{Type: events.StopComplete, State: m.State(), Term: t.n, Node: t.prefix, Err: cause})
+	m.event(events.Event{Type: events.StopComplete, State: m.State(), Term: t.n, Node: t.prefix, Err: cause})
 }
 
 // fail ends a term on an error: FAILED, waiters get err, our node is deleted.
@@ -1081,7 +1081,7 @@ func (m *Machine) endTerm(t *term, cause error) {
 	m.term = nil
 	m.holds = 0
 	clear(m.granted)
-	m.out.TermEnded = append(m.out.TermEnded, TermEnd{Term: t.n, Cause: cause})
+	m.out.Ended = append(m.out.Ended, runtime.TermEnd{Term: t.n, Cause: cause})
 	// Drop the term's stalled reads: nothing will want their answer. A
 	// stalled create was never sent, so nothing was created.
 	for id, r := range m.inflight {
@@ -1150,7 +1150,7 @@ func (m *Machine) finishDelete(r *request, err error) {
 		m.reply(Reply{Req: req, Err: err})
 	}
 	if r.stopTerm != 0 {
-		m.out.Events = append(m.out.Events, Event{Type: events.StopComplete, State: m.State(), Term: r.stopTerm, Node: r.cmd.(deleteNode).Path, Err: err})
+		m.event(events.Event{Type: events.StopComplete, State: m.State(), Term: r.stopTerm, Node: r.cmd.(deleteNode).Path, Err: err})
 	}
 }
 
@@ -1257,7 +1257,7 @@ func (m *Machine) checkDone() {
 func (m *Machine) fire(t runtime.Trigger) { m.fsm.Fire(t) }
 
 func (m *Machine) emit(typ events.Type, err error) {
-	e := Event{Type: typ, State: m.State(), Err: err}
+	e := events.Event{Type: typ, State: m.State(), Err: err}
 	if t := m.term; t != nil {
 		e.Term, e.Node, e.Token = t.n, t.node, t.token
 		if e.Node == "" && (typ == events.Failed || typ == events.StopStart) {
@@ -1266,10 +1266,27 @@ func (m *Machine) emit(typ events.Type, err error) {
 			e.Node = t.prefix
 		}
 	}
+	m.event(e)
+}
+
+// event adds e, with its phase, to the step's events.
+func (m *Machine) event(e events.Event) {
+	e.Phase = phases[e.Type]
 	m.out.Events = append(m.out.Events, e)
 }
 
-func (m *Machine) reply(r Reply) { m.out.Replies = append(m.out.Replies, r) }
+// reply answers a call: r is the reply's Value, but for a handover's
+// Leftovers, which are (for Shell.Close).
+func (m *Machine) reply(r Reply) {
+	sr := runtime.Reply{Req: r.Req, Value: r, Err: r.Err}
+	if l := r.Leftovers; len(l.Nodes)+len(l.Prefixes) > 0 {
+		sr.Value = l
+	}
+	if r.Granted {
+		sr.Grant = r.Grant.Term
+	}
+	m.out.Replies = append(m.out.Replies, sr)
+}
 
 // ---- names and order
 

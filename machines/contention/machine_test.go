@@ -57,20 +57,53 @@ func newTranscriptWith(t *testing.T, cfg Config) *transcript {
 		t.Fatal(err)
 	}
 	tr.m = m
-	tr.record("(start)", m.Start())
+	tr.record("(start)", outputOf(m.Start()))
 	return tr
 }
 
-func (tr *transcript) step(in Input) Output {
-	out := tr.m.Step(in)
+func (tr *transcript) step(in Input) output {
+	out := outputOf(tr.m.Step(in))
 	tr.record(in.String(), out)
 	return out
 }
 
-func (tr *transcript) record(in string, out Output) {
+// output is a step's output as the tests read it: the replies as the
+// machine made them, a handover's Leftovers in one.
+type output struct {
+	runtime.Output[Command]
+	Replies   []Reply
+	TermEnded []runtime.TermEnd
+}
+
+func outputOf(o runtime.Output[Command]) output {
+	out := output{Output: o, TermEnded: o.Ended}
+	for _, r := range o.Replies {
+		switch v := r.Value.(type) {
+		case Reply:
+			out.Replies = append(out.Replies, v)
+		case runtime.Leftovers:
+			out.Replies = append(out.Replies, Reply{Req: r.Req, Leftovers: v})
+		}
+	}
+	return out
+}
+
+// eventString is a transcript's line for e.
+func eventString(e events.Event) string {
+	s := fmt.Sprintf("Event %s state=%s term=%d", e.Type, e.State, e.Term)
+	if e.Node != "" {
+		s += " node=" + e.Node
+	}
+	if e.Token != 0 {
+		s += fmt.Sprintf(" token=%#x", e.Token)
+	}
+	return s + errText(e.Err)
+}
+
+func (tr *transcript) record(in string, out output) {
 	fmt.Fprintf(&tr.b, "> %s\n", in)
 	for _, e := range out.Events {
-		fmt.Fprintf(&tr.b, "  %s\n", e)
+		fmt.Fprintf(&tr.b, "  %s\n", eventString(e))
 	}
 	for _, r := range out.Replies {
 		fmt.Fprintf(&tr.b, "  %s\n", r)
@@ -299,7 +332,7 @@ func TestTranscriptCreateOnNewSessionIsNotOurs(t *testing.T) {
 func TestTranscriptNoGrantWhileSuspended(t *testing.T) {
 	// cutOffWhenNext: a waiter behind one node, SUSPENDED, then the event
 	// that says it is next.
-	cutOffWhenNext := func(tr *transcript) Output {
+	cutOffWhenNext := func(tr *transcript) output {
 		tr.step(Acquire{Req: 1})
 		tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
 		tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_b-lock-0000000002"}, Own: own(0x50), OwnExists: true})
@@ -521,7 +554,7 @@ func TestTranscriptCreateRefused(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
 	out := tr.step(created{Cmd: 1, Err: zk.ErrNoAuth})
-	var failed *Event
+	var failed *events.Event
 	for i := range out.Events {
 		if out.Events[i].Type == events.Failed {
 			failed = &out.Events[i]
@@ -559,7 +592,7 @@ func TestTranscriptHandoverWhileDisconnected(t *testing.T) {
 
 // handedOver returns the Leftovers of handover req's reply in out, and
 // fails unless the machine is Done.
-func handedOver(t *testing.T, out Output, req uint64) runtime.Leftovers {
+func handedOver(t *testing.T, out output, req uint64) runtime.Leftovers {
 	t.Helper()
 	if !out.Done {
 		t.Fatalf("want the machine Done after the handover, got %+v", out)
@@ -731,29 +764,29 @@ func TestReplyOfAnExpiredSessionIsSessionLost(t *testing.T) {
 	expired := zk.ErrSessionExpired
 	for _, tc := range []struct {
 		name string
-		run  func(tr *transcript) Output // the steps up to the expired reply
+		run  func(tr *transcript) output // the steps up to the expired reply
 	}{
-		{"create", func(tr *transcript) Output {
+		{"create", func(tr *transcript) output {
 			return tr.step(created{Cmd: 1, Err: expired})
 		}},
-		{"directory create", func(tr *transcript) Output {
+		{"directory create", func(tr *transcript) output {
 			tr.step(created{Cmd: 1, Err: zk.ErrNoNode})
 			return tr.step(dirEnsured{Cmd: 2, Err: expired})
 		}},
-		{"ghost listing", func(tr *transcript) Output {
+		{"ghost listing", func(tr *transcript) output {
 			tr.step(created{Cmd: 1, Err: zk.ErrConnectionLoss})
 			return tr.step(dirListed{Cmd: 2, Err: expired})
 		}},
-		{"own-node read", func(tr *transcript) Output {
+		{"own-node read", func(tr *transcript) output {
 			tr.step(created{Cmd: 1, Path: node})
 			return tr.step(dirRead{Cmd: 2, Children: []string{ours}, Err: errors.Join(nil, expired)})
 		}},
-		{"predecessor watch", func(tr *transcript) Output {
+		{"predecessor watch", func(tr *transcript) output {
 			tr.step(created{Cmd: 1, Path: node})
 			tr.step(dirRead{Cmd: 2, Children: []string{p1, ours}, Own: own(0x50), OwnExists: true})
 			return tr.step(watching{Cmd: 3, Err: errors.Join(expired, nil)})
 		}},
-		{"recheck", func(tr *transcript) Output {
+		{"recheck", func(tr *transcript) output {
 			tr.step(created{Cmd: 1, Path: node})
 			tr.step(dirRead{Cmd: 2, Children: []string{p1, p2, ours}, Own: own(0x50), OwnExists: true})
 			tr.step(watching{Cmd: 3, Exists: true})

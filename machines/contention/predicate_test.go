@@ -18,12 +18,12 @@ func newRWTranscript(t *testing.T) *transcript {
 }
 
 // granted reports whether out answers req with a grant, and makes no request.
-func grantedAtOnce(out Output, req uint64) bool {
+func grantedAtOnce(out output, req uint64) bool {
 	return len(out.Commands) == 0 && slices.ContainsFunc(out.Replies, func(r Reply) bool { return r.Req == req && r.Granted })
 }
 
 // only returns out's one command, if it is the only one and a C.
-func only[C Command](out Output) (C, bool) {
+func only[C Command](out output) (C, bool) {
 	var c C
 	if len(out.Commands) != 1 {
 		return c, false

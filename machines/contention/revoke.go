@@ -1,13 +1,11 @@
 package contention
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
-	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
 // The data that asks a revocable holder (Config.Revocable) to give up:
@@ -115,27 +113,4 @@ func (m *Machine) revokeRequested(t *term) {
 	t.dataWatch = 0
 	m.emit(events.RevokeRequested, nil)
 	m.out.Revoked = append(m.out.Revoked, t.n)
-}
-
-// execReadData makes readData's request and forwards its watch's event.
-func execReadData(sh *runtime.Shell[Input, Command], conn zk.Conn, c readData, op runtime.Op) {
-	sh.Go(func(ctx context.Context) (Input, bool) {
-		r := dataRead{Cmd: c.Cmd}
-		var w <-chan zk.WatchEvent
-		op(ctx, "get", func(ctx context.Context) error {
-			runtime.SetNode(ctx, c.Path)
-			r.Data, _, w, r.Err = conn.GetW(ctx, c.Path)
-			return r.Err
-		})
-		if w == nil {
-			return r, true
-		}
-		sh.Post(r, true)
-		select {
-		case ev := <-w:
-			return dataChanged{Cmd: c.Cmd, Event: ev}, true
-		case <-ctx.Done():
-			return nil, false
-		}
-	})
 }

@@ -25,9 +25,9 @@ func newRevocableTranscript(t *testing.T, suspendedIsLost bool) *transcript {
 
 const ourNode = "/app/lock/_c_uuid1-lock-0000000007"
 
-func revoked(out Output) bool {
+func revoked(out output) bool {
 	return slices.Equal(out.Revoked, []uint64{1}) &&
-		slices.ContainsFunc(out.Events, func(e Event) bool { return e.Type == events.RevokeRequested })
+		slices.ContainsFunc(out.Events, func(e events.Event) bool { return e.Type == events.RevokeRequested })
 }
 
 // A data change re-reads and re-arms; the request is signalled once; the

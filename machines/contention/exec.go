@@ -1,0 +1,430 @@
+package contention
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/runtime"
+)
+
+// forwardWatches waits for the two watches of a watchNode — the mark's and
+// the node's deletion — and returns the watchFired input that settles it.
+// A release mark's creation is the one, as soon as it comes (the
+// deletion's event, from the same transaction, would only come later). A
+// hold mark's creation (hold) is posted at once too, and the deletion
+// after it. Otherwise the deletion is the one. The adapter fills watch
+// channels in the server's order, so when the deletion is there, a mark
+// made before it is there too.
+func forwardWatches(ctx context.Context, sh *runtime.Shell[Input, Command], cmd uint64, markW, deleteW <-chan zk.WatchEvent, hold bool) (Input, bool) {
+	fired := func(ev zk.WatchEvent) Input { return watchFired{Cmd: cmd, Event: ev} }
+	// decisive reports whether a mark's event settles the watch: a
+	// release mark's creation does; a hold mark's creation is posted on
+	// its own and the deletion is still waited for.
+	decisive := func(ev zk.WatchEvent) bool {
+		if ev.Type != zk.EventNodeCreated {
+			return false
+		}
+		if !hold {
+			return true
+		}
+		sh.Post(fired(ev), true)
+		return false
+	}
+	select {
+	case ev := <-markW:
+		if decisive(ev) {
+			return fired(ev), true
+		}
+	case ev := <-deleteW:
+		select {
+		case m := <-markW:
+			if decisive(m) {
+				return fired(m), true
+			}
+		default:
+		}
+		return fired(ev), true
+	case <-ctx.Done():
+		return nil, false
+	}
+	select {
+	case ev := <-deleteW:
+		return fired(ev), true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
+// forwardEach posts one watchFired per watch in ws, as each fires, the
+// last as the goroutine's answer; it stops early when ctx ends.
+func forwardEach(ctx context.Context, sh *runtime.Shell[Input, Command], cmd uint64, ws []<-chan zk.WatchEvent) (Input, bool) {
+	fired := make(chan zk.WatchEvent, len(ws))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, w := range ws {
+		wg.Go(func() {
+			select {
+			case ev := <-w:
+				fired <- ev
+			case <-ctx.Done():
+			}
+		})
+	}
+	for i := range ws {
+		select {
+		case ev := <-fired:
+			if i == len(ws)-1 {
+				return watchFired{Cmd: cmd, Event: ev}, true
+			}
+			sh.Post(watchFired{Cmd: cmd, Event: ev}, true)
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// answers is the command an input answers (0: none).
+func answers(i Input) uint64 {
+	switch i := i.(type) {
+	case created:
+		return i.Cmd
+	case dirEnsured:
+		return i.Cmd
+	case dirRead:
+		return i.Cmd
+	case dirListed:
+		return i.Cmd
+	case watching:
+		return i.Cmd
+	case nodesChecked:
+		return i.Cmd
+	case watchFired:
+		return i.Cmd
+	case ownNodeGone:
+		return i.Cmd
+	case deleted:
+		return i.Cmd
+	case announced:
+		return i.Cmd
+	case promoted:
+		return i.Cmd
+	case markFired:
+		return i.Cmd
+	case dataRead:
+		return i.Cmd
+	case dataChanged:
+		return i.Cmd
+	}
+	return 0
+}
+
+// exec makes cmd's requests off the actor (runtime.Spec.Exec), each in a
+// CLIENT span made by op, and posts their replies back as inputs.
+func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.Op) {
+	conn := in.conn
+	switch c := cmd.(type) {
+	case createNode:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			var path string
+			var err error
+			// no_node: the directory is not made yet (the machine makes
+			// it and creates again), an expected step of a first acquire.
+			op(runtime.Expect(ctx, zk.ErrNoNode), "create", func(ctx context.Context) error {
+				if c.Beside == "" {
+					path, err = conn.Create(ctx, c.Prefix, c.Data, zk.ModeEphemeralSequential)
+					runtime.SetNode(ctx, path)
+					return err
+				}
+				path = c.Prefix + c.Seq
+				runtime.SetNode(ctx, path)
+				_, err = conn.Multi(ctx,
+					&zk.CheckOp{Path: c.Beside, Version: zk.AnyVersion},
+					&zk.CreateOp{Path: path, Data: c.Data, Mode: zk.ModeEphemeral})
+				return err
+			})
+			return created{Cmd: c.Cmd, Path: path, Err: err}, true
+		})
+	case ensureDir:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			var err error
+			op(ctx, "create", func(ctx context.Context) error {
+				err = zk.EnsurePath(ctx, conn, c.Dir, zk.ModeContainer)
+				return err
+			})
+			return dirEnsured{Cmd: c.Cmd, Err: err}, true
+		})
+	case readDir:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := dirRead{Cmd: c.Cmd}
+			var ownW <-chan zk.WatchEvent
+			var ownErr, childErr error
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				op(runtime.Expect(ctx, zk.ErrNoNode), "children", func(ctx context.Context) error {
+					runtime.SetNode(ctx, c.Own)
+					_, r.Own, ownW, ownErr = conn.ChildrenW(ctx, c.Own)
+					return ownErr
+				})
+			}()
+			op(ctx, "children", func(ctx context.Context) error {
+				r.Children, _, childErr = conn.Children(ctx, c.Dir)
+				return childErr
+			})
+			wg.Wait()
+			r.OwnExists = ownErr == nil
+			if errors.Is(ownErr, zk.ErrNoNode) {
+				ownErr = nil
+			}
+			// Both errors count: a read of our node that failed (a lost
+			// reply) says nothing about the node, and must be retried
+			// like a failed listing, never taken for its absence.
+			r.Err = errors.Join(childErr, ownErr)
+			if ownW == nil {
+				return r, true
+			}
+			sh.Post(r, false)
+			select {
+			case ev := <-ownW:
+				return ownNodeGone{Cmd: c.Cmd, Event: ev, ConnClosed: conn.State() == zk.StateClosed}, true
+			case <-ctx.Done():
+				return nil, false
+			}
+		})
+	case listDir:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := dirListed{Cmd: c.Cmd}
+			if !c.Relist {
+				// The hunt for a create whose reply was lost: that create
+				// may be committed and not yet applied on the server we
+				// now talk to (another one, after a reconnect). Listed
+				// without the sync, it could be missed, made again, and
+				// the first one left below ours as a ghost we wait on.
+				op(ctx, "sync", func(ctx context.Context) error {
+					r.Err = conn.Sync(ctx, c.Dir)
+					return r.Err
+				})
+				if r.Err != nil {
+					return r, true
+				}
+			}
+			op(ctx, "children", func(ctx context.Context) error {
+				r.Children, _, r.Err = conn.Children(ctx, c.Dir)
+				return r.Err
+			})
+			return r, true
+		})
+	case watchNode:
+		if c.Promotion {
+			sh.Go(func(ctx context.Context) (Input, bool) {
+				var st zk.Stat
+				var w <-chan zk.WatchEvent
+				var err error
+				op(runtime.Expect(ctx, zk.ErrNoNode), "get", func(ctx context.Context) error {
+					runtime.SetNode(ctx, c.Path)
+					_, st, w, err = conn.GetW(ctx, c.Path)
+					return err
+				})
+				r := watching{Cmd: c.Cmd, Exists: err == nil, Held: err == nil && st.Version > 0}
+				if err != nil && !errors.Is(err, zk.ErrNoNode) {
+					r.Err = err
+				}
+				if w == nil {
+					return r, true
+				}
+				sh.Post(r, true)
+				select {
+				case ev := <-w:
+					return watchFired{Cmd: c.Cmd, Event: ev}, true
+				case <-ctx.Done():
+					return nil, false
+				}
+			})
+			return
+		}
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			var markW, deleteW <-chan zk.WatchEvent
+			var markErr, childErr error
+			var held bool
+			var wg sync.WaitGroup
+			if !c.Plain {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					mark := ReleaseMark(c.Path)
+					if c.Hold {
+						mark = HoldMark(c.Path)
+					}
+					op(ctx, "exists", func(ctx context.Context) error {
+						runtime.SetNode(ctx, mark)
+						_, held, markW, markErr = conn.ExistsW(ctx, mark)
+						return markErr
+					})
+				}()
+			}
+			// no_node: the node we wait for is gone already.
+			op(runtime.Expect(ctx, zk.ErrNoNode), "children", func(ctx context.Context) error {
+				runtime.SetNode(ctx, c.Path)
+				_, _, deleteW, childErr = conn.ChildrenW(ctx, c.Path)
+				return childErr
+			})
+			wg.Wait()
+			r := watching{Cmd: c.Cmd, Exists: childErr == nil, Held: c.Hold && held, Err: markErr}
+			if childErr != nil && !errors.Is(childErr, zk.ErrNoNode) {
+				r.Err = errors.Join(childErr, markErr) // a lost reply to either is retried
+			}
+			if deleteW == nil {
+				return r, true
+			}
+			sh.Post(r, true)
+			return forwardWatches(ctx, in.shell, c.Cmd, markW, deleteW, c.Hold)
+		})
+	case fireMark:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			var err error
+			op(ctx, "multi", func(ctx context.Context) error {
+				runtime.SetNode(ctx, c.Path)
+				_, err = conn.Multi(ctx,
+					&zk.CreateOp{Path: c.Path, Mode: zk.ModeEphemeral},
+					&zk.DeleteOp{Path: c.Path, Version: zk.AnyVersion})
+				return err
+			})
+			return markFired{Cmd: c.Cmd, Err: err}, true
+		})
+	case promote:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			var err error
+			op(ctx, "set", func(ctx context.Context) error {
+				runtime.SetNode(ctx, c.Node)
+				_, err = conn.Set(ctx, c.Node, c.Data, 0)
+				return err
+			})
+			return promoted{Cmd: c.Cmd, Err: err}, true
+		})
+	case checkNodes:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			r := nodesChecked{Cmd: c.Cmd, Exists: make([]bool, len(c.Paths))}
+			errs := make([]error, len(c.Paths))
+			watches := make([]<-chan zk.WatchEvent, len(c.Paths))
+			var wg sync.WaitGroup
+			for i, p := range c.Paths {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					op(runtime.Expect(ctx, zk.ErrNoNode), "children", func(ctx context.Context) error {
+						runtime.SetNode(ctx, p)
+						_, _, watches[i], errs[i] = conn.ChildrenW(ctx, p)
+						return errs[i]
+					})
+					r.Exists[i] = errs[i] == nil
+					if errors.Is(errs[i], zk.ErrNoNode) {
+						errs[i] = nil
+					}
+				}()
+			}
+			wg.Wait()
+			r.Err = errors.Join(errs...)
+			var live []<-chan zk.WatchEvent
+			for i, w := range watches {
+				if r.Exists[i] && w != nil {
+					live = append(live, w)
+				}
+			}
+			if r.Err != nil || len(live) == 0 {
+				return r, true // a failed check is sent again, with new watches
+			}
+			sh.Post(r, true)
+			return forwardEach(ctx, sh, c.Cmd, live)
+		})
+	case announceMark:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			var err error
+			// no_node: our node went meanwhile (released, resigned).
+			op(runtime.Expect(ctx, zk.ErrNoNode), "multi", func(ctx context.Context) error {
+				runtime.SetNode(ctx, c.Path)
+				err = announce(ctx, conn, c.Node, c.Path)
+				return err
+			})
+			return announced{Cmd: c.Cmd, Err: err}, true
+		})
+	case readData:
+		execReadData(sh, conn, c, op)
+	case deleteNode:
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			var err error
+			if c.Release || len(c.Fire) > 0 {
+				marks := c.Fire
+				if c.Release {
+					marks = append(slices.Clone(c.Fire), ReleaseMark(c.Path))
+				}
+				var ops []zk.Op
+				for _, mark := range marks {
+					ops = append(ops, &zk.CreateOp{Path: mark, Mode: zk.ModePersistent}, &zk.DeleteOp{Path: mark, Version: zk.AnyVersion})
+				}
+				ops = append(ops, &zk.DeleteOp{Path: c.Path, Version: zk.AnyVersion})
+				op(ctx, "multi", func(ctx context.Context) error {
+					runtime.SetNode(ctx, c.Path)
+					_, err = conn.Multi(ctx, ops...)
+					return err
+				})
+			} else {
+				// no_node: gone already (the session's end, or a delete
+				// whose reply was lost): what was wanted.
+				op(runtime.Expect(ctx, zk.ErrNoNode), "delete", func(ctx context.Context) error {
+					runtime.SetNode(ctx, c.Path)
+					err = conn.Delete(ctx, c.Path, zk.AnyVersion)
+					return err
+				})
+			}
+			return deleted{Cmd: c.Cmd, Err: err}, true
+		})
+	}
+}
+
+// announce makes the hold mark path for node, if node exists, making its
+// directory first if it is missing (once: a container the server removed
+// just then leaves us without the mark, which only costs the waiter behind
+// a read).
+func announce(ctx context.Context, conn zk.Conn, node, path string) error {
+	mark := func() ([]zk.OpResult, error) {
+		return conn.Multi(ctx,
+			&zk.CheckOp{Path: node, Version: zk.AnyVersion},
+			&zk.CreateOp{Path: path, Mode: zk.ModeEphemeral})
+	}
+	res, err := mark()
+	if errors.Is(err, zk.ErrNoNode) && len(res) == 2 && errors.Is(res[1].Err, zk.ErrNoNode) {
+		if err := zk.EnsurePath(ctx, conn, zk.Parent(path), zk.ModeContainer); err != nil {
+			return err
+		}
+		_, err = mark()
+	}
+	return err
+}
+
+// execReadData makes readData's request and forwards its watch's event.
+func execReadData(sh *runtime.Shell[Input, Command], conn zk.Conn, c readData, op runtime.Op) {
+	sh.Go(func(ctx context.Context) (Input, bool) {
+		r := dataRead{Cmd: c.Cmd}
+		var w <-chan zk.WatchEvent
+		op(ctx, "get", func(ctx context.Context) error {
+			runtime.SetNode(ctx, c.Path)
+			r.Data, _, w, r.Err = conn.GetW(ctx, c.Path)
+			return r.Err
+		})
+		if w == nil {
+			return r, true
+		}
+		sh.Post(r, true)
+		select {
+		case ev := <-w:
+			return dataChanged{Cmd: c.Cmd, Event: ev}, true
+		case <-ctx.Done():
+			return nil, false
+		}
+	})
+}
