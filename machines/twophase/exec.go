@@ -290,12 +290,10 @@ func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do do
 			return r, true
 		})
 	case sleep:
-		sh.Go(func(ctx context.Context) (input, bool) {
-			if wait(ctx, c.Delay) != nil {
-				return nil, false
-			}
-			return woke{Cmd: c.Cmd, Tx: c.Tx}, true
-		})
+		// A timer, not a goroutine: a coordinator has one per transaction
+		// it keeps, for the retention period. One that fires after the
+		// actor stopped posts nothing.
+		time.AfterFunc(c.Delay, func() { sh.Post(woke{Cmd: c.Cmd, Tx: c.Tx}, false) })
 	default:
 		panic(fmt.Sprintf("twophase: unknown command %T", cmd))
 	}

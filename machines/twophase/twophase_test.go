@@ -3,6 +3,8 @@ package twophase_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -437,6 +439,42 @@ func TestDirectoriesSurviveTheReaper(t *testing.T) {
 		serve(t, connect(t, tg), "a", newRec())
 		if p := recv(t, ctx, proposeAsync(ctx, c, "tx2", nil, "a")); p.err != nil || !p.out.Committed {
 			t.Fatalf("tx2: %+v %v", p.out, p.err)
+		}
+	})
+}
+
+// A coordinator keeps decided transactions for their retention with no
+// goroutine of its own each: its timers are timers, and the watches it
+// set while collecting votes are given up once it decided. (The
+// connection's adapter has one per watch left on the server, such as the
+// last one on a transaction's votes, until the transaction is deleted.)
+func TestKeptTransactionsCostNoGoroutine(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		a := newRec()
+		serve(t, connect(t, tg), "a", a)
+		c := newCoordinator(t, connect(t, tg), twophase.WithRetention(time.Hour))
+		const n = 40
+		for i := range n {
+			if _, err := c.Propose(ctx, fmt.Sprintf("tx%d", i), nil, []string{"a"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a.waitFor(t, ctx, "every outcome", func() bool { return len(a.outcomes) == n })
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			buf := make([]byte, 1<<22)
+			stacks := string(buf[:runtime.Stack(buf, true)])
+			g := 0
+			for _, st := range strings.Split(stacks, "\n\n") {
+				if strings.Contains(st, "machines/twophase.") && !strings.Contains(st, "twophase_test.") {
+					g++
+				}
+			}
+			if g < n/4 { // the participant's watches of its inbox and its registration
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("%d goroutines of twophase with %d transactions kept:\n%s", g, n, stacks)
+			}
 		}
 	})
 }
