@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"flag"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -38,7 +37,7 @@ func chaosSeed(t *testing.T) uint64 {
 func logSeedOnFailure(t *testing.T, seed uint64) {
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Log(fmt.Sprintf("replay with CHAOS_SEED=%d", seed))
+			t.Logf("replay with CHAOS_SEED=%d", seed)
 		}
 	})
 }

@@ -187,10 +187,7 @@ func runSuite(t *testing.T, cfg config) *report {
 		s.startBarrier(runCtx, prodCtx)
 		s.startTwoPhase(runCtx, prodCtx)
 	}
-	var targets []*client
-	for _, cl := range s.c.clients {
-		targets = append(targets, cl)
-	}
+	targets := slices.Clone(s.c.clients)
 	if !s.waitProgress(ctx, time.Now(), 30*time.Second) {
 		s.rep.violate("the workers did not all make progress within 30 s of their start, before any fault")
 	}
@@ -677,9 +674,8 @@ type queueSet struct {
 	ledger  *queueLedger
 	handles []*queue.Queue
 
-	mu    sync.Mutex
-	ops   []queueRecord
-	hist0 time.Time
+	mu  sync.Mutex
+	ops []queueRecord
 }
 
 // queueRecord is one offer or one delivery (with its ack's outcome).

@@ -368,11 +368,10 @@ func mapsKeysBool(m map[string]bool) func(func(string) bool) {
 // tpcLedger is what the coordinator decided and what each participant
 // voted and applied.
 type tpcLedger struct {
-	mu       sync.Mutex
-	decided  map[string]twophase.Outcome
-	votes    map[string]map[string]bool   // tx → participant → yes
-	applied  map[string]map[string][]bool // tx → participant → outcomes applied (true: commit)
-	problems []string
+	mu      sync.Mutex
+	decided map[string]twophase.Outcome
+	votes   map[string]map[string]bool   // tx → participant → yes
+	applied map[string]map[string][]bool // tx → participant → outcomes applied (true: commit)
 }
 
 type tpcHandler struct {

@@ -269,7 +269,7 @@ func spanTitle(s *Span, at func(time.Time) string) string {
 func attrLines(kvs []attribute.KeyValue) string {
 	var b strings.Builder
 	for _, kv := range kvs {
-		fmt.Fprintf(&b, "\n%s = %s", kv.Key, kv.Value.Emit())
+		fmt.Fprintf(&b, "\n%s = %s", kv.Key, kv.Value.String())
 	}
 	return b.String()
 }

@@ -9,9 +9,10 @@
 # It installs ZooKeeper when it is missing and it can (scripts/install-zookeeper.sh),
 # and Chromium for the test that renders the demo's timeline page
 # (scripts/install-chromium.sh), then checks formatting (gofmt -l) and that
-# `go generate ./...` leaves docs/ as committed, runs `go vet PKGS` and
+# `go generate ./...` leaves docs/ as committed, runs `go vet PKGS`,
+# staticcheck PKGS (the pinned version below, built by `go run`) and
 #   go test -race -count=1 -timeout 20m ARGS PKGS
-# and fails if any of the four did.
+# and fails if any of the five did.
 # Real servers are started by the tests themselves (package testkit), on
 # loopback with free ports; no server needs to be running beforehand.
 set -euo pipefail
@@ -48,6 +49,10 @@ fi
 
 echo "+ go vet ${pkgs[*]}" >&2
 go vet "${pkgs[@]}" || status=1
+
+staticcheck=honnef.co/go/tools/cmd/staticcheck@v0.8.2
+echo "+ staticcheck ${pkgs[*]}" >&2
+go run "$staticcheck" "${pkgs[@]}" || status=1
 
 echo "+ go test -race -count=1 -timeout 20m $* ${pkgs[*]}" >&2
 go test -race -count=1 -timeout 20m "$@" "${pkgs[@]}" || status=1

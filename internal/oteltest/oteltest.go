@@ -89,7 +89,7 @@ func (r *Rec) Children(p sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
 func Attr(s sdktrace.ReadOnlySpan, key string) string {
 	for _, kv := range s.Attributes() {
 		if kv.Key == attribute.Key(key) {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -109,8 +109,8 @@ func HasEvent(s sdktrace.ReadOnlySpan, name string) bool {
 func WantAttrs(t testing.TB, s sdktrace.ReadOnlySpan, want ...attribute.KeyValue) {
 	t.Helper()
 	for _, w := range want {
-		if got := Attr(s, string(w.Key)); got != w.Value.Emit() {
-			t.Errorf("span %q: %s = %q, want %q", s.Name(), w.Key, got, w.Value.Emit())
+		if got := Attr(s, string(w.Key)); got != w.Value.String() {
+			t.Errorf("span %q: %s = %q, want %q", s.Name(), w.Key, got, w.Value.String())
 		}
 	}
 }
