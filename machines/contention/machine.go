@@ -246,7 +246,7 @@ var transitions = []runtime.Transition{
 	{Trigger: trWait, From: []events.State{events.StateDetermine}, To: events.StateReady},
 	{Trigger: trElect, From: []events.State{events.StateDetermine, events.StateReady}, To: events.StateLeader},
 	{Trigger: trFail, From: []events.State{events.StateOffer, events.StateDetermine, events.StateReady, events.StateLeader}, To: events.StateFailed},
-	{Trigger: trStop, From: events.States, To: events.StateStop},
+	{Trigger: trStop, From: []events.State{events.StateStart, events.StateOffer, events.StateDetermine, events.StateReady, events.StateLeader, events.StateFailed}, To: events.StateStop},
 }
 
 // NewMachine returns a machine in START. Start's output (the START event)

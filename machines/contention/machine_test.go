@@ -28,10 +28,11 @@ const sess = 0x100
 // transcript drives a Machine with scripted inputs and records, for each
 // input, the state change, events, replies and commands it produced.
 type transcript struct {
-	t  *testing.T
-	m  *Machine
-	b  strings.Builder
-	id int
+	t    *testing.T
+	m    *Machine
+	b    strings.Builder
+	id   int
+	prev events.State // the state before the step recorded next
 }
 
 func newTranscript(t *testing.T, suspendedIsLost bool) *transcript {
@@ -56,7 +57,7 @@ func newTranscriptWith(t *testing.T, cfg Config) *transcript {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.m = m
+	tr.m, tr.prev = m, m.State()
 	tr.record("(start)", outputOf(m.Start()))
 	return tr
 }
@@ -121,6 +122,10 @@ func (tr *transcript) record(in string, out output) {
 		fmt.Fprintf(&tr.b, "  Done\n")
 	}
 	fmt.Fprintf(&tr.b, "  = %s\n", tr.m.State())
+	if tr.prev != tr.m.State() {
+		reached[[2]events.State{tr.prev, tr.m.State()}] = true
+		tr.prev = tr.m.State()
+	}
 	if err := tr.m.Bug(); err != nil {
 		tr.t.Fatalf("after %s: %v", in, err)
 	}
@@ -842,4 +847,27 @@ func TestTranscriptDanglingMarkWatchFired(t *testing.T) {
 		t.Fatalf("want our release to fire a's mark, got %+v", out.Commands)
 	}
 	tr.check("dangling_mark_watch_fired")
+}
+
+// A handle closed before any call stops at once; a waiter that gives up
+// stops; a handle whose term failed offers again on its next Acquire.
+func TestTranscriptShutdownAtStart(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(shutdown{Req: 1})
+	tr.check("shutdown_at_start")
+}
+
+func TestTranscriptWaiterCancelledThenLost(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_a-lock-0000000001"}, Own: own(0x50), OwnExists: true})
+	tr.step(cancelReq{Req: 1})
+	tr.step(deleted{Cmd: 4})
+	tr.step(Acquire{Req: 2})
+	tr.step(created{Cmd: 5, Path: "/app/lock/_c_uuid2-lock-0000000005"})
+	tr.step(dirRead{Cmd: 6, Children: []string{"_c_uuid2-lock-0000000005", "_c_a-lock-0000000001"}, Own: own(0x52), OwnExists: true})
+	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(Acquire{Req: 3})
+	tr.check("waiter_cancelled_then_lost")
 }
