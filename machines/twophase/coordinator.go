@@ -153,6 +153,9 @@ func (c *Coordinator) Propose(ctx context.Context, txID string, payload []byte, 
 		}
 		seen[id] = true
 	}
+	if err := ctx.Err(); err != nil {
+		return Outcome{}, err
+	}
 	nonce := uuid.NewString()
 	data, err := json.Marshal(txData{Nonce: nonce, Payload: payload, Participants: participants})
 	if err != nil {
