@@ -41,10 +41,17 @@ func TestRecipesKeepTheEngineOut(t *testing.T) {
 }
 
 // No package under machines/ exports its machine, config, inputs or
-// commands.
+// commands. The contention engine is the one package whose Config and
+// Input are its API: the recipes built on it configure and call it with
+// them (and TestRecipesKeepTheEngineOut keeps them out of the recipes'
+// own API); its machine and commands are its own.
 func TestMachinesKeepTheirInternals(t *testing.T) {
 	for _, dir := range machines(t) {
-		found, err := Exports(dir, internals...)
+		names := internals
+		if filepath.Base(dir) == "contention" {
+			names = []string{"Machine", "NewMachine", "Command"}
+		}
+		found, err := Exports(dir, names...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 // after it. Otherwise the deletion is the one. The adapter fills watch
 // channels in the server's order, so when the deletion is there, a mark
 // made before it is there too.
-func forwardWatches(ctx context.Context, sh *runtime.Shell[Input, Command], cmd uint64, markW, deleteW <-chan zk.WatchEvent, hold bool) (Input, bool) {
+func forwardWatches(ctx context.Context, sh *runtime.Shell[Input, command], cmd uint64, markW, deleteW <-chan zk.WatchEvent, hold bool) (Input, bool) {
 	fired := func(ev zk.WatchEvent) Input { return watchFired{Cmd: cmd, Event: ev} }
 	// decisive reports whether a mark's event settles the watch: a
 	// release mark's creation does; a hold mark's creation is posted on
@@ -60,7 +60,7 @@ func forwardWatches(ctx context.Context, sh *runtime.Shell[Input, Command], cmd 
 
 // forwardEach posts one watchFired per watch in ws, as each fires, the
 // last as the goroutine's answer; it stops early when ctx ends.
-func forwardEach(ctx context.Context, sh *runtime.Shell[Input, Command], cmd uint64, ws []<-chan zk.WatchEvent) (Input, bool) {
+func forwardEach(ctx context.Context, sh *runtime.Shell[Input, command], cmd uint64, ws []<-chan zk.WatchEvent) (Input, bool) {
 	fired := make(chan zk.WatchEvent, len(ws))
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -124,7 +124,7 @@ func answers(i Input) uint64 {
 
 // exec makes cmd's requests off the actor (runtime.Spec.Exec), each in a
 // CLIENT span made by op, and posts their replies back as inputs.
-func (in *Instance) exec(sh *runtime.Shell[Input, Command], cmd Command, op runtime.Op) {
+func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runtime.Op) {
 	conn := in.conn
 	switch c := cmd.(type) {
 	case createNode:
@@ -407,7 +407,7 @@ func announce(ctx context.Context, conn zk.Conn, node, path string) error {
 }
 
 // execReadData makes readData's request and forwards its watch's event.
-func execReadData(sh *runtime.Shell[Input, Command], conn zk.Conn, c readData, op runtime.Op) {
+func execReadData(sh *runtime.Shell[Input, command], conn zk.Conn, c readData, op runtime.Op) {
 	sh.Go(func(ctx context.Context) (Input, bool) {
 		r := dataRead{Cmd: c.Cmd}
 		var w <-chan zk.WatchEvent

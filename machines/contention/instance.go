@@ -39,7 +39,7 @@ func DefaultOptions(recipe, scope, version string) Options {
 	return Options{Recipe: recipe, Scope: scope, Version: version, SuspendedIsLost: true, CloseTimeout: 10 * time.Second}
 }
 
-// Instance runs a Machine on a connection in a runtime.Shell: the shell
+// Instance runs a machine on a connection in a runtime.Shell: the shell
 // runs the actor, the calls, the spans and the events; the Instance adds
 // what only the contention engine knows — how its commands are made on
 // ZooKeeper (exec), and Close's shutdown and hand-over. Its methods are
@@ -49,7 +49,7 @@ type Instance struct {
 	opts  Options
 	errs  Errors
 	tel   *runtime.Telemetry
-	shell *runtime.Shell[Input, Command]
+	shell *runtime.Shell[Input, command]
 
 	closing   chan struct{} // closed when Close begins
 	closeOnce sync.Once
@@ -91,7 +91,7 @@ func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 	}
 	cfg.SuspendedIsLost = opts.SuspendedIsLost
 	cfg.SessionID = conn.SessionID()
-	m, err := NewMachine(cfg)
+	m, err := newMachine(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -99,13 +99,13 @@ func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 }
 
 // start runs m on conn. The Instance owns m from now on.
-func start(conn zk.Conn, dir string, m *Machine, opts Options) *Instance {
+func start(conn zk.Conn, dir string, m *machine, opts Options) *Instance {
 	in := &Instance{conn: conn, opts: opts, errs: m.cfg.Errors, closing: make(chan struct{}), turn: make(chan struct{}, 1)}
 	in.tel = runtime.NewTelemetry(conn, runtime.TelemetryConfig{
 		TracerProvider: opts.TracerProvider, MeterProvider: opts.MeterProvider,
 		Scope: opts.Scope, Version: opts.Version, Recipe: opts.Recipe, Path: dir, Instance: opts.ID,
 	})
-	in.shell = runtime.Run[Input, Command](conn, m, runtime.Spec[Input, Command]{
+	in.shell = runtime.Run[Input, command](conn, m, runtime.Spec[Input, command]{
 		Recipe: opts.Recipe, Path: dir, Instance: opts.ID, Telemetry: in.tel,
 		Exec:    in.exec,
 		Answers: answers,

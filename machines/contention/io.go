@@ -7,7 +7,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
-// Input is everything that can happen to a Machine: a call from the user, a
+// Input is everything that can happen to a machine: a call from the user, a
 // reply to one of its commands, a watch firing, a session change. The set is
 // closed: the types below are all there is.
 type Input interface {
@@ -238,10 +238,10 @@ func errText(err error) string {
 	return " err=" + err.Error()
 }
 
-// Command is a request the machine wants made. The runtime shell makes it
+// command is a request the machine wants made. The runtime shell makes it
 // off the actor and feeds the reply back as the matching Input. The set is
 // closed.
-type Command interface {
+type command interface {
 	isCommand()
 	ID() uint64
 	String() string

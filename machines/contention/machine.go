@@ -73,7 +73,7 @@ type Errors struct {
 	// CleanupPending: Close could not delete our nodes within its timeout;
 	// the connection's janitor deletes them when the session is back.
 	CleanupPending error
-	InvalidOption  error // an option's value is refused at New; NewMachine's errors match it too
+	InvalidOption  error // an option's value is refused at New; newMachine's errors match it too
 }
 
 // Config describes one contender.
@@ -119,7 +119,7 @@ func (cfg Config) validate() error {
 	return cfg.Predicate.validate(cfg.Markers)
 }
 
-// Machine is the contention engine: the pure state machine behind the
+// machine is the contention engine: the pure state machine behind the
 // exclusive lock and leader election, and behind any recipe whose
 // contenders queue in one directory (Config.Predicate says what one waits
 // for and when it holds). Step takes one Input and returns what
@@ -138,7 +138,7 @@ func (cfg Config) validate() error {
 // a holder, else checks the others it saw, which leaves a watch on each,
 // or lists once more where a node may have appeared below) → LEADER →
 // STOP (released) or FAILED.
-type Machine struct {
+type machine struct {
 	cfg       Config
 	fsm       *runtime.FSM
 	session   int64
@@ -164,7 +164,7 @@ type Machine struct {
 	closing     bool
 	shutdownReq []uint64
 
-	out runtime.Output[Command]
+	out runtime.Output[command]
 }
 
 type acquirer struct {
@@ -207,7 +207,7 @@ type term struct {
 
 // request is a command in flight (or stalled) and what it is for.
 type request struct {
-	cmd       Command
+	cmd       command
 	term      *term    // the term it serves; nil for deletes
 	releasers []uint64 // Release/shutdown calls answered when this delete completes
 	stopTerm  uint64   // a delete that completes STOP for this term
@@ -249,9 +249,9 @@ var transitions = []runtime.Transition{
 	{Trigger: trStop, From: []events.State{events.StateStart, events.StateOffer, events.StateDetermine, events.StateReady, events.StateLeader, events.StateFailed}, To: events.StateStop},
 }
 
-// NewMachine returns a machine in START. Start's output (the START event)
+// newMachine returns a machine in START. Start's output (the START event)
 // comes from Start.
-func NewMachine(cfg Config) (*Machine, error) {
+func newMachine(cfg Config) (*machine, error) {
 	if err := cfg.validate(); err != nil {
 		if cfg.Errors.InvalidOption != nil {
 			err = fmt.Errorf("%w: %w", cfg.Errors.InvalidOption, err)
@@ -262,7 +262,7 @@ func NewMachine(cfg Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Machine{
+	return &machine{
 		cfg:       cfg,
 		fsm:       f,
 		session:   cfg.SessionID,
@@ -274,25 +274,25 @@ func NewMachine(cfg Config) (*Machine, error) {
 }
 
 // FSM exposes the state machine (for State and diagrams).
-func (m *Machine) FSM() *runtime.FSM { return m.fsm }
+func (m *machine) FSM() *runtime.FSM { return m.fsm }
 
 // State is the machine's state.
-func (m *Machine) State() events.State { return m.fsm.Current() }
+func (m *machine) State() events.State { return m.fsm.Current() }
 
 // Bug is the first illegal transition the machine made (nil: none); its
 // Shell reports it as a FAILED event.
-func (m *Machine) Bug() error { return m.fsm.Bug() }
+func (m *machine) Bug() error { return m.fsm.Bug() }
 
 // Start emits the START event.
-func (m *Machine) Start() runtime.Output[Command] {
-	m.out = runtime.Output[Command]{}
+func (m *machine) Start() runtime.Output[command] {
+	m.out = runtime.Output[command]{}
 	m.emit(events.Start, nil)
 	return m.out
 }
 
 // Step handles one input.
-func (m *Machine) Step(in Input) runtime.Output[Command] {
-	m.out = runtime.Output[Command]{}
+func (m *machine) Step(in Input) runtime.Output[command] {
+	m.out = runtime.Output[command]{}
 	switch in := in.(type) {
 	case Acquire:
 		m.acquire(in)
@@ -341,7 +341,7 @@ func (m *Machine) Step(in Input) runtime.Output[Command] {
 
 // ---- user calls
 
-func (m *Machine) acquire(in Acquire) {
+func (m *machine) acquire(in Acquire) {
 	if m.closing || m.connGone {
 		m.reply(Reply{Req: in.Req, Err: m.cfg.Errors.Closed})
 		return
@@ -370,7 +370,7 @@ func (m *Machine) acquire(in Acquire) {
 
 // checkAcquire refuses an Acquire whose Marker is not one of the
 // directory's, or whose Beside is no contender node of the directory.
-func (m *Machine) checkAcquire(in Acquire) error {
+func (m *machine) checkAcquire(in Acquire) error {
 	if in.Marker != "" && !slices.Contains(m.cfg.Markers, in.Marker) {
 		return fmt.Errorf("%w: marker %q is not one of %q", m.cfg.Errors.InvalidOption, in.Marker, m.cfg.Markers)
 	}
@@ -380,7 +380,7 @@ func (m *Machine) checkAcquire(in Acquire) error {
 	return nil
 }
 
-func (m *Machine) cancel(req uint64) {
+func (m *machine) cancel(req uint64) {
 	for i, a := range m.acquirers {
 		if a.req == req {
 			m.acquirers = append(m.acquirers[:i], m.acquirers[i+1:]...)
@@ -397,7 +397,7 @@ func (m *Machine) cancel(req uint64) {
 	}
 }
 
-func (m *Machine) release(in Release) {
+func (m *machine) release(in Release) {
 	if m.State() != events.StateLeader || m.holds == 0 {
 		m.reply(Reply{Req: in.Req, Err: m.cfg.Errors.NotHeld})
 		return
@@ -411,7 +411,7 @@ func (m *Machine) release(in Release) {
 
 // releaseOne drops one hold; the last one deletes our node, answering
 // releasers once it is gone.
-func (m *Machine) releaseOne(releasers []uint64) {
+func (m *machine) releaseOne(releasers []uint64) {
 	m.holds--
 	if m.holds > 0 {
 		for _, r := range releasers {
@@ -422,7 +422,7 @@ func (m *Machine) releaseOne(releasers []uint64) {
 	m.stop(m.term, releasers, m.cfg.Errors.Released)
 }
 
-func (m *Machine) shutdown(req uint64) {
+func (m *machine) shutdown(req uint64) {
 	m.closing = true
 	m.shutdownReq = append(m.shutdownReq, req)
 	m.failAcquirers(m.cfg.Errors.Closed)
@@ -442,7 +442,7 @@ func (m *Machine) shutdown(req uint64) {
 // (and the prefixes of creates whose reply has not come) go in the reply,
 // for the connection's janitor, and the machine is done. Commands that
 // were never sent (stalled) made nothing.
-func (m *Machine) handover(req uint64) {
+func (m *machine) handover(req uint64) {
 	l := runtime.Leftovers{Session: m.session}
 	for id, r := range m.inflight {
 		stalled := m.isStalled(id)
@@ -480,7 +480,7 @@ func (m *Machine) handover(req uint64) {
 
 // ---- session
 
-func (m *Machine) sessionChanged(in sessionChange) {
+func (m *machine) sessionChanged(in sessionChange) {
 	switch in.State {
 	case zk.StateSuspended:
 		m.connected = false
@@ -524,7 +524,7 @@ func (m *Machine) sessionChanged(in sessionChange) {
 
 // ---- replies
 
-func (m *Machine) created(in created) {
+func (m *machine) created(in created) {
 	r, t := m.take(in.Cmd)
 	if r == nil {
 		return
@@ -548,7 +548,7 @@ func (m *Machine) created(in created) {
 	}
 }
 
-func (m *Machine) dirEnsured(in dirEnsured) {
+func (m *machine) dirEnsured(in dirEnsured) {
 	r, t := m.take(in.Cmd)
 	switch {
 	case t == nil:
@@ -561,7 +561,7 @@ func (m *Machine) dirEnsured(in dirEnsured) {
 	}
 }
 
-func (m *Machine) dirListed(in dirListed) {
+func (m *machine) dirListed(in dirListed) {
 	r, t := m.take(in.Cmd)
 	if r == nil {
 		return
@@ -598,7 +598,7 @@ func (m *Machine) dirListed(in dirListed) {
 	}
 }
 
-func (m *Machine) dirRead(in dirRead) {
+func (m *machine) dirRead(in dirRead) {
 	r, t := m.take(in.Cmd)
 	switch {
 	case t == nil:
@@ -632,7 +632,7 @@ func (m *Machine) dirRead(in dirRead) {
 	m.advance(t)
 }
 
-func (m *Machine) watching(in watching) {
+func (m *machine) watching(in watching) {
 	r, t := m.take(in.Cmd)
 	switch {
 	case t == nil:
@@ -661,7 +661,7 @@ func (m *Machine) watching(in watching) {
 // went without it (see fireMark). Only its successor watches a mark (see
 // Predicate.marked), and it fires the mark only once it has seen the node
 // gone: any other watch on the mark was left by a term that has ended.
-func (m *Machine) fireDanglingMark(w watchNode) {
+func (m *machine) fireDanglingMark(w watchNode) {
 	switch {
 	case w.Promotion || w.Plain:
 	case w.Hold:
@@ -673,7 +673,7 @@ func (m *Machine) fireDanglingMark(w watchNode) {
 	}
 }
 
-func (m *Machine) watchFired(in watchFired) {
+func (m *machine) watchFired(in watchFired) {
 	t := m.term
 	if t == nil || in.Cmd != t.watch || t.pending != 0 || len(t.below) == 0 {
 		return // stale
@@ -713,7 +713,7 @@ func (m *Machine) watchFired(in watchFired) {
 // operator, a script, a forced revocation) while we held it or waited: a
 // hold without its node is no hold. Our own deletes come after the term
 // ended, so their events find no term.
-func (m *Machine) ownNodeGone(in ownNodeGone) {
+func (m *machine) ownNodeGone(in ownNodeGone) {
 	t := m.term
 	if t == nil || in.Cmd != t.ownWatch || in.Event.Type != zk.EventNodeDeleted || in.Event.Path != t.node {
 		return // stale, or the end of the watch with the session: LOST follows
@@ -731,7 +731,7 @@ func (m *Machine) ownNodeGone(in ownNodeGone) {
 // predecessorGone drops the node we watched and its watch. If it held,
 // nothing below is left and we hold; otherwise (a waiter that gave up, an
 // expired session) it looks at what is left below.
-func (m *Machine) predecessorGone(t *term) {
+func (m *machine) predecessorGone(t *term) {
 	t.watch, t.watchesAll = 0, false
 	hold, relist := m.cfg.Predicate.afterGone(t.node, t.below[len(t.below)-1], t.predHeld)
 	switch {
@@ -746,7 +746,7 @@ func (m *Machine) predecessorGone(t *term) {
 	}
 }
 
-func (m *Machine) nodesChecked(in nodesChecked) {
+func (m *machine) nodesChecked(in nodesChecked) {
 	r, t := m.take(in.Cmd)
 	switch {
 	case t == nil:
@@ -775,7 +775,7 @@ func (m *Machine) nodesChecked(in nodesChecked) {
 // leases, any one). None of them can be replaced
 // by a node below ours meanwhile: a downgrade needs a writer below that
 // holds, and a check holds no writer whose absence needs a listing.
-func (m *Machine) checkedGone(t *term, ev zk.WatchEvent) {
+func (m *machine) checkedGone(t *term, ev zk.WatchEvent) {
 	if ev.Type != zk.EventNodeDeleted || !slices.Contains(t.below, ev.Path) {
 		return // the end of the watch: LOST follows
 	}
@@ -787,7 +787,7 @@ func (m *Machine) checkedGone(t *term, ev zk.WatchEvent) {
 	}
 }
 
-func (m *Machine) deleted(in deleted) {
+func (m *machine) deleted(in deleted) {
 	r, _ := m.take(in.Cmd)
 	if r == nil {
 		return
@@ -816,7 +816,7 @@ func (m *Machine) deleted(in deleted) {
 }
 
 // deleteThen deletes what r's delete was to be followed by (r.then).
-func (m *Machine) deleteThen(r *request) {
+func (m *machine) deleteThen(r *request) {
 	if r.then != "" {
 		m.deleteNode(r.then, false, nil, 0)
 	}
@@ -824,7 +824,7 @@ func (m *Machine) deleteThen(r *request) {
 
 // ---- the term
 
-func (m *Machine) createNode(t *term) {
+func (m *machine) createNode(t *term) {
 	c := createNode{Cmd: m.nextCmd(), Prefix: t.prefix, Data: m.cfg.Data}
 	if t.beside != "" {
 		c.Beside = t.beside
@@ -833,7 +833,7 @@ func (m *Machine) createNode(t *term) {
 	m.send(&request{cmd: c, term: t})
 }
 
-func (m *Machine) listDir(prefix string, t *term) {
+func (m *machine) listDir(prefix string, t *term) {
 	r := &request{cmd: listDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir}, term: t}
 	if t == nil {
 		r.term = &term{prefix: prefix} // a hunt for a ghost of an ended term
@@ -841,7 +841,7 @@ func (m *Machine) listDir(prefix string, t *term) {
 	m.send(r)
 }
 
-func (m *Machine) offered(t *term, node string) {
+func (m *machine) offered(t *term, node string) {
 	t.node = node
 	t.seq, _ = parseSeq(zk.Base(node), m.cfg.Markers)
 	m.emit(events.OfferComplete, nil)
@@ -854,7 +854,7 @@ func (m *Machine) offered(t *term, node string) {
 // recheck follows a node before ours that went without a release mark: the
 // lower nodes we saw may still be there (it may have been a waiter that
 // gave up), so ask for all of them in one round. With none left, hold.
-func (m *Machine) recheck(t *term) {
+func (m *machine) recheck(t *term) {
 	if len(t.below) == 0 {
 		m.elect(t)
 		return
@@ -872,7 +872,7 @@ func (m *Machine) recheck(t *term) {
 
 // advance holds it when nothing we saw below is left, or else waits for the
 // next lower node (TryAcquire callers give up instead).
-func (m *Machine) advance(t *term) {
+func (m *machine) advance(t *term) {
 	if len(t.below) == 0 {
 		m.elect(t)
 		return
@@ -924,7 +924,7 @@ func (m *Machine) advance(t *term) {
 // reread lists the directory again, for a waiter that must see nodes made
 // below it since DETERMINE. Our node needs no new read: the watch that
 // read left on it is still armed (it fires only on the node's deletion).
-func (m *Machine) reread(t *term) {
+func (m *machine) reread(t *term) {
 	t.watch, t.watchesAll = 0, false
 	m.send(&request{cmd: listDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir, Relist: true}, term: t})
 }
@@ -932,7 +932,7 @@ func (m *Machine) reread(t *term) {
 // relisted takes a waiter's new listing: our node missing from it (or the
 // directory gone) was deleted by someone else; otherwise what is below
 // decides, as in DETERMINE.
-func (m *Machine) relisted(t *term, in dirListed) {
+func (m *machine) relisted(t *term, in dirListed) {
 	switch {
 	case t == nil:
 	case in.Err != nil && !errors.Is(in.Err, zk.ErrNoNode):
@@ -947,7 +947,7 @@ func (m *Machine) relisted(t *term, in dirListed) {
 	}
 }
 
-func (m *Machine) elect(t *term) {
+func (m *machine) elect(t *term) {
 	if !m.connected {
 		// A grant now would hold while we are cut off, perhaps past our
 		// session's end on the server while another holds.
@@ -981,7 +981,7 @@ func (m *Machine) elect(t *term) {
 // the term still holds (the waiter behind would wait for a lease some
 // other one frees); anything else (our node gone, promoted already) ends
 // it.
-func (m *Machine) promoted(in promoted) {
+func (m *machine) promoted(in promoted) {
 	r, _ := m.take(in.Cmd)
 	if r == nil {
 		return
@@ -996,7 +996,7 @@ func (m *Machine) promoted(in promoted) {
 // reads once more. If the term is over, a mark that was (or may have been)
 // made before our node went is deleted: the delete at the term's end may
 // have reached the server before it.
-func (m *Machine) announced(in announced) {
+func (m *machine) announced(in announced) {
 	r, _ := m.take(in.Cmd)
 	if r == nil {
 		return
@@ -1014,7 +1014,7 @@ func (m *Machine) announced(in announced) {
 // hold mark, if it asked for one: the waiter behind needs only the node's
 // deletion, and a delete of the mark sent with it could reach the server
 // first and take a log write of its own before it.
-func (m *Machine) deleteTermNode(t *term, release bool, releasers []uint64, stopTerm uint64) {
+func (m *machine) deleteTermNode(t *term, release bool, releasers []uint64, stopTerm uint64) {
 	r := &request{cmd: deleteNode{Cmd: m.nextCmd(), Path: t.node, Release: release, Fire: t.fire}, releasers: releasers, stopTerm: stopTerm}
 	if t.announced {
 		r.then = HoldMark(t.node)
@@ -1022,7 +1022,7 @@ func (m *Machine) deleteTermNode(t *term, release bool, releasers []uint64, stop
 	m.send(r)
 }
 
-func (m *Machine) grant(req uint64) {
+func (m *machine) grant(req uint64) {
 	t := m.term
 	m.holds++
 	m.granted[req] = true
@@ -1032,7 +1032,7 @@ func (m *Machine) grant(req uint64) {
 // stop ends a held term because of cause (released, closed): our node is
 // deleted with the release mark, or plainly (Release.NoMark) or plainly and
 // then its hold mark (HoldMarks).
-func (m *Machine) stop(t *term, releasers []uint64, cause error) {
+func (m *machine) stop(t *term, releasers []uint64, cause error) {
 	m.fire(trStop)
 	m.emit(events.StopStart, nil)
 	m.endTerm(t, cause)
@@ -1043,7 +1043,7 @@ func (m *Machine) stop(t *term, releasers []uint64, cause error) {
 
 // abandon ends a term that does not hold: its node (if any) is deleted; a
 // create still in flight is deleted when its reply comes.
-func (m *Machine) abandon(t *term, cause error) {
+func (m *machine) abandon(t *term, cause error) {
 	m.failAcquirers(cause)
 	m.fire(trStop)
 	m.emit(events.StopStart, cause)
@@ -1056,7 +1056,7 @@ func (m *Machine) abandon(t *term, cause error) {
 }
 
 // fail ends a term on an error: FAILED, waiters get err, our node is deleted.
-func (m *Machine) fail(t *term, err error) {
+func (m *machine) fail(t *term, err error) {
 	m.fire(trFail)
 	m.emit(events.Failed, err)
 	m.failAcquirers(err)
@@ -1069,7 +1069,7 @@ func (m *Machine) fail(t *term, err error) {
 // failOn fails t on the error a reply brought. A request whose session
 // expired while it was in flight (its answer came ahead of LOST) is the
 // session's loss, as LOST would have said.
-func (m *Machine) failOn(t *term, err error) {
+func (m *machine) failOn(t *term, err error) {
 	if errors.Is(err, zk.ErrSessionExpired) {
 		err = m.cfg.Errors.SessionLost
 	}
@@ -1077,7 +1077,7 @@ func (m *Machine) failOn(t *term, err error) {
 }
 
 // endTerm ends term t; cause is why, for its grant's Lost.
-func (m *Machine) endTerm(t *term, cause error) {
+func (m *machine) endTerm(t *term, cause error) {
 	m.term = nil
 	m.holds = 0
 	clear(m.granted)
@@ -1093,7 +1093,7 @@ func (m *Machine) endTerm(t *term, cause error) {
 	}
 }
 
-func (m *Machine) failAcquirers(err error) {
+func (m *machine) failAcquirers(err error) {
 	for _, a := range m.acquirers {
 		if err == nil {
 			m.reply(Reply{Req: a.req})
@@ -1104,7 +1104,7 @@ func (m *Machine) failAcquirers(err error) {
 	m.acquirers = nil
 }
 
-func (m *Machine) vanished(t *term) error {
+func (m *machine) vanished(t *term) error {
 	if m.session != t.session {
 		return m.cfg.Errors.SessionLost
 	}
@@ -1117,7 +1117,7 @@ func (m *Machine) vanished(t *term) error {
 // gone, or the connection is closed; release marks it released (see
 // ReleaseMark). releasers are answered when it is done; stopTerm, if set,
 // completes that term's STOP.
-func (m *Machine) deleteNode(path string, release bool, releasers []uint64, stopTerm uint64) {
+func (m *machine) deleteNode(path string, release bool, releasers []uint64, stopTerm uint64) {
 	m.send(&request{cmd: deleteNode{Cmd: m.nextCmd(), Path: path, Release: release}, releasers: releasers, stopTerm: stopTerm})
 }
 
@@ -1126,7 +1126,7 @@ func (m *Machine) deleteNode(path string, release bool, releasers []uint64, stop
 // Its delete is under way (it and our create may reach the server in
 // either order), or its reply came after the listing was sent. Entries
 // of deletedAt that no later listing can show are dropped.
-func (m *Machine) stale(cmd uint64) func(path string) bool {
+func (m *machine) stale(cmd uint64) func(path string) bool {
 	for path, at := range m.deletedAt {
 		if at < cmd {
 			delete(m.deletedAt, path)
@@ -1145,7 +1145,7 @@ func (m *Machine) stale(cmd uint64) func(path string) bool {
 	}
 }
 
-func (m *Machine) finishDelete(r *request, err error) {
+func (m *machine) finishDelete(r *request, err error) {
 	for _, req := range r.releasers {
 		m.reply(Reply{Req: req, Err: err})
 	}
@@ -1156,14 +1156,14 @@ func (m *Machine) finishDelete(r *request, err error) {
 
 // ---- sending
 
-func (m *Machine) nextCmd() uint64 {
+func (m *machine) nextCmd() uint64 {
 	m.lastCmd++
 	return m.lastCmd
 }
 
 // send registers r and sends it now, or when the connection is back. A
 // retry sends the same request again, with the same id.
-func (m *Machine) send(r *request) {
+func (m *machine) send(r *request) {
 	id := r.cmd.ID()
 	m.inflight[id] = r
 	if r.term != nil && r.term == m.term && !r.aside {
@@ -1178,14 +1178,14 @@ func (m *Machine) send(r *request) {
 
 // dispatch hands r's command out. A create records the session it goes out
 // on: the node must be owned by it.
-func (m *Machine) dispatch(r *request) {
+func (m *machine) dispatch(r *request) {
 	if _, ok := r.cmd.(createNode); ok && r.term != nil {
 		r.term.session = m.session
 	}
 	m.out.Commands = append(m.out.Commands, r.cmd)
 }
 
-func (m *Machine) flushStalled() {
+func (m *machine) flushStalled() {
 	ids := m.stalled
 	m.stalled = nil
 	for _, id := range ids {
@@ -1195,7 +1195,7 @@ func (m *Machine) flushStalled() {
 	}
 }
 
-func (m *Machine) isStalled(id uint64) bool {
+func (m *machine) isStalled(id uint64) bool {
 	for _, s := range m.stalled {
 		if s == id {
 			return true
@@ -1204,7 +1204,7 @@ func (m *Machine) isStalled(id uint64) bool {
 	return false
 }
 
-func (m *Machine) unstall(id uint64) {
+func (m *machine) unstall(id uint64) {
 	delete(m.inflight, id)
 	for i, s := range m.stalled {
 		if s == id {
@@ -1217,7 +1217,7 @@ func (m *Machine) unstall(id uint64) {
 // take removes the request a reply answers. t is its term if that term is
 // still the live one and the reply is the one it waits for; nil otherwise
 // (the reply is stale).
-func (m *Machine) take(id uint64) (*request, *term) {
+func (m *machine) take(id uint64) (*request, *term) {
 	r, ok := m.inflight[id]
 	if !ok {
 		return nil, nil
@@ -1237,7 +1237,7 @@ func (r *request) prefix() string {
 	return ""
 }
 
-func (m *Machine) checkDone() {
+func (m *machine) checkDone() {
 	if !m.closing || len(m.shutdownReq) == 0 {
 		return
 	}
@@ -1254,9 +1254,9 @@ func (m *Machine) checkDone() {
 // ---- output helpers
 
 // fire moves the machine by t; an illegal move is kept by the FSM (Bug).
-func (m *Machine) fire(t runtime.Trigger) { m.fsm.Fire(t) }
+func (m *machine) fire(t runtime.Trigger) { m.fsm.Fire(t) }
 
-func (m *Machine) emit(typ events.Type, err error) {
+func (m *machine) emit(typ events.Type, err error) {
 	e := events.Event{Type: typ, State: m.State(), Err: err}
 	if t := m.term; t != nil {
 		e.Term, e.Node, e.Token = t.n, t.node, t.token
@@ -1270,14 +1270,14 @@ func (m *Machine) emit(typ events.Type, err error) {
 }
 
 // event adds e, with its phase, to the step's events.
-func (m *Machine) event(e events.Event) {
+func (m *machine) event(e events.Event) {
 	e.Phase = phases[e.Type]
 	m.out.Events = append(m.out.Events, e)
 }
 
 // reply answers a call: r is the reply's Value, but for a handover's
 // Leftovers, which are (for Shell.Close).
-func (m *Machine) reply(r Reply) {
+func (m *machine) reply(r Reply) {
 	sr := runtime.Reply{Req: r.Req, Value: r, Err: r.Err}
 	if l := r.Leftovers; len(l.Nodes)+len(l.Prefixes) > 0 {
 		sr.Value = l

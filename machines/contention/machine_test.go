@@ -25,11 +25,11 @@ var testErrors = Errors{
 
 const sess = 0x100
 
-// transcript drives a Machine with scripted inputs and records, for each
+// transcript drives a machine with scripted inputs and records, for each
 // input, the state change, events, replies and commands it produced.
 type transcript struct {
 	t    *testing.T
-	m    *Machine
+	m    *machine
 	b    strings.Builder
 	id   int
 	prev events.State // the state before the step recorded next
@@ -53,7 +53,7 @@ func newTranscriptWith(t *testing.T, cfg Config) *transcript {
 	}
 	cfg.Errors, cfg.SessionID = testErrors, sess
 	cfg.NewID = func() string { tr.id++; return fmt.Sprintf("uuid%d", tr.id) }
-	m, err := NewMachine(cfg)
+	m, err := newMachine(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,12 +71,12 @@ func (tr *transcript) step(in Input) output {
 // output is a step's output as the tests read it: the replies as the
 // machine made them, a handover's Leftovers in one.
 type output struct {
-	runtime.Output[Command]
+	runtime.Output[command]
 	Replies   []Reply
 	TermEnded []runtime.TermEnd
 }
 
-func outputOf(o runtime.Output[Command]) output {
+func outputOf(o runtime.Output[command]) output {
 	out := output{Output: o, TermEnded: o.Ended}
 	for _, r := range o.Replies {
 		switch v := r.Value.(type) {
@@ -517,9 +517,9 @@ func TestParseSeq(t *testing.T) {
 }
 
 func TestEveryStateReachable(t *testing.T) {
-	// The machine's transitions name only states events knows: NewMachine
+	// The machine's transitions name only states events knows: newMachine
 	// would fail otherwise. Its diagram is stable.
-	m, err := NewMachine(Config{Dir: "/d", Markers: []string{"lock-"}, Errors: testErrors, NewID: func() string { return "x" }})
+	m, err := newMachine(Config{Dir: "/d", Markers: []string{"lock-"}, Errors: testErrors, NewID: func() string { return "x" }})
 	if err != nil {
 		t.Fatal(err)
 	}

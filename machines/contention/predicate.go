@@ -123,7 +123,7 @@ func (p Predicate) afterGone(ours, gone string, held bool) (hold, relist bool) {
 // writer behind a writer does: the only waiter that watches that mark (a
 // writer waits for the node just below it), so that when the writer goes
 // without its mark, the waiter can fire the mark's watch and leave none
-// behind (see Machine.fireDanglingMark). A reader watches the deletion
+// behind (see machine.fireDanglingMark). A reader watches the deletion
 // of each writer below it (see readerBehindWriters); a writer behind a
 // reader learns nothing from the reader's mark (readers below may still
 // hold). Marks are not used by leases.

@@ -23,7 +23,7 @@ func grantedAtOnce(out output, req uint64) bool {
 }
 
 // only returns out's one command, if it is the only one and a C.
-func only[C Command](out output) (C, bool) {
+func only[C command](out output) (C, bool) {
 	var c C
 	if len(out.Commands) != 1 {
 		return c, false
@@ -390,20 +390,20 @@ func TestNewMachineValidatesItsConfig(t *testing.T) {
 	} {
 		cfg := ok
 		tc.edit(&cfg)
-		if _, err := NewMachine(cfg); !errors.Is(err, invalid) {
-			t.Errorf("%s: NewMachine = %v, want an error matching the recipe's InvalidOption", tc.name, err)
+		if _, err := newMachine(cfg); !errors.Is(err, invalid) {
+			t.Errorf("%s: newMachine = %v, want an error matching the recipe's InvalidOption", tc.name, err)
 		}
 	}
 	for _, p := range []Predicate{Exclusive(), Leases(1), Leases(3)} {
 		cfg := ok
 		cfg.Predicate = p
-		if _, err := NewMachine(cfg); err != nil {
+		if _, err := newMachine(cfg); err != nil {
 			t.Errorf("a valid config with %s: %v", p, err)
 		}
 	}
 	rw := ok
 	rw.Markers, rw.Predicate = []string{wr, rd}, ReadWrite(rd)
-	if _, err := NewMachine(rw); err != nil {
+	if _, err := newMachine(rw); err != nil {
 		t.Errorf("a valid read/write config: %v", err)
 	}
 }

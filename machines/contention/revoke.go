@@ -61,21 +61,21 @@ func (i dataChanged) String() string {
 
 // readData reads the data of t's node with a watch, beside the term's
 // progress (the term holds).
-func (m *Machine) readData(t *term) {
+func (m *machine) readData(t *term) {
 	t.dataWatch = m.nextCmd()
 	m.send(&request{cmd: readData{Cmd: t.dataWatch, Path: t.node}, term: t, aside: true})
 }
 
 // live returns the term a readData's reply or event is for, nil when it is
 // stale (the term ended, or a later read replaced it).
-func (m *Machine) live(cmd uint64) *term {
+func (m *machine) live(cmd uint64) *term {
 	if t := m.term; t != nil && t.dataWatch == cmd && m.State() == events.StateLeader {
 		return t
 	}
 	return nil
 }
 
-func (m *Machine) dataRead(in dataRead) {
+func (m *machine) dataRead(in dataRead) {
 	r, _ := m.take(in.Cmd)
 	t := m.live(in.Cmd)
 	switch {
@@ -93,7 +93,7 @@ func (m *Machine) dataRead(in dataRead) {
 
 // dataChanged re-reads our node's data when it changed, which re-arms the
 // watch; once revocation was requested there is nothing more to learn.
-func (m *Machine) dataChanged(in dataChanged) {
+func (m *machine) dataChanged(in dataChanged) {
 	t := m.live(in.Cmd)
 	if t == nil {
 		return
@@ -105,7 +105,7 @@ func (m *Machine) dataChanged(in dataChanged) {
 }
 
 // revokeRequested tells the holder of t, once, that it is asked to give up.
-func (m *Machine) revokeRequested(t *term) {
+func (m *machine) revokeRequested(t *term) {
 	if t.revoked {
 		return
 	}
