@@ -54,8 +54,7 @@ type Multi struct {
 	held  *MultiGrant // the current grant, nil when none
 	holds int         // re-entrant holds of held
 
-	bus     *events.Bus    // START, then the parts' events
-	forward sync.WaitGroup // the goroutines that forward the parts' events
+	bus *events.Joined // START, then the parts' events
 
 	closeOnce sync.Once
 	closeErr  error
@@ -91,7 +90,7 @@ func NewMulti(conn zk.Conn, paths []string, opts ...Option) (*Multi, error) {
 		}
 	}
 	m := &Multi{id: cmp.Or(o.ID, uuid.NewString()), paths: slices.Clone(paths), turn: make(chan struct{}, 1),
-		hold: make(chan struct{}, 1), reentrant: o.reentrant, done: make(chan struct{}), bus: events.NewBus()}
+		hold: make(chan struct{}, 1), reentrant: o.reentrant, done: make(chan struct{})}
 	for _, p := range sorted {
 		l, err := New(conn, p, append(slices.Clone(opts), WithID(m.id+"/"+p))...)
 		if err != nil {
@@ -107,17 +106,11 @@ func NewMulti(conn zk.Conn, paths []string, opts ...Option) (*Multi, error) {
 	}
 	m.tracer = m.locks[0].inst.Telemetry().Tracer()
 	m.wait = o.CloseTimeout
-	m.bus.Publish(events.Event{Time: time.Now(), Recipe: "lock", Path: m.Path(), Instance: m.id, Type: events.Start, State: events.StateStart})
-	for _, l := range m.locks {
-		sub := l.Subscribe()
-		m.forward.Go(func() {
-			for ev := range sub.C { // until the part is closed
-				if ev.Type != events.Start {
-					m.bus.Publish(ev)
-				}
-			}
-		})
+	parts := make([]events.Source, len(m.locks))
+	for i, l := range m.locks {
+		parts[i] = l
 	}
+	m.bus = events.Join(events.Event{Time: time.Now(), Recipe: "lock", Path: m.Path(), Instance: m.id, Type: events.Start, State: events.StateStart}, parts...)
 	return m, nil
 }
 
@@ -398,7 +391,6 @@ func (m *Multi) Close() error {
 		if errors.Is(m.closeErr, ErrCleanupPending) {
 			m.closeErr = ErrCleanupPending
 		}
-		m.forward.Wait()
 		m.bus.Close()
 	})
 	return m.closeErr

@@ -81,6 +81,7 @@ type RWLock struct {
 	// downgrade orders a downgrade's create before the write lock's
 	// release, which then knows a reader sits beside it (see Release).
 	downgrade sync.Mutex
+	bus       *events.Joined // START, then both locks' events
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -163,6 +164,8 @@ func New(conn zk.Conn, path string, opts ...Option) (*RWLock, error) {
 		rw.read.inst.Close()
 		return nil, err
 	}
+	rw.bus = events.Join(events.Event{Time: time.Now(), Recipe: "rwlock", Path: path, Instance: rw.id,
+		Type: events.Start, State: events.StateStart}, rw.read, rw.write)
 	return rw, nil
 }
 
@@ -194,6 +197,23 @@ func (rw *RWLock) Path() string { return rw.path }
 // ID is the participant's id: WithID's, or a random uuid.
 func (rw *RWLock) ID() string { return rw.id }
 
+// State is the write lock's state while it is on its way to a hold or
+// holds, and otherwise the read lock's: START, OFFER, DETERMINE, READY,
+// LEADER (held), FAILED or STOP.
+func (rw *RWLock) State() events.State {
+	if s := rw.write.State(); s != events.StateStart && s != events.StateStop {
+		return s
+	}
+	return rw.read.State()
+}
+
+// Subscribe returns a subscription to the participant's lifecycle events:
+// its own START, then both locks' (each names its lock by its id, ending
+// in "/read" or "/write"). Close it when done.
+func (rw *RWLock) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
+	return rw.bus.Subscribe(opts...)
+}
+
 // ReadLock is the participant's read lock: held beside other readers,
 // never beside a writer.
 func (rw *RWLock) ReadLock() *Lock { return rw.read }
@@ -215,6 +235,7 @@ func (rw *RWLock) Close() error {
 		if errors.Is(rw.closeErr, ErrCleanupPending) {
 			rw.closeErr = ErrCleanupPending
 		}
+		rw.bus.Close()
 	})
 	return rw.closeErr
 }
