@@ -90,7 +90,7 @@ type Spec[In any, C Command] struct {
 	// Session is the input for a change of the connection's session.
 	Session func(zk.SessionEvent) In
 	// Withdraw is the input that withdraws a call whose caller stopped
-	// waiting (ok false: the call needs none).
+	// waiting (nil, or ok false: the call needs none).
 	Withdraw func(call In, req uint64) (withdraw In, ok bool)
 	// Refused is the input for an answer that no caller took (nil, or
 	// ok false: none): the machine answered call after its caller had
@@ -222,7 +222,11 @@ func (s *Shell[In, C]) Do(ctx context.Context, mk func(req uint64) In) (Answer, 
 			return a, a.Err
 		default:
 		}
-		w, ok := s.spec.Withdraw(c.in, c.req)
+		var w In
+		var ok bool
+		if s.spec.Withdraw != nil {
+			w, ok = s.spec.Withdraw(c.in, c.req)
+		}
 		s.actor.Post(message[In]{in: w, has: ok, gone: c})
 		return Answer{}, ctx.Err()
 	case <-s.actor.Done():

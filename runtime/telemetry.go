@@ -335,6 +335,7 @@ func ZKErrorType(err error) string {
 		{zk.ErrBadVersion, "bad_version"},
 		{zk.ErrNoAuth, "no_auth"},
 		{zk.ErrInvalidPath, "invalid_path"},
+		{zk.ErrBadArguments, "bad_arguments"},
 	} {
 		if errors.Is(err, c.err) {
 			return c.name

@@ -93,7 +93,6 @@ func NewCoordinator(conn zk.Conn, root string, opts ...Option) (*Coordinator, er
 		Exec:           c.exec,
 		Answers:        answers,
 		Session:        func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
-		Withdraw:       func(input, uint64) (input, bool) { return nil, false }, // Propose abandons its transaction itself
 		ErrorType:      errorType,
 		Closed:         ErrClosed,
 		Shutdown:       func(req uint64) input { return shutdown{Req: req} },
