@@ -3,7 +3,8 @@
 # work tree, on one standalone server (forceSync=yes), alternating A and B
 # ROUNDS times, for each bench of BENCHES: "lock" (4 and 16 clients),
 # "election" (graceful failover), "twophase" (5 participants, 200
-# transactions). Prints each run's figures and the medians.
+# transactions), "queue" (TakeItem+Ack, 2000 items). Prints each run's
+# figures and the medians.
 #
 #   BENCHES="lock election" ROUNDS=4 DURATION=5 WARMUP=1 PORT=24800
 #   PEERS=<repo>/../shared/peers
@@ -31,6 +32,7 @@ for r in $(seq "$rounds"); do
         done ;;
       election) "$out/zkbench-$v" election -zk "$addr" -participants 5 -rounds 20 -kill-rounds 0 >"$out/election-$v-r$r.json" ;;
       twophase) "$out/zkbench-$v" twophase -zk "$addr" -participants 5 -txs 200 >"$out/twophase-$v-r$r.json" ;;
+      queue) "$out/zkbench-$v" queue -zk "$addr" -kind ack -items 2000 >"$out/queue-$v-r$r.json" ;;
       *) echo "ab.sh: unknown bench $b" >&2; exit 2 ;;
       esac
     done
@@ -55,6 +57,15 @@ if "election" in benches:
         print(f"election round {r}: failover p50 A {e['A']['failover_ms']['p50_ms']:.3f} B {e['B']['failover_ms']['p50_ms']:.3f} ms;"
               f" failover / delete->event A {a:.2f} B {b:.2f}")
     print(f"election failover / delete->event: median B/A {statistics.median(rs):.2f} (below 1 is faster)")
+if "queue" in benches:
+    rs = []
+    for r in range(1, rounds + 1):
+        q = {v: load(f"{out}/queue-{v}-r{r}.json") for v in "AB"}
+        a, b = (q[v]["take_ack_p50_per_raw_claim_ack_p50"] for v in "AB")
+        rs.append(b / a)
+        print(f"queue round {r}: take/s A {q['A']['take_per_s']:.0f} B {q['B']['take_per_s']:.0f};"
+              f" take+ack p50 / raw claim+ack p50 A {a:.2f} B {b:.2f}")
+    print(f"queue take+ack / raw: median B/A {statistics.median(rs):.2f} (below 1 is faster)")
 if "twophase" in benches:
     for v in "AB":
         xs = [load(f"{out}/twophase-{v}-r{r}.json") for r in range(1, rounds + 1)]
