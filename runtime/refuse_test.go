@@ -105,7 +105,6 @@ func runDealerWithdrawing(t *testing.T, m *dealerMachine, gate <-chan struct{}, 
 				}
 			})
 		},
-		Answers:  func(dealerIn) uint64 { return 0 },
 		Session:  func(zk.SessionEvent) dealerIn { return ping{} },
 		Withdraw: func(dealerIn, uint64) (dealerIn, bool) { return ping{}, withdraw },
 		Refused: func(_ dealerIn, r Reply) (dealerIn, bool) {
@@ -249,7 +248,7 @@ func TestRefusedBeforeTheMachineEnds(t *testing.T) {
 		cancel()
 		<-done // the caller gave up: its gone message is queued
 		<-ready
-		sh.Post(end{}, false) // behind it
+		sh.Post(context.Background(), end{}, false) // behind it
 	}
 	sh = runDealer(t, m, nil, nil)
 	close(ready)

@@ -81,12 +81,11 @@ type Spec[In any, C Command] struct {
 	Telemetry *Telemetry
 
 	// Exec starts cmd's requests off the actor, with s.Go (and s.Post from
-	// a goroutine it started so); op makes one request in a CLIENT span
-	// under the span of the input that made cmd.
+	// a goroutine it started so, with its ctx) or s.After; op makes one
+	// request in a CLIENT span under the span of the input that made cmd.
+	// The inputs they post are cmd's: the shell handles them under that
+	// span, with nothing for the recipe to match.
 	Exec func(s *Shell[In, C], cmd C, op Op)
-	// Answers is the command an input answers (0: none), so that the
-	// input is handled under the span of the call that made the command.
-	Answers func(In) uint64
 	// Session is the input for a change of the connection's session.
 	Session func(zk.SessionEvent) In
 	// Withdraw is the input that withdraws a call whose caller stopped
@@ -152,12 +151,14 @@ type Shell[In any, C Command] struct {
 	termSpan map[uint64]trace.SpanContext // per term: the span of the call that began it
 	curSpan  context.Context              // the span of the input being handled
 	curCall  uint64                       // the call whose span curSpan is (0: none)
+	execCmd  uint64                       // the command Spec.Exec is making (0: none): Go and After tag their inputs with it
 	grantAt  map[uint64]time.Time         // per granted term: when it was granted
 	refused  []In                         // inputs for answers no caller took, to step next (refuse)
 }
 
 type message[In any] struct {
 	start bool
+	cmd   uint64 // the command whose Exec started the goroutine or timer that posted in (0: none)
 	in    In
 	has   bool // in is set (a goroutine that gave up posts nothing)
 	call  *call[In]
@@ -240,20 +241,35 @@ func (s *Shell[In, C]) Do(ctx context.Context, mk func(req uint64) In) (Answer, 
 }
 
 // Go runs f off the actor, under the actor's lifetime, and posts the
-// input it returns (none when ok is false). Call it from Spec.Exec.
+// input it returns (none when ok is false). Call it from Spec.Exec: the
+// inputs of f, returned or posted with f's ctx (Post), are the command's,
+// handled under the span it was made under.
 func (s *Shell[In, C]) Go(f func(ctx context.Context) (in In, ok bool)) {
+	id := s.execCmd
 	s.actor.Go(func(ctx context.Context) message[In] {
-		in, ok := f(ctx)
-		return message[In]{in: in, has: ok}
+		in, ok := f(context.WithValue(ctx, cmdKey{}, id))
+		return message[In]{in: in, has: ok, cmd: id}
 	})
 }
 
-// Post posts in from any goroutine. more says that another input answering
-// the same command follows (a watch's event after its request's reply),
-// so the command's span is kept for it.
-func (s *Shell[In, C]) Post(in In, more bool) {
-	s.actor.Post(message[In]{in: in, has: true, more: more})
+// Post posts in from a goroutine started by Go, with its ctx. more says
+// that another input of the same command follows (a watch's event after
+// its request's reply), so the command's span is kept for it.
+func (s *Shell[In, C]) Post(ctx context.Context, in In, more bool) {
+	id, _ := ctx.Value(cmdKey{}).(uint64)
+	s.actor.Post(message[In]{in: in, has: true, more: more, cmd: id})
 }
+
+// After posts in after d, as the last input of the command Spec.Exec is
+// making: a timer, with no goroutine. Call it from Spec.Exec. Once the
+// actor has stopped, the post is dropped.
+func (s *Shell[In, C]) After(d time.Duration, in In) {
+	id := s.execCmd
+	time.AfterFunc(d, func() { s.actor.Post(message[In]{in: in, has: true, cmd: id}) })
+}
+
+// cmdKey keys the command id in the ctx of a goroutine started by Go.
+type cmdKey struct{}
 
 // Stop stops the actor (requests in flight are cancelled, their answers
 // dropped), waits for it and every goroutine it started, and ends the
@@ -326,7 +342,7 @@ func (s *Shell[In, C]) handle(_ context.Context, msg message[In]) bool {
 		if msg.call != nil {
 			s.calls[msg.call.req] = msg.call
 			s.curSpan, s.curCall = msg.call.ctx, msg.call.req
-		} else if id := s.spec.Answers(msg.in); id != 0 {
+		} else if id := msg.cmd; id != 0 {
 			if span, ok := s.spans[id]; ok {
 				s.curSpan, s.curCall = span.ctx, span.call
 				if !msg.more {
@@ -417,7 +433,9 @@ func (s *Shell[In, C]) apply(out Output[C]) {
 	}
 	for _, cmd := range out.Commands {
 		s.spans[cmd.ID()] = spanRef{ctx: s.curSpan, call: s.curCall}
+		s.execCmd = cmd.ID()
 		s.spec.Exec(s, cmd, s.op(s.curSpan, !live))
+		s.execCmd = 0
 	}
 	for _, r := range out.Replies {
 		c, ok := s.calls[r.Req]

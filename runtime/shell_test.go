@@ -111,12 +111,6 @@ func runProbeSeeing(conn zk.Conn, seen func(check)) *Shell[probeIn, check] {
 				return checked{cmd: c.id, exists: ok, err: err}, true
 			})
 		},
-		Answers: func(in probeIn) uint64 {
-			if c, ok := in.(checked); ok {
-				return c.cmd
-			}
-			return 0
-		},
 		Session:   func(ev zk.SessionEvent) probeIn { return sessionChanged{ev.State} },
 		Withdraw:  func(probeIn, uint64) (probeIn, bool) { return nil, false },
 		ErrorType: func(error) string { return "_OTHER" },
@@ -187,7 +181,7 @@ func TestLossClosesBeforeTheStepsRequests(t *testing.T) {
 		t.Fatalf("ask /here = %+v, %v", a, err)
 	}
 	loss = a.Loss
-	sh.Post(endThenCheck{term: a.Grant, path: "/after"}, false)
+	sh.Post(context.Background(), endThenCheck{term: a.Grant, path: "/after"}, false)
 	if !<-closedAtRequest {
 		t.Fatal("the step's request went out before the ended grant's Loss closed")
 	}
@@ -223,7 +217,7 @@ func TestShellReportsAMachineBugOnce(t *testing.T) {
 	}
 	sh := Run[probeIn, check](conn, buggyProbe{&probeMachine{state: events.StateStart, waiting: map[uint64]uint64{}}, f},
 		Spec[probeIn, check]{Recipe: "probe", Path: "/", Instance: "p1", Closed: errProbeClosed,
-			Answers: func(probeIn) uint64 { return 0 }, Session: func(ev zk.SessionEvent) probeIn { return sessionChanged{ev.State} }})
+			Session: func(ev zk.SessionEvent) probeIn { return sessionChanged{ev.State} }})
 	defer sh.Stop()
 	sub := sh.Subscribe()
 	for range 2 {

@@ -121,7 +121,6 @@ func New(conn zk.Conn, path string, opts ...Option) (*Barrier, error) {
 	b.shell = runtime.Run[fmt.Stringer, command](conn, newBarrierMachine(), runtime.Spec[fmt.Stringer, command]{
 		Recipe: "barrier", Path: path, Instance: o.id, Telemetry: b.tel,
 		Exec:         b.exec,
-		Answers:      barrierAnswers,
 		Session:      func(ev zk.SessionEvent) fmt.Stringer { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
 		Withdraw:     func(_ fmt.Stringer, req uint64) (fmt.Stringer, bool) { return cancelReq{Req: req}, true },
 		ErrorType:    errorType,
@@ -222,7 +221,7 @@ func (b *Barrier) exec(sh *runtime.Shell[fmt.Stringer, command], cmd command, op
 		if w == nil {
 			return r, true
 		}
-		sh.Post(r, true)
+		sh.Post(ctx, r, true)
 		select {
 		case ev := <-w:
 			return barrierEvent{Cmd: c.Cmd, Type: ev.Type}, true

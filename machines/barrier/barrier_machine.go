@@ -60,17 +60,6 @@ func (i barrierReply) String() string {
 	return fmt.Sprintf("reply cmd=%d exists=%t err=%v", i.Cmd, i.Exists, i.Err)
 }
 
-// barrierAnswers is the command an input of the Barrier's machine answers.
-func barrierAnswers(in fmt.Stringer) uint64 {
-	switch i := in.(type) {
-	case barrierReply:
-		return i.Cmd
-	case barrierEvent:
-		return i.Cmd
-	}
-	return 0
-}
-
 // barrierMachine is a Barrier: a pure machine, run by a runtime.Shell. Its
 // calls are independent of each other: a Set or Remove is one request, a
 // Wait a watch on the node, made again when it ends other than by the

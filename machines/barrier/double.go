@@ -117,7 +117,6 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 	d.shell = runtime.Run[input, command](conn, m, runtime.Spec[input, command]{
 		Recipe: "barrier", Path: path, Instance: o.id, Telemetry: d.tel,
 		Exec:    d.exec,
-		Answers: answers,
 		Session: func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
 		Withdraw: func(call input, req uint64) (input, bool) {
 			switch call.(type) {

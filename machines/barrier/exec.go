@@ -67,7 +67,7 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[input, command], cmd command, op 
 			if r.Err != nil {
 				return r, true
 			}
-			sh.Post(r, true)
+			sh.Post(ctx, r, true)
 			return awaitReady(ctx, c.Cmd, w)
 		})
 	case join:
@@ -116,7 +116,7 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[input, command], cmd command, op 
 			if r.Err != nil {
 				return r, true
 			}
-			sh.Post(r, true)
+			sh.Post(ctx, r, true)
 			return awaitReady(ctx, c.Cmd, w)
 		})
 	case listMembers:
@@ -153,7 +153,7 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[input, command], cmd command, op 
 			if r.Err != nil || !r.Exists {
 				return r, true
 			}
-			sh.Post(r, true)
+			sh.Post(ctx, r, true)
 			select {
 			case <-w: // deleted, or the watch ended: list again either way
 				return nodeGone{Cmd: c.Cmd}, true

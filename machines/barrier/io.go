@@ -278,29 +278,3 @@ func (c deleteMember) String() string { return fmt.Sprintf("delete member cmd=%d
 func (c watchMember) String() string  { return fmt.Sprintf("watch member cmd=%d %s", c.Cmd, c.Name) }
 func (c deleteReady) String() string  { return fmt.Sprintf("delete ready cmd=%d", c.Cmd) }
 
-// answers is the command an input answers (0: none).
-func answers(in input) uint64 {
-	switch i := in.(type) {
-	case probed:
-		return i.Cmd
-	case joined:
-		return i.Cmd
-	case readyOpened:
-		return i.Cmd
-	case readyWatched:
-		return i.Cmd
-	case readyEvent:
-		return i.Cmd
-	case leaveListed:
-		return i.Cmd
-	case memberDeleted:
-		return i.Cmd
-	case nodeWatched:
-		return i.Cmd
-	case nodeGone:
-		return i.Cmd
-	case readyDeleted:
-		return i.Cmd
-	}
-	return 0
-}

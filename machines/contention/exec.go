@@ -30,7 +30,7 @@ func forwardWatches(ctx context.Context, sh *runtime.Shell[Input, command], cmd 
 		if !hold {
 			return true
 		}
-		sh.Post(fired(ev), true)
+		sh.Post(ctx, fired(ev), true)
 		return false
 	}
 	select {
@@ -79,47 +79,12 @@ func forwardEach(ctx context.Context, sh *runtime.Shell[Input, command], cmd uin
 			if i == len(ws)-1 {
 				return watchFired{Cmd: cmd, Event: ev}, true
 			}
-			sh.Post(watchFired{Cmd: cmd, Event: ev}, true)
+			sh.Post(ctx, watchFired{Cmd: cmd, Event: ev}, true)
 		case <-ctx.Done():
 			return nil, false
 		}
 	}
 	return nil, false
-}
-
-// answers is the command an input answers (0: none).
-func answers(i Input) uint64 {
-	switch i := i.(type) {
-	case created:
-		return i.Cmd
-	case dirEnsured:
-		return i.Cmd
-	case dirRead:
-		return i.Cmd
-	case dirListed:
-		return i.Cmd
-	case watching:
-		return i.Cmd
-	case nodesChecked:
-		return i.Cmd
-	case watchFired:
-		return i.Cmd
-	case ownNodeGone:
-		return i.Cmd
-	case deleted:
-		return i.Cmd
-	case announced:
-		return i.Cmd
-	case promoted:
-		return i.Cmd
-	case markFired:
-		return i.Cmd
-	case dataRead:
-		return i.Cmd
-	case dataChanged:
-		return i.Cmd
-	}
-	return 0
 }
 
 // exec makes cmd's requests off the actor (runtime.Spec.Exec), each in a
@@ -188,7 +153,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 			if ownW == nil {
 				return r, true
 			}
-			sh.Post(r, false)
+			sh.Post(ctx, r, false)
 			select {
 			case ev := <-ownW:
 				return ownNodeGone{Cmd: c.Cmd, Event: ev, ConnClosed: conn.State() == zk.StateClosed}, true
@@ -237,7 +202,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 				if w == nil {
 					return r, true
 				}
-				sh.Post(r, true)
+				sh.Post(ctx, r, true)
 				select {
 				case ev := <-w:
 					return watchFired{Cmd: c.Cmd, Event: ev}, true
@@ -281,7 +246,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 			if deleteW == nil {
 				return r, true
 			}
-			sh.Post(r, true)
+			sh.Post(ctx, r, true)
 			return forwardWatches(ctx, in.shell, c.Cmd, markW, deleteW, c.Hold)
 		})
 	case fireMark:
@@ -338,7 +303,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 			if r.Err != nil || len(live) == 0 {
 				return r, true // a failed check is sent again, with new watches
 			}
-			sh.Post(r, true)
+			sh.Post(ctx, r, true)
 			return forwardEach(ctx, sh, c.Cmd, live)
 		})
 	case announceMark:
@@ -419,7 +384,7 @@ func execReadData(sh *runtime.Shell[Input, command], conn zk.Conn, c readData, o
 		if w == nil {
 			return r, true
 		}
-		sh.Post(r, true)
+		sh.Post(ctx, r, true)
 		select {
 		case ev := <-w:
 			return dataChanged{Cmd: c.Cmd, Event: ev}, true

@@ -108,7 +108,6 @@ func start(conn zk.Conn, dir string, m *machine, opts Options) *Instance {
 	in.shell = runtime.Run[Input, command](conn, m, runtime.Spec[Input, command]{
 		Recipe: opts.Recipe, Path: dir, Instance: opts.ID, Telemetry: in.tel,
 		Exec:    in.exec,
-		Answers: answers,
 		Session: func(ev zk.SessionEvent) Input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
 		Withdraw: func(call Input, req uint64) (Input, bool) {
 			_, acquire := call.(Acquire) // a grant that raced the caller's giving up is handed back

@@ -51,7 +51,6 @@ func (e *Election) startFollower() *runtime.Shell[followInput, followCmd] {
 		e.follower = runtime.Run[followInput, followCmd](e.conn, &follower{waiting: map[uint64]waiter{}, cursors: map[uint64]int{}}, runtime.Spec[followInput, followCmd]{
 			Recipe: "election", Path: e.path, Instance: e.cfg.ID, Telemetry: e.inst.Telemetry(),
 			Exec:      e.execFollow,
-			Answers:   func(in followInput) uint64 { return in.answers() },
 			Session:   func(zk.SessionEvent) followInput { return nothing{} },
 			Withdraw:  func(followInput, uint64) (followInput, bool) { return nil, false }, // a stream's end says streamGone
 			ErrorType: e.inst.ErrorType,
@@ -120,7 +119,7 @@ func (e *Election) execFollow(sh *runtime.Shell[followInput, followCmd], cmd fol
 		if err != nil {
 			return leaderRead{cmd: cmd.id, err: err}, true
 		}
-		sh.Post(leaderRead{cmd: cmd.id, leader: l}, true)
+		sh.Post(ctx, leaderRead{cmd: cmd.id, leader: l}, true)
 		select {
 		case <-ch:
 			return readAgain{cmd: cmd.id}, true
@@ -131,7 +130,7 @@ func (e *Election) execFollow(sh *runtime.Shell[followInput, followCmd], cmd fol
 }
 
 // The follower's inputs.
-type followInput interface{ answers() uint64 }
+type followInput interface{ isFollowInput() }
 
 type openStream struct { // Observe: a new stream
 	req uint64
@@ -141,7 +140,7 @@ type nextChange struct { // a stream asks for the change at pos (-1: the newest)
 	req, stream uint64
 	pos         int
 }
-type streamGone struct{ stream uint64 } // a stream ended (it answers its serve command)
+type streamGone struct{ stream uint64 } // a stream ended (its serve command's last input)
 type leaderRead struct {                // the reply to a read
 	cmd    uint64
 	leader Leader
@@ -150,12 +149,12 @@ type leaderRead struct {                // the reply to a read
 type readAgain struct{ cmd uint64 } // the read's watch fired, or its pause is over
 type nothing struct{}               // a session change: reads wait for the connection by themselves
 
-func (openStream) answers() uint64   { return 0 }
-func (nextChange) answers() uint64   { return 0 }
-func (i streamGone) answers() uint64 { return i.stream }
-func (i leaderRead) answers() uint64 { return i.cmd }
-func (i readAgain) answers() uint64  { return i.cmd }
-func (nothing) answers() uint64      { return 0 }
+func (openStream) isFollowInput() {}
+func (nextChange) isFollowInput() {}
+func (streamGone) isFollowInput() {}
+func (leaderRead) isFollowInput() {}
+func (readAgain) isFollowInput()  {}
+func (nothing) isFollowInput()    {}
 
 // followCmd reads the leader with a watch; with pause, it waits that long
 // before the next read; with serve, it runs that stream, whose id is the

@@ -104,11 +104,7 @@ func TestFollowerOpensStreams(t *testing.T) {
 	if _, ok := f.cursors[id]; !ok {
 		t.Fatal("the stream's first ask set no cursor")
 	}
-	gone := streamGone{stream: id}
-	if gone.answers() != id {
-		t.Fatalf("streamGone answers %d, want its serve command %d", gone.answers(), id)
-	}
-	f.Step(gone)
+	f.Step(streamGone{stream: id})
 	if len(f.cursors) != 0 || len(f.waiting) != 0 {
 		t.Fatalf("after the stream's end: cursors %v, waiting %v", f.cursors, f.waiting)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/runtime"
@@ -22,7 +21,7 @@ func (q *Queue) exec(sh *runtime.Shell[input, command], cmd command, op runtime.
 			if w == nil {
 				return r, true
 			}
-			sh.Post(r, true)
+			sh.Post(ctx, r, true)
 			select {
 			case <-w:
 				return childrenChanged{Cmd: c.Cmd}, true
@@ -69,7 +68,7 @@ func (q *Queue) exec(sh *runtime.Shell[input, command], cmd command, op runtime.
 	case wait:
 		// A timer, not a goroutine: one is started per item claimed ahead.
 		// Once the actor has stopped, its post is dropped.
-		time.AfterFunc(c.For, func() { sh.Post(waited{Cmd: c.Cmd}, false) })
+		sh.After(c.For, waited{Cmd: c.Cmd})
 	case watchClaim:
 		sh.Go(func(ctx context.Context) (input, bool) {
 			r := claimWatched{Cmd: c.Cmd, Name: c.Name}
@@ -83,7 +82,7 @@ func (q *Queue) exec(sh *runtime.Shell[input, command], cmd command, op runtime.
 			if r.Err != nil || !r.Exists {
 				return r, true
 			}
-			sh.Post(r, true)
+			sh.Post(ctx, r, true)
 			select {
 			case ev := <-w:
 				return claimGone{Cmd: c.Cmd, Name: c.Name, Deleted: ev.Type == zk.EventNodeDeleted}, true
@@ -95,7 +94,7 @@ func (q *Queue) exec(sh *runtime.Shell[input, command], cmd command, op runtime.
 		sh.Go(func(ctx context.Context) (input, bool) {
 			switch {
 			case conn.SessionID() != c.Session: // checked last thing before sending
-				return q.claimSessionEnded(sh, c), true
+				return q.claimSessionEnded(ctx, sh, c), true
 			case c.Next != "":
 				return q.endClaimAndClaimNext(ctx, sh, c, op)
 			}
@@ -328,18 +327,18 @@ func (q *Queue) endClaimAndClaimNext(ctx context.Context, sh *runtime.Shell[inpu
 		})
 	})
 	a.Session = r.Session
-	sh.Post(a, true)
+	sh.Post(ctx, a, true)
 	return r, true
 }
 
 // claimSessionEnded answers endClaim c, not sent (see endClaim): acked
 // with errClaimSessionEnded and, with Next, claimed with errNotApplied.
-func (q *Queue) claimSessionEnded(sh *runtime.Shell[input, command], c endClaim) input {
+func (q *Queue) claimSessionEnded(ctx context.Context, sh *runtime.Shell[input, command], c endClaim) input {
 	a := acked{Cmd: c.Cmd, Name: c.Name, Err: errClaimSessionEnded, Session: c.Session}
 	if c.Next == "" {
 		return a
 	}
-	sh.Post(a, true)
+	sh.Post(ctx, a, true)
 	return claimed{Cmd: c.Cmd, Name: c.Next, Err: errNotApplied, Session: c.Session}
 }
 

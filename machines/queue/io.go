@@ -439,35 +439,3 @@ func (c restoreItem) String() string { return fmt.Sprintf("RestoreItem cmd=%d it
 func (c countItems) String() string  { return fmt.Sprintf("CountItems cmd=%d", c.Cmd) }
 func (c wait) String() string        { return fmt.Sprintf("Wait cmd=%d for=%v", c.Cmd, c.For) }
 
-// answers is the command an input answers (0: none).
-func answers(in input) uint64 {
-	switch i := in.(type) {
-	case listed:
-		return i.Cmd
-	case childrenChanged:
-		return i.Cmd
-	case dataRead:
-		return i.Cmd
-	case removed:
-		return i.Cmd
-	case claimed:
-		return i.Cmd
-	case claimWatched:
-		return i.Cmd
-	case claimGone:
-		return i.Cmd
-	case acked:
-		return i.Cmd
-	case checked:
-		return i.Cmd
-	case offered:
-		return i.Cmd
-	case restored:
-		return i.Cmd
-	case counted:
-		return i.Cmd
-	case waited:
-		return i.Cmd
-	}
-	return 0
-}

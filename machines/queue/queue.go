@@ -209,7 +209,6 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 	q.shell = runtime.Run[input, command](conn, m, runtime.Spec[input, command]{
 		Recipe: "queue", Path: path, Instance: o.id, Telemetry: q.tel,
 		Exec:    q.exec,
-		Answers: answers,
 		Session: func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
 		Withdraw: func(call input, req uint64) (input, bool) {
 			_, take := call.(takeCall)

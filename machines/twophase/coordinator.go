@@ -91,7 +91,6 @@ func NewCoordinator(conn zk.Conn, root string, opts ...Option) (*Coordinator, er
 	c.shell = runtime.Run[input, command](conn, m, runtime.Spec[input, command]{
 		Recipe: "twophase", Path: root, Instance: o.id, Telemetry: tel,
 		Exec:           c.exec,
-		Answers:        answers,
 		Session:        func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
 		ErrorType:      errorType,
 		Closed:         ErrClosed,
@@ -231,7 +230,7 @@ func (c *Coordinator) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			if r.Err != nil {
 				return r, true
 			}
-			sh.Post(r, true)
+			sh.Post(ctx, r, true)
 			return awaitWatch(ctx, until, w, func(t zk.EventType) input { return votesEvent{Cmd: cmd.Cmd, Tx: cmd.Tx, Type: t} })
 		})
 	case expire:

@@ -40,7 +40,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			if r.Err != nil {
 				return r, true
 			}
-			sh.Post(r, true)
+			sh.Post(ctx, r, true)
 			return awaitWatch(ctx, nil, w, func(t zk.EventType) input { return inboxEvent{Cmd: c.Cmd, Type: t} })
 		})
 	case register:
@@ -54,7 +54,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			if r.Err != nil {
 				return r, true
 			}
-			sh.Post(r, true)
+			sh.Post(ctx, r, true)
 			return awaitWatch(ctx, nil, w, func(t zk.EventType) input { return regEvent{Cmd: c.Cmd, Type: t} })
 		})
 	case load:
@@ -107,7 +107,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 				return r, true
 			}
 			r.DecWatched = true
-			sh.Post(r, true)
+			sh.Post(ctx, r, true)
 			return awaitWatch(ctx, nil, w, func(t zk.EventType) input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
 		})
 	case prepare:
@@ -256,7 +256,7 @@ func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do do
 			if err != nil || w == nil {
 				return r, true
 			}
-			sh.Post(r, true)
+			sh.Post(ctx, r, true)
 			return awaitWatch(ctx, until, w, func(t zk.EventType) input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
 		})
 	case watchCoord:
@@ -270,7 +270,7 @@ func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do do
 			if r.Err != nil || !r.Exists {
 				return r, true
 			}
-			sh.Post(r, true)
+			sh.Post(ctx, r, true)
 			return awaitWatch(ctx, until, w, func(t zk.EventType) input { return coordEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
 		})
 	case makeDecision:
@@ -293,7 +293,7 @@ func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do do
 		// A timer, not a goroutine: a coordinator has one per transaction
 		// it keeps, for the retention period. One that fires after the
 		// actor stopped posts nothing.
-		time.AfterFunc(c.Delay, func() { sh.Post(woke{Cmd: c.Cmd, Tx: c.Tx}, false) })
+		sh.After(c.Delay, woke{Cmd: c.Cmd, Tx: c.Tx})
 	default:
 		panic(fmt.Sprintf("twophase: unknown command %T", cmd))
 	}

@@ -75,7 +75,6 @@ func NewParticipant(conn zk.Conn, root, id string, h Handler, opts ...Option) (*
 	p.shell = runtime.Run[input, command](conn, m, runtime.Spec[input, command]{
 		Recipe: "twophase", Path: root, Instance: id, Telemetry: p.tel,
 		Exec:    p.exec,
-		Answers: answers,
 		Session: func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
 		Withdraw: func(call input, req uint64) (input, bool) {
 			if _, ok := call.(serveCall); ok {
