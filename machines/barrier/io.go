@@ -277,4 +277,3 @@ func (c listMembers) String() string {
 func (c deleteMember) String() string { return fmt.Sprintf("delete member cmd=%d %s", c.Cmd, c.Name) }
 func (c watchMember) String() string  { return fmt.Sprintf("watch member cmd=%d %s", c.Cmd, c.Name) }
 func (c deleteReady) String() string  { return fmt.Sprintf("delete ready cmd=%d", c.Cmd) }
-

@@ -438,4 +438,3 @@ func (c createItems) String() string {
 func (c restoreItem) String() string { return fmt.Sprintf("RestoreItem cmd=%d item=%s", c.Cmd, c.Name) }
 func (c countItems) String() string  { return fmt.Sprintf("CountItems cmd=%d", c.Cmd) }
 func (c wait) String() string        { return fmt.Sprintf("Wait cmd=%d for=%v", c.Cmd, c.For) }
-

@@ -554,4 +554,3 @@ func (c dropCoord) String() string {
 	return fmt.Sprintf("drop coordinator cmd=%d %s outcome=%s", c.Cmd, c.Tx, outcomeString(c.Outcome))
 }
 func (c sweep) String() string { return fmt.Sprintf("sweep cmd=%d", c.Cmd) }
-
