@@ -144,21 +144,24 @@ type Shell[In any, C Command] struct {
 	bugShown    bool  // the machine's Bug was published
 
 	// Owned by the actor goroutine.
-	calls    map[uint64]*call[In]         // calls waiting for their answer
-	losses   map[uint64]*Loss             // per granted term
-	revokes  map[uint64]*Signal           // per granted term
-	spans    map[uint64]spanRef           // per command: the span it was made under
-	termSpan map[uint64]trace.SpanContext // per term: the span of the call that began it
-	curSpan  context.Context              // the span of the input being handled
-	curCall  uint64                       // the call whose span curSpan is (0: none)
-	execCmd  uint64                       // the command Spec.Exec is making (0: none): Go and After tag their inputs with it
-	grantAt  map[uint64]time.Time         // per granted term: when it was granted
-	refused  []In                         // inputs for answers no caller took, to step next (refuse)
+	calls     map[uint64]*call[In]         // calls waiting for their answer
+	losses    map[uint64]*Loss             // per granted term
+	revokes   map[uint64]*Signal           // per granted term
+	spans     map[uint64]spanRef           // per command: the span it was made under
+	termSpan  map[uint64]trace.SpanContext // per term: the span of the call that began it
+	curSpan   context.Context              // the span of the input being handled
+	curCall   uint64                       // the call whose span curSpan is (0: none)
+	execCmd   uint64                       // the command Spec.Exec is making (0: none): Go and After tag their inputs with it
+	timers    map[uint64]*time.Timer       // After's timers that have not fired, by number: Stop stops them
+	lastTimer uint64                       // the last timer's number
+	grantAt   map[uint64]time.Time         // per granted term: when it was granted
+	refused   []In                         // inputs for answers no caller took, to step next (refuse)
 }
 
 type message[In any] struct {
 	start bool
 	cmd   uint64 // the command whose Exec started the goroutine or timer that posted in (0: none)
+	timer uint64 // the timer (After) that posted in (0: none)
 	in    In
 	has   bool // in is set (a goroutine that gave up posts nothing)
 	call  *call[In]
@@ -180,7 +183,7 @@ func Run[In any, C Command](conn zk.Conn, m Machine[In, C], spec Spec[In, C]) *S
 		spec: spec, m: m, conn: conn, bus: events.NewBus(),
 		calls: make(map[uint64]*call[In]), losses: make(map[uint64]*Loss), revokes: make(map[uint64]*Signal),
 		spans: make(map[uint64]spanRef), termSpan: make(map[uint64]trace.SpanContext),
-		curSpan: context.Background(), grantAt: make(map[uint64]time.Time),
+		curSpan: context.Background(), grantAt: make(map[uint64]time.Time), timers: make(map[uint64]*time.Timer),
 	}
 	s.state.Store(m.State())
 	s.actor = Spawn(s.handle)
@@ -261,11 +264,12 @@ func (s *Shell[In, C]) Post(ctx context.Context, in In, more bool) {
 }
 
 // After posts in after d, as the last input of the command Spec.Exec is
-// making: a timer, with no goroutine. Call it from Spec.Exec. Once the
-// actor has stopped, the post is dropped.
+// making: a timer, with no goroutine. Call it from Spec.Exec. Stop stops
+// the timers that have not fired.
 func (s *Shell[In, C]) After(d time.Duration, in In) {
-	id := s.execCmd
-	time.AfterFunc(d, func() { s.actor.Post(message[In]{in: in, has: true, cmd: id}) })
+	s.lastTimer++
+	id, n := s.execCmd, s.lastTimer
+	s.timers[n] = time.AfterFunc(d, func() { s.actor.Post(message[In]{in: in, has: true, cmd: id, timer: n}) })
 }
 
 // cmdKey keys the command id in the ctx of a goroutine started by Go.
@@ -277,6 +281,9 @@ type cmdKey struct{}
 func (s *Shell[In, C]) Stop() {
 	s.actor.Kill()
 	<-s.actor.Done()
+	for _, t := range s.timers { // the actor is done: the map is ours
+		t.Stop()
+	}
 	s.unsubscribe()
 	s.bus.Close()
 }
@@ -328,6 +335,7 @@ func (s *Shell[In, C]) handOver() error {
 
 // handle runs on the actor goroutine.
 func (s *Shell[In, C]) handle(_ context.Context, msg message[In]) bool {
+	delete(s.timers, msg.timer)
 	if msg.gone != nil {
 		s.callGone(msg.gone, msg.has)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
@@ -236,4 +237,39 @@ func TestShellReportsAMachineBugOnce(t *testing.T) {
 		t.Fatalf("FAILED events %+v (bug %v), want one carrying the illegal transition", failed, f.Bug())
 	}
 	t.Log(failed[0].Err)
+}
+
+// A command's timer (After) posts its input as the command's; Stop stops
+// the timers that have not fired, so nothing of a stopped shell waits in
+// the runtime's timer heap.
+func TestAfterPostsTheCommandsInputAndStopStopsIt(t *testing.T) {
+	conn := sim.New().Connect()
+	defer conn.Close()
+	delay := time.Millisecond
+	sh := Run[probeIn, check](conn, &probeMachine{state: events.StateStart, waiting: map[uint64]uint64{}}, Spec[probeIn, check]{
+		Recipe: "probe", Path: "/", Instance: "p1", Closed: errProbeClosed,
+		Session: func(ev zk.SessionEvent) probeIn { return sessionChanged{ev.State} },
+		Exec: func(s *Shell[probeIn, check], c check, _ Op) {
+			s.After(delay, checked{cmd: c.id, exists: true})
+		},
+	})
+	a, err := sh.Do(context.Background(), func(req uint64) probeIn { return ask{req: req, path: "/x"} })
+	if err != nil || a.Value != true {
+		t.Fatalf("ask = %+v, %v; want the timer's answer", a, err)
+	}
+	delay = time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := sh.Do(ctx, func(req uint64) probeIn { return ask{req: req, path: "/y"} }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ask with an hour's timer = %v", err)
+	}
+	sh.Stop()
+	if len(sh.timers) != 1 {
+		t.Fatalf("%d timers left, want the hour's one (the fired one gone)", len(sh.timers))
+	}
+	for _, tm := range sh.timers {
+		if tm.Stop() {
+			t.Error("Stop left the hour's timer running")
+		}
+	}
 }
