@@ -110,6 +110,16 @@
 // will not come again. go-zookeeper keeps such a request queued and sends
 // it on whatever session comes next, so the consumer cannot take it back.
 //
+// # Failover
+//
+// The claims of a consumer whose process dies or is cut off go when the
+// server expires its session: the session timeout (zk.WithSessionTimeout,
+// as the server granted it) after the server last heard from it, plus up
+// to one server tick (tickTime, 2 s by default), because the server
+// expires sessions on a grid of ticks. Its claimed items are then
+// delivered again (REDELIVERED). A consumer that closes gives its claims
+// back at once.
+//
 // # Calls that give up
 //
 // A take whose ctx ends loses nothing and keeps the order. An item taken
