@@ -227,11 +227,7 @@ func (c *Coordinator) exec(sh *runtime.Shell[input, command], cmd command, op ru
 				r.Kids, _, w, err = conn.ChildrenW(ctx, ps.votes(cmd.Tx))
 				return err
 			})
-			if r.Err != nil {
-				return r, true
-			}
-			sh.Post(ctx, r, true)
-			return awaitWatch(ctx, until, w, func(t zk.EventType) input { return votesEvent{Cmd: cmd.Cmd, Tx: cmd.Tx, Type: t} })
+			return watch(ctx, until, sh, r, r.Err, w, func(t zk.EventType) input { return votesEvent{Cmd: cmd.Cmd, Tx: cmd.Tx, Type: t} })
 		})
 	case expire:
 		sh.Go(func(ctx context.Context) (input, bool) {

@@ -37,11 +37,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 					r.Err = do(ctx, "children", list)
 				}
 			}
-			if r.Err != nil {
-				return r, true
-			}
-			sh.Post(ctx, r, true)
-			return awaitWatch(ctx, nil, w, func(t zk.EventType) input { return inboxEvent{Cmd: c.Cmd, Type: t} })
+			return watch(ctx, nil, sh, r, r.Err, w, func(t zk.EventType) input { return inboxEvent{Cmd: c.Cmd, Type: t} })
 		})
 	case register:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -51,11 +47,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 				w, err = p.register(ctx)
 				return err
 			})
-			if r.Err != nil {
-				return r, true
-			}
-			sh.Post(ctx, r, true)
-			return awaitWatch(ctx, nil, w, func(t zk.EventType) input { return regEvent{Cmd: c.Cmd, Type: t} })
+			return watch(ctx, nil, sh, r, r.Err, w, func(t zk.EventType) input { return regEvent{Cmd: c.Cmd, Type: t} })
 		})
 	case load:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -103,12 +95,8 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 				r.Voted = true
 				r.Yes, r.Reason = decodeVote(vote)
 			}
-			if r.Err != nil || w == nil {
-				return r, true
-			}
-			r.DecWatched = true
-			sh.Post(ctx, r, true)
-			return awaitWatch(ctx, nil, w, func(t zk.EventType) input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
+			r.DecWatched = r.Err == nil && w != nil
+			return watch(ctx, nil, sh, r, r.Err, w, func(t zk.EventType) input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
 		})
 	case prepare:
 		hctx, span := p.handlerCtx(c.Tx, "prepare")
@@ -253,11 +241,7 @@ func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do do
 		sh.Go(func(ctx context.Context) (input, bool) {
 			r, w, err := lookDecision(ctx, conn, ps, do, c.Tx, c.Made)
 			r.Cmd, r.Tx, r.Err = c.Cmd, c.Tx, err
-			if err != nil || w == nil {
-				return r, true
-			}
-			sh.Post(ctx, r, true)
-			return awaitWatch(ctx, until, w, func(t zk.EventType) input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
+			return watch(ctx, until, sh, r, err, w, func(t zk.EventType) input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
 		})
 	case watchCoord:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -267,11 +251,7 @@ func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do do
 				r.Exists, w, err = runtime.WatchDeletion(ctx, conn, ps.coordinator(c.Tx))
 				return err
 			})
-			if r.Err != nil || !r.Exists {
-				return r, true
-			}
-			sh.Post(ctx, r, true)
-			return awaitWatch(ctx, until, w, func(t zk.EventType) input { return coordEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
+			return watch(ctx, until, sh, r, r.Err, w, func(t zk.EventType) input { return coordEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
 		})
 	case makeDecision:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -299,9 +279,15 @@ func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do do
 	}
 }
 
-// awaitWatch waits for w to fire, or for until to end (nil: never):
-// then the machine, which no longer waits for it, gets NotWatching.
-func awaitWatch(ctx, until context.Context, w <-chan zk.WatchEvent, mk func(zk.EventType) input) (input, bool) {
+// watch posts r, then waits for w to fire, or for until to end (nil:
+// never): then the machine, which no longer waits for it, gets
+// NotWatching. After an error, or with no watch, r is the command's last
+// input.
+func watch(ctx, until context.Context, sh *runtime.Shell[input, command], r input, err error, w <-chan zk.WatchEvent, mk func(zk.EventType) input) (input, bool) {
+	if err != nil || w == nil {
+		return r, true
+	}
+	sh.Post(ctx, r, true)
 	var stop <-chan struct{}
 	if until != nil {
 		stop = until.Done()
