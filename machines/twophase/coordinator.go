@@ -79,26 +79,16 @@ func NewCoordinator(conn zk.Conn, root string, opts ...Option) (*Coordinator, er
 	if err != nil {
 		return nil, err
 	}
-	tel := runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tracerProvider, MeterProvider: o.meterProvider,
-		Scope: ScopeName, Version: Version, Recipe: "twophase", Path: root, Instance: o.id})
-	c := &Coordinator{conn: conn, p: paths{root}, o: o, tel: tel, rq: runtime.TraceConn(conn, tel, errorType)}
+	sp := spec(conn, root, o.id, o)
+	c := &Coordinator{conn: conn, p: paths{root}, o: o, tel: sp.Telemetry, rq: runtime.TraceConn(conn, sp.Telemetry, errorType)}
 	c.watches, c.stop = make(map[string]context.Context), make(map[string]context.CancelFunc)
-	c.txs, err = tel.Meter().Int64Counter("zkrecipes.twophase.transactions", metric.WithUnit("{transaction}"),
+	c.txs, err = sp.Telemetry.Meter().Int64Counter("zkrecipes.twophase.transactions", metric.WithUnit("{transaction}"),
 		metric.WithDescription("Transactions decided by a coordinator, by outcome (committed, aborted) and abort reason."))
 	if err != nil {
 		otel.Handle(err) // a no-op counter then
 	}
-	c.shell = runtime.Run[input, command](conn, m, runtime.Spec[input, command]{
-		Recipe: "twophase", Path: root, Instance: o.id, Telemetry: tel,
-		Exec:           c.exec,
-		Session:        func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
-		ErrorType:      errorType,
-		Closed:         ErrClosed,
-		Shutdown:       func(req uint64) input { return shutdown{Req: req} },
-		HandOver:       func(req uint64) input { return handover{Req: req} },
-		CloseTimeout:   o.closeTimeout,
-		CleanupPending: ErrCleanupPending,
-	})
+	sp.Exec = c.exec
+	c.shell = runtime.Run(conn, m, sp)
 	return c, nil
 }
 

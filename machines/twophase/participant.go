@@ -68,27 +68,17 @@ func NewParticipant(conn zk.Conn, root, id string, h Handler, opts ...Option) (*
 	case o.idSet && o.id != id:
 		return nil, fmt.Errorf("%w: WithID(%q) beside the participant id %q", ErrInvalidOption, o.id, id)
 	}
-	p := &Participant{conn: conn, p: paths{root}, id: id, h: h, spans: make(map[string]trace.Span),
-		tel: runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tracerProvider, MeterProvider: o.meterProvider,
-			Scope: ScopeName, Version: Version, Recipe: "twophase", Path: root, Instance: id})}
+	sp := spec(conn, root, id, o)
+	p := &Participant{conn: conn, p: paths{root}, id: id, h: h, spans: make(map[string]trace.Span), tel: sp.Telemetry}
 	p.life, p.cancel = context.WithCancel(context.Background())
-	p.shell = runtime.Run[input, command](conn, m, runtime.Spec[input, command]{
-		Recipe: "twophase", Path: root, Instance: id, Telemetry: p.tel,
-		Exec:    p.exec,
-		Session: func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
-		Withdraw: func(call input, req uint64) (input, bool) {
-			if _, ok := call.(serveCall); ok {
-				return unserve{Req: req}, true
-			}
-			return nil, false
-		},
-		ErrorType:      errorType,
-		Closed:         ErrClosed,
-		Shutdown:       func(req uint64) input { return shutdown{Req: req} },
-		HandOver:       func(req uint64) input { return handover{Req: req} },
-		CloseTimeout:   o.closeTimeout,
-		CleanupPending: ErrCleanupPending,
-	})
+	sp.Exec = p.exec
+	sp.Withdraw = func(call input, req uint64) (input, bool) {
+		if _, ok := call.(serveCall); ok {
+			return unserve{Req: req}, true
+		}
+		return nil, false
+	}
+	p.shell = runtime.Run(conn, m, sp)
 	return p, nil
 }
 
@@ -170,6 +160,21 @@ func (p *Participant) Serve(ctx context.Context) error {
 		return ErrClosed
 	}
 	return ctx.Err()
+}
+
+// spec is the Shell's spec of the handle id on root, but for its Exec.
+func spec(conn zk.Conn, root, id string, o options) runtime.Spec[input, command] {
+	return runtime.Spec[input, command]{Recipe: "twophase", Path: root, Instance: id,
+		Telemetry: runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tracerProvider, MeterProvider: o.meterProvider,
+			Scope: ScopeName, Version: Version, Recipe: "twophase", Path: root, Instance: id}),
+		Session:        func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
+		ErrorType:      errorType,
+		Closed:         ErrClosed,
+		Shutdown:       func(req uint64) input { return shutdown{Req: req} },
+		HandOver:       func(req uint64) input { return handover{Req: req} },
+		CloseTimeout:   o.closeTimeout,
+		CleanupPending: ErrCleanupPending,
+	}
 }
 
 func errorType(err error) string {
