@@ -2,6 +2,7 @@ package twophase
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -114,9 +115,6 @@ func (m *machine) State() events.State { return m.fsm.Current() }
 // Bug is the machine's first illegal transition (nil: none); its Shell
 // reports it.
 func (m *machine) Bug() error { return m.fsm.Bug() }
-
-// Mermaid renders the machine's states as a Mermaid diagram.
-func (m *machine) Mermaid() string { return m.fsm.Mermaid() }
 
 type out = runtime.Output[command]
 
@@ -262,6 +260,7 @@ func (m *machine) Step(in input) out {
 			m.resync(&o)
 		}
 	}
+	m.pump(&o) // after a handler call returned
 	m.finish(&o)
 	m.settle()
 	return o
@@ -376,12 +375,7 @@ func (m *machine) resync(o *out) {
 	} else if m.inboxArmed && m.regCmd == 0 {
 		m.register(o)
 	}
-	ids := make([]string, 0, len(m.txs))
-	for id := range m.txs {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(m.txs)) {
 		m.advance(o, m.txs[id])
 	}
 }
@@ -433,8 +427,11 @@ func (m *machine) inboxListed(o *out, i inboxListed) {
 }
 
 // tx is the transaction id whose command cmd is answered, or nil for a
-// stale reply; its command is done.
+// stale reply; its command is done (a handler call's: the handler is free).
 func (m *machine) tx(id string, cmd uint64) *ptx {
+	if cmd == m.busy {
+		m.busy = 0
+	}
 	t := m.txs[id]
 	if t == nil || t.cmd != cmd || cmd == 0 {
 		return nil
@@ -564,10 +561,6 @@ func (m *machine) decisionRead(o *out, i decisionRead) {
 }
 
 func (m *machine) prepared(o *out, i prepared) {
-	if i.Cmd == m.busy {
-		m.busy = 0
-	}
-	defer m.pump(o)
 	t := m.tx(i.Tx, i.Cmd)
 	if t == nil || i.Cancelled {
 		return
@@ -608,10 +601,6 @@ func (m *machine) voteWritten(o *out, i voteWritten) {
 func (m *machine) abortReason(reason string) string { return m.cfg.ID + ": " + reason }
 
 func (m *machine) handled(o *out, i handled) {
-	if i.Cmd == m.busy {
-		m.busy = 0
-	}
-	defer m.pump(o)
 	t := m.tx(i.Tx, i.Cmd)
 	if t == nil || i.Cancelled {
 		return
