@@ -45,8 +45,7 @@ type Coordinator struct {
 	rq      zk.Conn             // conn, its requests traced
 	txs     metric.Int64Counter // zkrecipes.twophase.transactions
 	shell   *runtime.Shell[input, command]
-	watches map[string]context.Context // per transaction collected, its watches' end (see watching)
-	stop    map[string]context.CancelFunc
+	watches map[string]chan struct{} // per transaction collected, closed when its watches end (see watching)
 }
 
 // NewCoordinator returns a Coordinator of the transactions under root.
@@ -81,7 +80,7 @@ func NewCoordinator(conn zk.Conn, root string, opts ...Option) (*Coordinator, er
 	}
 	sp := spec(conn, root, o.id, o)
 	c := &Coordinator{conn: conn, p: paths{root}, o: o, tel: sp.Telemetry, rq: runtime.TraceConn(conn, sp.Telemetry, errorType)}
-	c.watches, c.stop = make(map[string]context.Context), make(map[string]context.CancelFunc)
+	c.watches = make(map[string]chan struct{})
 	c.txs, err = sp.Telemetry.Meter().Int64Counter("zkrecipes.twophase.transactions", metric.WithUnit("{transaction}"),
 		metric.WithDescription("Transactions decided by a coordinator, by outcome (committed, aborted) and abort reason."))
 	if err != nil {
@@ -256,22 +255,21 @@ func (c *Coordinator) exec(sh *runtime.Shell[input, command], cmd command, op ru
 	}
 }
 
-// watching is the context that ends when the collection of tx's votes
-// does (unwatch): a watch left on a transaction it decided fires only
-// when the transaction is deleted, and its goroutine would wait till
-// then. Both run on the actor, in the order of the machine's commands.
-func (c *Coordinator) watching(tx string) context.Context {
-	if _, ok := c.watches[tx]; !ok {
-		c.watches[tx], c.stop[tx] = context.WithCancel(context.Background())
+// watching is closed when the collection of tx's votes ends (unwatch):
+// a watch left on a transaction it decided fires only when the
+// transaction is deleted, and its goroutine would wait till then. Both
+// run on the actor, in the order of the machine's commands.
+func (c *Coordinator) watching(tx string) <-chan struct{} {
+	if c.watches[tx] == nil {
+		c.watches[tx] = make(chan struct{})
 	}
 	return c.watches[tx]
 }
 
 func (c *Coordinator) unwatch(tx string) {
-	if stop, ok := c.stop[tx]; ok {
-		stop()
+	if w := c.watches[tx]; w != nil {
+		close(w)
 		delete(c.watches, tx)
-		delete(c.stop, tx)
 	}
 }
 

@@ -234,8 +234,8 @@ func expecting(op runtime.Op) doFunc {
 }
 
 // execShared makes the commands both machines make; their watches are
-// given up when until ends (nil: never).
-func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do doFunc, until context.Context, cmd command) {
+// given up when until closes (nil: never).
+func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do doFunc, until <-chan struct{}, cmd command) {
 	switch c := cmd.(type) {
 	case readDecision:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -279,26 +279,22 @@ func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do do
 	}
 }
 
-// watch posts r, then waits for w to fire, or for until to end (nil:
+// watch posts r, then waits for w to fire, or for until to close (nil:
 // never): then the machine, which no longer waits for it, gets
 // NotWatching. After an error, or with no watch, r is the command's last
 // input.
-func watch(ctx, until context.Context, sh *runtime.Shell[input, command], r input, err error, w <-chan zk.WatchEvent, mk func(zk.EventType) input) (input, bool) {
+func watch(ctx context.Context, until <-chan struct{}, sh *runtime.Shell[input, command], r input, err error, w <-chan zk.WatchEvent, mk func(zk.EventType) input) (input, bool) {
 	if err != nil || w == nil {
 		return r, true
 	}
 	sh.Post(ctx, r, true)
-	var stop <-chan struct{}
-	if until != nil {
-		stop = until.Done()
-	}
 	select {
 	case ev, ok := <-w:
 		if !ok {
 			return mk(zk.EventNotWatching), true
 		}
 		return mk(ev.Type), true
-	case <-stop:
+	case <-until:
 		return mk(zk.EventNotWatching), true
 	case <-ctx.Done():
 		return nil, false
