@@ -30,6 +30,7 @@ type Options struct {
 	MeterProvider   metric.MeterProvider // where measurements go; default otel's global provider
 	SuspendedIsLost bool                 // SUSPENDED ends a grant (Config.SuspendedIsLost)
 	CloseTimeout    time.Duration        // how long Close waits for our nodes to be deleted
+	Mutex           bool                 // the handle is a mutex across goroutines (Acquire, Release)
 }
 
 // DefaultOptions are the defaults every recipe documents: SuspendedIsLost,
@@ -53,7 +54,9 @@ type Instance struct {
 
 	closing   chan struct{} // closed when Close begins
 	closeOnce sync.Once
-	turn      chan struct{} // holds a token while a mutex handle's hold lasts (Take)
+	turn      chan struct{} // Options.Mutex: holds a token while the handle's hold lasts
+	mu        sync.Mutex
+	mine      *runtime.Loss // Options.Mutex: the hold that has the turn
 }
 
 // Result is a call's answer: the machine's reply, and for a grant its
@@ -174,12 +177,54 @@ func (in *Instance) Close() error {
 	return in.shell.Close()
 }
 
-// Take waits for the handle's one hold, for a handle that is a mutex
-// across goroutines (as sync.Mutex): the caller holds it until it calls
-// Give, after its hold's Release was sent. With try it does not wait
-// (false, nil). Errors: ctx.Err(), or the recipe's Closed once Close has
-// begun.
-func (in *Instance) Take(ctx context.Context, try bool) (bool, error) {
+// Acquire opens the span of an acquire (a try_acquire for a.Try), with
+// attrs, and sends a as Do does. On a mutex Instance (Options.Mutex) it
+// first waits for the handle's turn, as sync.Mutex (a try does not wait:
+// not granted), and a grant keeps the turn until its Release. check, if
+// not nil, runs then, before a is sent: its error is the call's. Errors:
+// Do's, or the recipe's Closed once Close has begun.
+func (in *Instance) Acquire(ctx context.Context, a Acquire, check func() error, attrs ...attribute.KeyValue) (r Result, err error) {
+	op := "acquire"
+	if a.Try {
+		op = "try_acquire"
+	}
+	ctx, span := in.StartSpan(ctx, op, attrs...)
+	defer span.End()
+	defer func() {
+		switch {
+		case err != nil:
+			in.SpanError(span, err)
+		case r.Granted:
+			in.SpanGrant(span, r.Grant)
+		default:
+			span.SetAttributes(AttrAcquired.Bool(false))
+		}
+	}()
+	if in.opts.Mutex {
+		if took, err := in.take(ctx, a.Try); !took {
+			return Result{}, err
+		}
+		defer func() {
+			if err == nil && r.Granted {
+				in.mu.Lock()
+				in.mine = r.Loss
+				in.mu.Unlock()
+			} else {
+				<-in.turn
+			}
+		}()
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return Result{}, err
+		}
+	}
+	return in.Do(ctx, func(req uint64) Input { a.Req = req; return a })
+}
+
+// take waits for the handle's turn; with try it does not wait (false,
+// nil). Errors: ctx.Err(), or the recipe's Closed once Close has begun.
+func (in *Instance) take(ctx context.Context, try bool) (bool, error) {
 	if in.Closed() {
 		return false, in.errs.Closed
 	}
@@ -201,18 +246,47 @@ func (in *Instance) Take(ctx context.Context, try bool) (bool, error) {
 	}
 }
 
-// Give hands the hold Take gave to the next caller.
-func (in *Instance) Give() { <-in.turn }
-
-// Release sends a Release and waits for its answer, as Do does, and
-// reports whether it was sent: a Release not sent (ctx had ended) leaves
-// the hold as it was.
-func (in *Instance) Release(ctx context.Context, rel Release) (sent bool, err error) {
+// Release opens the span of a release, with attrs, and sends rel as Do
+// does: one hold of the grant whose Loss is loss, or (nil) of the
+// handle's. Elsewhere than on a mutex Instance, a grant that has ended is
+// NotHeld, wrapping its cause. On a mutex Instance only the grant that has
+// the turn releases (even when it has ended; any other is NotHeld), and
+// once rel is sent the turn goes to the next Acquire; a rel not sent (ctx
+// had ended) leaves the hold as it was.
+func (in *Instance) Release(ctx context.Context, loss *runtime.Loss, rel Release, attrs ...attribute.KeyValue) (err error) {
+	ctx, span := in.StartSpan(ctx, "release", attrs...)
+	defer span.End()
+	defer func() { in.SpanError(span, err) }()
+	switch {
+	case in.Closed():
+		return in.errs.Closed
+	case !in.opts.Mutex && loss != nil && loss.Err() != nil:
+		return fmt.Errorf("%w: %w", in.errs.NotHeld, loss.Err())
+	case !in.opts.Mutex:
+		_, err := in.Do(ctx, func(req uint64) Input { rel.Req = req; return rel })
+		return err
+	}
+	in.mu.Lock()
+	mine := in.mine
+	if mine == nil || (loss != nil && loss != mine) {
+		in.mu.Unlock()
+		return in.errs.NotHeld
+	}
+	in.mine = nil
+	in.mu.Unlock()
+	sent := false
 	_, err = in.Do(ctx, func(req uint64) Input { // called only when the input is sent
 		sent, rel.Req = true, req
 		return rel
 	})
-	return sent, err
+	if !sent {
+		in.mu.Lock()
+		in.mine = mine
+		in.mu.Unlock()
+		return err
+	}
+	<-in.turn
+	return err
 }
 
 // Closed reports whether Close was called.

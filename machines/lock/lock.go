@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -55,11 +54,8 @@ var (
 // that holds waits until that hold is released, by any goroutine (unless
 // WithReentrant). Its methods are safe for concurrent use.
 type Lock struct {
-	path      string
-	inst      *contention.Instance
-	reentrant bool
-	mu        sync.Mutex
-	mine      *Grant // not reentrant: the hold that has the handle's turn
+	path string
+	inst *contention.Instance
 }
 
 // Option configures a Lock.
@@ -135,6 +131,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 		}
 	}
 	o.ID = cmp.Or(o.ID, uuid.NewString())
+	o.Mutex = !o.reentrant
 	inst, err := contention.Open(conn, contention.Config{
 		Dir:     path,
 		Markers: []string{Marker},
@@ -155,7 +152,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Lock{path: path, inst: inst, reentrant: o.reentrant}, nil
+	return &Lock{path: path, inst: inst}, nil
 }
 
 // Grant is one hold of the lock.
@@ -199,7 +196,9 @@ func (g *Grant) Guard() *zk.CheckOp { return &zk.CheckOp{Path: g.node, Version: 
 
 // Release gives back this hold, as Lock.Release does. ErrNotHeld, wrapping
 // Err, once the hold has ended.
-func (g *Grant) Release(ctx context.Context) error { return g.l.release(ctx, g) }
+func (g *Grant) Release(ctx context.Context) error {
+	return g.l.inst.Release(ctx, g.loss, contention.Release{})
+}
 
 // Acquire blocks until the lock is held, ctx ends, or the session is lost.
 // On a handle that holds it waits until that hold is released (with
@@ -219,40 +218,11 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, *Grant, error) {
 	return l.acquire(ctx, true)
 }
 
-func (l *Lock) acquire(ctx context.Context, try bool) (ok bool, g *Grant, err error) {
-	name := "acquire"
-	if try {
-		name = "try_acquire"
-	}
-	ctx, span := l.inst.StartSpan(ctx, name)
-	defer span.End()
-	defer func() {
-		switch {
-		case err != nil:
-			l.inst.SpanError(span, err)
-		case !ok:
-			span.SetAttributes(contention.AttrAcquired.Bool(false))
-		}
-	}()
-	if !l.reentrant {
-		if took, err := l.inst.Take(ctx, try); !took {
-			return false, nil, err
-		}
-		defer func() {
-			if ok {
-				l.mu.Lock()
-				l.mine = g
-				l.mu.Unlock()
-			} else {
-				l.inst.Give()
-			}
-		}()
-	}
-	r, err := l.inst.Do(ctx, func(req uint64) contention.Input { return contention.Acquire{Req: req, Try: try} })
+func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
+	r, err := l.inst.Acquire(ctx, contention.Acquire{Try: try}, nil)
 	if err != nil || !r.Granted {
 		return false, nil, err
 	}
-	l.inst.SpanGrant(span, r.Grant)
 	return true, &Grant{l: l, node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss, revoke: r.Revoke}, nil
 }
 
@@ -262,44 +232,8 @@ func (l *Lock) acquire(ctx context.Context, try bool) (ok bool, g *Grant, err er
 // ErrNotHeld when the handle holds nothing; also after the hold was lost,
 // which a handle that is no WithReentrant one still releases so: until
 // then its next Acquire waits.
-func (l *Lock) Release(ctx context.Context) error { return l.release(ctx, nil) }
-
-// release gives back one hold: g's, or (nil) the handle's.
-func (l *Lock) release(ctx context.Context, g *Grant) error {
-	ctx, span := l.inst.StartSpan(ctx, "release")
-	defer span.End()
-	err := l.releaseHold(ctx, g)
-	l.inst.SpanError(span, err)
-	return err
-}
-
-func (l *Lock) releaseHold(ctx context.Context, g *Grant) error {
-	switch {
-	case l.inst.Closed():
-		return ErrClosed
-	case l.reentrant && g != nil && g.Err() != nil:
-		return fmt.Errorf("%w: %w", ErrNotHeld, g.Err())
-	case l.reentrant:
-		_, err := l.inst.Release(ctx, contention.Release{})
-		return err
-	}
-	l.mu.Lock()
-	mine := l.mine
-	if mine == nil || (g != nil && g != mine) {
-		l.mu.Unlock()
-		return ErrNotHeld
-	}
-	l.mine = nil
-	l.mu.Unlock()
-	sent, err := l.inst.Release(ctx, contention.Release{})
-	if !sent {
-		l.mu.Lock()
-		l.mine = mine
-		l.mu.Unlock()
-		return err
-	}
-	l.inst.Give()
-	return err
+func (l *Lock) Release(ctx context.Context) error {
+	return l.inst.Release(ctx, nil, contention.Release{})
 }
 
 // Path is the lock's directory, as given to New.

@@ -176,6 +176,7 @@ func open(rw *RWLock, conn zk.Conn, path string, write bool, o options) (*Lock, 
 	}
 	data := []byte(o.ID) // the participant's id: Holder.ID
 	o.ID += "/" + kind
+	o.Mutex = write && !o.reentrant
 	inst, err := contention.Open(conn, contention.Config{
 		Dir:       path,
 		Data:      data,
@@ -188,7 +189,7 @@ func open(rw *RWLock, conn zk.Conn, path string, write bool, o options) (*Lock, 
 	if err != nil {
 		return nil, err
 	}
-	return &Lock{rw: rw, kind: kind, inst: inst, mutex: write && !o.reentrant}, nil
+	return &Lock{rw: rw, kind: kind, inst: inst}, nil
 }
 
 // Path is the lock's directory, as given to New.
@@ -254,8 +255,6 @@ type Lock struct {
 	calls atomic.Int32 // Acquire calls under way (the read lock's make a write Acquire an upgrade)
 	mu    sync.Mutex
 	grant *Grant // the latest grant (the write lock's: what a downgrade sits beside)
-	mutex bool   // the write lock, not WithReentrant: one hold at a time
-	mine  *Grant // mutex: the hold that has the lock's turn
 }
 
 // Grant is one hold of a read or write lock.
@@ -295,7 +294,7 @@ func (g *Grant) Guard() *zk.CheckOp { return &zk.CheckOp{Path: g.node, Version: 
 
 // Release gives back this hold, as Lock.Release does. ErrNotHeld, wrapping
 // Err, once the hold has ended.
-func (g *Grant) Release(ctx context.Context) error { return g.l.release(ctx, g) }
+func (g *Grant) Release(ctx context.Context) error { return g.l.release(ctx, g.loss) }
 
 // Acquire blocks until the lock is held, ctx ends, or the session is lost.
 // A held read lock returns the same grant with one more hold; a held write
@@ -318,62 +317,40 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, *Grant, error) {
 	return l.acquire(ctx, true)
 }
 
-func (l *Lock) acquire(ctx context.Context, try bool) (ok bool, g *Grant, err error) {
-	name := "acquire"
-	if try {
-		name = "try_acquire"
-	}
-	ctx, span := l.inst.StartSpan(ctx, name, AttrMode.String(l.kind))
-	defer span.End()
-	defer func() {
-		switch {
-		case err != nil:
-			l.inst.SpanError(span, err)
-		case !ok:
-			span.SetAttributes(contention.AttrAcquired.Bool(false))
-		}
-	}()
-	if l.mutex {
-		if took, err := l.inst.Take(ctx, try); !took {
-			return false, nil, err
-		}
-		defer func() {
-			if ok {
-				l.mu.Lock()
-				l.mine = g
-				l.mu.Unlock()
-			} else {
-				l.inst.Give()
-			}
-		}()
-	}
+func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 	in := contention.Acquire{Try: try}
-	switch {
-	case l == l.rw.write && l.held() == nil && (l.rw.read.held() != nil || l.rw.read.calls.Load() > 0):
-		return false, nil, fmt.Errorf("%w: the read lock is held or being acquired", ErrUpgrade)
-	case l == l.rw.read:
+	attrs := []attribute.KeyValue{AttrMode.String(l.kind)}
+	if l == l.rw.read {
 		l.rw.downgrade.Lock()
 		if w := l.rw.write.held(); w != nil {
 			in.Beside = w.node
-			span.SetAttributes(attribute.Bool("zkrecipes.rwlock.downgrade", true))
+			attrs = append(attrs, attribute.Bool("zkrecipes.rwlock.downgrade", true))
 			defer l.rw.downgrade.Unlock() // until the reader is made
 		} else {
 			l.rw.downgrade.Unlock()
 		}
 	}
 	l.calls.Add(1)
-	r, err := l.inst.Do(ctx, func(req uint64) contention.Input { in.Req = req; return in })
+	r, err := l.inst.Acquire(ctx, in, l.upgrade, attrs...)
 	l.calls.Add(-1)
 	if err != nil || !r.Granted {
 		return false, nil, err
 	}
-	l.inst.SpanGrant(span, r.Grant)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.grant == nil || l.grant.loss != r.Loss {
 		l.grant = &Grant{l: l, node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss, revoke: r.Revoke}
 	}
 	return true, l.grant, nil
+}
+
+// upgrade refuses the write lock while the participant holds or is
+// acquiring only the read lock.
+func (l *Lock) upgrade() error {
+	if l == l.rw.write && l.held() == nil && (l.rw.read.held() != nil || l.rw.read.calls.Load() > 0) {
+		return fmt.Errorf("%w: the read lock is held or being acquired", ErrUpgrade)
+	}
+	return nil
 }
 
 // held returns the lock's grant while it lasts, nil otherwise.
@@ -393,22 +370,8 @@ func (l *Lock) held() *Grant {
 // until then its next Acquire waits.
 func (l *Lock) Release(ctx context.Context) error { return l.release(ctx, nil) }
 
-// release gives back one hold: g's, or (nil) the lock's.
-func (l *Lock) release(ctx context.Context, g *Grant) error {
-	ctx, span := l.inst.StartSpan(ctx, "release", AttrMode.String(l.kind))
-	defer span.End()
-	err := l.releaseHold(ctx, g)
-	l.inst.SpanError(span, err)
-	return err
-}
-
-func (l *Lock) releaseHold(ctx context.Context, g *Grant) error {
-	switch {
-	case l.inst.Closed():
-		return ErrClosed
-	case !l.mutex && g != nil && g.Err() != nil:
-		return fmt.Errorf("%w: %w", ErrNotHeld, g.Err())
-	}
+// release gives back one hold: loss's grant's, or (nil) the lock's.
+func (l *Lock) release(ctx context.Context, loss *runtime.Loss) error {
 	in := contention.Release{}
 	if l == l.rw.write {
 		// A writer that leaves no reader of ours beside it releases with
@@ -419,27 +382,7 @@ func (l *Lock) releaseHold(ctx context.Context, g *Grant) error {
 		defer l.rw.downgrade.Unlock()
 		in.NoMark = l.rw.read.held() != nil
 	}
-	if !l.mutex {
-		_, err := l.inst.Release(ctx, in)
-		return err
-	}
-	l.mu.Lock()
-	mine := l.mine
-	if mine == nil || (g != nil && g != mine) {
-		l.mu.Unlock()
-		return ErrNotHeld
-	}
-	l.mine = nil
-	l.mu.Unlock()
-	sent, err := l.inst.Release(ctx, in)
-	if !sent {
-		l.mu.Lock()
-		l.mine = mine
-		l.mu.Unlock()
-		return err
-	}
-	l.inst.Give()
-	return err
+	return l.inst.Release(ctx, loss, in, AttrMode.String(l.kind))
 }
 
 // Path is the lock's directory, as given to New.
