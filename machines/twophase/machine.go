@@ -223,13 +223,9 @@ func (m *machine) Step(in input) out {
 	case voteWritten:
 		m.voteWritten(&o, i)
 	case decided:
-		t := m.tx(i.Tx, i.Cmd)
-		if t == nil {
-			break
-		}
+		t := m.tx(&o, i.Tx, i.Cmd, i.Err) // on an error, made again at the resync
 		switch {
-		case i.Err != nil:
-			m.fail(&o) // made again at the resync
+		case t == nil:
 		case i.Gone:
 			t.st = stHandled
 			m.advance(&o, t)
@@ -240,16 +236,10 @@ func (m *machine) Step(in input) out {
 	case handled:
 		m.handled(&o, i)
 	case entryDeleted:
-		t := m.tx(i.Tx, i.Cmd)
-		if t == nil {
-			break
+		if t := m.tx(&o, i.Tx, i.Cmd, i.Err); t != nil {
+			delete(m.txs, t.id)
+			m.done[t.id] = m.nextCmd
 		}
-		if i.Err != nil {
-			m.fail(&o)
-			break
-		}
-		delete(m.txs, t.id)
-		m.done[t.id] = m.nextCmd
 	case deregistered:
 		if i.Cmd == m.deregCmd {
 			m.deregCmd, m.deregLeft = 0, i.Err != nil && m.closing != 0
@@ -426,9 +416,10 @@ func (m *machine) inboxListed(o *out, i inboxListed) {
 	clear(m.done) // listings made from now on are made after those deletes
 }
 
-// tx is the transaction id whose command cmd is answered, or nil for a
-// stale reply; its command is done (a handler call's: the handler is free).
-func (m *machine) tx(id string, cmd uint64) *ptx {
+// tx is the transaction id whose command cmd is answered with err, or
+// nil for a stale reply or an error (then a resync follows); its command
+// is done (a handler call's: the handler is free).
+func (m *machine) tx(o *out, id string, cmd uint64, err error) *ptx {
 	if cmd == m.busy {
 		m.busy = 0
 	}
@@ -437,6 +428,10 @@ func (m *machine) tx(id string, cmd uint64) *ptx {
 		return nil
 	}
 	t.cmd = 0
+	if err != nil {
+		m.fail(o)
+		return nil
+	}
 	return t
 }
 
@@ -507,14 +502,11 @@ func (m *machine) pump(o *out) {
 }
 
 func (m *machine) loaded(o *out, i loaded) {
-	t := m.tx(i.Tx, i.Cmd)
+	t := m.tx(o, i.Tx, i.Cmd, i.Err)
 	if t == nil {
 		return
 	}
 	switch {
-	case i.Err != nil:
-		m.fail(o)
-		return
 	case i.Gone, i.Bad:
 		t.st = stHandled // gone (retention), or not ours to read: nothing to learn
 	case i.DecGone:
@@ -561,7 +553,7 @@ func (m *machine) decisionRead(o *out, i decisionRead) {
 }
 
 func (m *machine) prepared(o *out, i prepared) {
-	t := m.tx(i.Tx, i.Cmd)
+	t := m.tx(o, i.Tx, i.Cmd, nil)
 	if t == nil || i.Cancelled {
 		return
 	}
@@ -572,14 +564,11 @@ func (m *machine) prepared(o *out, i prepared) {
 }
 
 func (m *machine) voteWritten(o *out, i voteWritten) {
-	t := m.tx(i.Tx, i.Cmd)
+	t := m.tx(o, i.Tx, i.Cmd, i.Err)
 	if t == nil {
 		return
 	}
 	switch {
-	case i.Err != nil:
-		m.fail(o)
-		return
 	case i.Gone:
 		t.st = stLoad // the transaction is gone
 	default:
@@ -601,7 +590,7 @@ func (m *machine) voteWritten(o *out, i voteWritten) {
 func (m *machine) abortReason(reason string) string { return m.cfg.ID + ": " + reason }
 
 func (m *machine) handled(o *out, i handled) {
-	t := m.tx(i.Tx, i.Cmd)
+	t := m.tx(o, i.Tx, i.Cmd, nil)
 	if t == nil || i.Cancelled {
 		return
 	}
