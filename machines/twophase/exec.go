@@ -192,13 +192,13 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 				return err
 			})
 			if r.Err == nil {
-				p.endSpan(c.Tx)
+				p.endSpans(c.Tx)
 			}
 			return r, true
 		})
 	case deregister:
 		sh.Go(func(ctx context.Context) (input, bool) {
-			p.endSpans()
+			p.endSpans("")
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			err := do(dctx, "delete", func(ctx context.Context) error {
@@ -384,20 +384,14 @@ func (p *Participant) handlerCtx(tx, name string) (context.Context, trace.Span) 
 	return p.tel.Start(trace.ContextWithSpan(sctx, ts), name, trace.SpanKindInternal, AttrTx.String(tx))
 }
 
-func (p *Participant) endSpan(tx string) {
+// endSpans ends the span of transaction tx, or every one ("").
+func (p *Participant) endSpans(tx string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if s, ok := p.spans[tx]; ok {
-		s.End()
-		delete(p.spans, tx)
-	}
-}
-
-func (p *Participant) endSpans() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for tx, s := range p.spans {
-		s.End()
-		delete(p.spans, tx)
+	for id, s := range p.spans {
+		if tx == "" || id == tx {
+			s.End()
+			delete(p.spans, id)
+		}
 	}
 }
