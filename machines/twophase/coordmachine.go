@@ -134,8 +134,7 @@ func (m *coordMachine) Step(in input) out {
 		m.abandon(&o, i.Req, i.Tx)
 	case shutdown:
 		m.closing = i.Req
-		ids := slices.Sorted(maps.Keys(m.txs))
-		for _, id := range ids {
+		for _, id := range slices.Sorted(maps.Keys(m.txs)) {
 			if t := m.txs[id]; t.st <= ctDecide {
 				m.reply(&o, t.req, nil, ErrClosed)
 				t.req = 0
@@ -184,7 +183,7 @@ func (m *coordMachine) Step(in input) out {
 			m.queue(t)
 		}
 	case votesListed:
-		if t := m.watch(i.Tx, i.Cmd, func(t *ctTx) uint64 { return t.votes }); t != nil {
+		if t := m.watch(i.Tx, i.Cmd); t != nil {
 			switch {
 			case i.Err != nil:
 				m.retry(&o, t)
@@ -205,11 +204,11 @@ func (m *coordMachine) Step(in input) out {
 			}
 		}
 	case votesEvent:
-		if t := m.watch(i.Tx, i.Cmd, func(t *ctTx) uint64 { return t.votes }); t != nil {
+		if t := m.watch(i.Tx, i.Cmd); t != nil {
 			m.rewatch(&o, t, i.Type, &t.votes, func(c uint64) command { return watchVotes{Cmd: c, Tx: t.id} })
 		}
 	case decisionRead:
-		if t := m.watch(i.Tx, i.Cmd, func(t *ctTx) uint64 { return t.dec }); t != nil {
+		if t := m.watch(i.Tx, i.Cmd); t != nil {
 			switch {
 			case i.Err != nil:
 				m.retry(&o, t)
@@ -220,13 +219,13 @@ func (m *coordMachine) Step(in input) out {
 			}
 		}
 	case decisionEvent:
-		if t := m.watch(i.Tx, i.Cmd, func(t *ctTx) uint64 { return t.dec }); t != nil {
+		if t := m.watch(i.Tx, i.Cmd); t != nil {
 			m.rewatch(&o, t, i.Type, &t.dec, func(c uint64) command {
 				return readDecision{Cmd: c, Tx: t.id, Made: i.Type == zk.EventNodeCreated}
 			})
 		}
 	case coordWatched:
-		if t := m.watch(i.Tx, i.Cmd, func(t *ctTx) uint64 { return t.coord }); t != nil {
+		if t := m.watch(i.Tx, i.Cmd); t != nil {
 			switch {
 			case i.Err != nil:
 				m.retry(&o, t)
@@ -238,7 +237,7 @@ func (m *coordMachine) Step(in input) out {
 			}
 		}
 	case coordEvent:
-		if t := m.watch(i.Tx, i.Cmd, func(t *ctTx) uint64 { return t.coord }); t != nil {
+		if t := m.watch(i.Tx, i.Cmd); t != nil {
 			m.rewatch(&o, t, i.Type, &t.coord, func(c uint64) command { return watchCoord{Cmd: c, Tx: t.id} })
 		}
 	case decided:
@@ -344,10 +343,10 @@ func (m *coordMachine) watchOthers(o *out, t *ctTx) {
 	o.Commands = append(o.Commands, readDecision{Cmd: t.dec, Tx: t.id}, watchVotes{Cmd: t.votes, Tx: t.id})
 }
 
-// watch finds the collecting transaction whose watch (of which) answers.
-func (m *coordMachine) watch(tx string, cmd uint64, which func(*ctTx) uint64) *ctTx {
+// watch finds the collecting transaction whose watch cmd answers.
+func (m *coordMachine) watch(tx string, cmd uint64) *ctTx {
 	t := m.txs[tx]
-	if t == nil || t.st != ctCollect || cmd == 0 || which(t) != cmd {
+	if t == nil || t.st != ctCollect || cmd == 0 || cmd != t.votes && cmd != t.dec && cmd != t.coord {
 		return nil
 	}
 	return t
