@@ -188,7 +188,7 @@ func (m *coordMachine) Step(in input) out {
 			case i.Err != nil:
 				m.retry(&o, t)
 			default:
-				t.b.reset()
+				t.b = backoff{}
 				for _, id := range i.Kids {
 					if slices.Contains(t.participants, id) {
 						t.voted[id] = true

@@ -178,7 +178,7 @@ func (m *machine) Step(in input) out {
 			break
 		}
 		m.registered, m.failed = true, false
-		m.b.reset()
+		m.b = backoff{}
 	case regEvent:
 		if i.Cmd == m.regCmd && m.serving != 0 {
 			m.register(&o)
@@ -266,7 +266,7 @@ func (m *machine) serve(o *out, req uint64) {
 		return
 	}
 	m.serving, m.txs, m.done, m.failed = req, make(map[string]*ptx), make(map[string]uint64), false
-	m.b.reset()
+	m.b = backoff{}
 	// The inbox first: once we are registered, Proposes naming us find
 	// it. Registering follows its listing.
 	m.listInbox(o)

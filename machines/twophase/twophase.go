@@ -190,18 +190,16 @@ func validRoot(root string) error {
 // paths is the layout under a root.
 type paths struct{ root string }
 
-func (p paths) participants() string         { return zk.Join(p.root, "participants") }
-func (p paths) participant(id string) string { return zk.Join(p.participants(), id) }
-func (p paths) inbox(id string) string       { return zk.Join(zk.Join(p.root, "inbox"), id) }
-func (p paths) inboxEntry(id, tx string) string {
-	return zk.Join(p.inbox(id), tx)
-}
-func (p paths) txs() string                  { return zk.Join(p.root, "tx") }
-func (p paths) tx(id string) string          { return zk.Join(p.txs(), id) }
-func (p paths) coordinator(tx string) string { return zk.Join(p.tx(tx), "coordinator") }
-func (p paths) votes(tx string) string       { return zk.Join(p.tx(tx), "votes") }
-func (p paths) vote(tx, id string) string    { return zk.Join(p.votes(tx), id) }
-func (p paths) decision(tx string) string    { return zk.Join(p.tx(tx), "decision") }
+func (p paths) participants() string            { return zk.Join(p.root, "participants") }
+func (p paths) participant(id string) string    { return zk.Join(p.participants(), id) }
+func (p paths) inbox(id string) string          { return zk.Join(zk.Join(p.root, "inbox"), id) }
+func (p paths) inboxEntry(id, tx string) string { return zk.Join(p.inbox(id), tx) }
+func (p paths) txs() string                     { return zk.Join(p.root, "tx") }
+func (p paths) tx(id string) string             { return zk.Join(p.txs(), id) }
+func (p paths) coordinator(tx string) string    { return zk.Join(p.tx(tx), "coordinator") }
+func (p paths) votes(tx string) string          { return zk.Join(p.tx(tx), "votes") }
+func (p paths) vote(tx, id string) string       { return zk.Join(p.votes(tx), id) }
+func (p paths) decision(tx string) string       { return zk.Join(p.tx(tx), "decision") }
 
 // txData is a transaction node's data.
 type txData struct {
@@ -321,5 +319,3 @@ func (b *backoff) next() time.Duration {
 	}
 	return b.d
 }
-
-func (b *backoff) reset() { b.d = 0 }
