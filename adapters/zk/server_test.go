@@ -2,36 +2,23 @@ package zk
 
 import (
 	"bufio"
-	"fmt"
+	"context"
 	"io"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zkrecipes/zkrecipes/testkit/zkserver"
 )
 
-// The real-server tests share one standalone ZooKeeper 3.8 (Debian's jars),
-// started on first use and stopped by TestMain. testkit has the full
-// launcher, but testkit imports this package, so its internal tests keep
-// this small one.
-
-const zkClasspath = "/usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar:/usr/share/java/slf4j-simple.jar"
-
-type zkServer struct {
-	addr   string
-	dir    string
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when the JVM has exited
-}
-
+// The real-server tests share one standalone ZooKeeper 3.8, started by
+// package zkserver (which, unlike testkit, does not import this package) on
+// first use and stopped by TestMain.
 var (
 	sharedOnce sync.Once
-	shared     *zkServer
+	shared     *zkserver.Server
 	sharedErr  error
 )
 
@@ -40,11 +27,9 @@ var (
 func needServer(t testing.TB) string {
 	t.Helper()
 	sharedOnce.Do(func() {
-		for range 3 { // the free port found may be taken before the JVM binds it
-			if shared, sharedErr = startZK(); sharedErr == nil {
-				return
-			}
-		}
+		shared, sharedErr = zkserver.Launch(context.Background(),
+			zkserver.WithQuickJIT(true), zkserver.WithMaxSessionTimeout(4*time.Second), // sessions of 400 ms .. 4 s
+			zkserver.WithContainerCheckInterval(100*time.Millisecond), zkserver.WithStartTimeout(30*time.Second))
 	})
 	if sharedErr != nil {
 		if os.Getenv("ZK_REQUIRED") == "1" {
@@ -52,140 +37,13 @@ func needServer(t testing.TB) string {
 		}
 		t.Skipf("ZooKeeper server cannot start: %v", sharedErr)
 	}
-	return shared.addr
+	return shared.Addr()
 }
 
 func stopSharedServer() {
 	if shared != nil {
-		shared.stop()
+		shared.Close()
 	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-func startZK() (*zkServer, error) {
-	java, err := exec.LookPath("java")
-	if err != nil {
-		return nil, err
-	}
-	for _, jar := range strings.Split(zkClasspath, ":") {
-		if _, err := os.Stat(jar); err != nil {
-			return nil, err
-		}
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "zkadapter-")
-	if err != nil {
-		return nil, err
-	}
-	cfg := strings.Join([]string{
-		"tickTime=200", // sessions of 400 ms .. 4 s
-		"initLimit=10",
-		"syncLimit=5",
-		"dataDir=" + filepath.Join(dir, "data"),
-		fmt.Sprintf("clientPort=%d", port),
-		"clientPortAddress=127.0.0.1",
-		"maxClientCnxns=0",
-		"4lw.commands.whitelist=*",
-		"admin.enableServer=false",
-		"forceSync=no",
-	}, "\n") + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	logf, err := os.Create(filepath.Join(dir, "zk.log"))
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	defer logf.Close()
-	cmd := exec.Command(java, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Djava.net.preferIPv4Stack=true",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-		"-Dznode.container.checkIntervalMs=100",
-		"-cp", zkClasspath, "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-		filepath.Join(dir, "zoo.cfg"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	s := &zkServer{addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		cmd.Wait()
-		close(s.exited)
-	}()
-	if err := s.waitReady(30 * time.Second); err != nil {
-		s.stop()
-		return nil, err
-	}
-	return s, nil
-}
-
-// waitReady polls the four-letter word ruok until the server answers imok.
-func (s *zkServer) waitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if fourLetter(s.addr, "ruok") == "imok" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("ZooKeeper on %s not ready after %v", s.addr, timeout)
-		}
-		select {
-		case <-s.exited:
-			log, _ := os.ReadFile(filepath.Join(s.dir, "zk.log"))
-			return fmt.Errorf("ZooKeeper exited during start: %s", lastLines(string(log), 5))
-		case <-tick.C:
-		}
-	}
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-func fourLetter(addr, word string) string {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return ""
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte(word)); err != nil {
-		return ""
-	}
-	var b strings.Builder
-	sc := bufio.NewScanner(c)
-	for sc.Scan() {
-		b.WriteString(sc.Text())
-	}
-	return b.String()
-}
-
-func (s *zkServer) stop() {
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(5 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.exited
-	}
-	os.RemoveAll(s.dir)
 }
 
 // proxy is a loopback TCP proxy in front of the server, for fault
