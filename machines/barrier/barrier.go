@@ -85,7 +85,7 @@ type Barrier struct {
 	path  string
 	id    string
 	tel   *runtime.Telemetry
-	shell *runtime.Shell[fmt.Stringer, command]
+	shell *runtime.Shell[input, command]
 }
 
 // BarrierOption is Option.
@@ -118,15 +118,15 @@ func New(conn zk.Conn, path string, opts ...Option) (*Barrier, error) {
 	}
 	b := &Barrier{conn: conn, path: path, id: o.id, tel: runtime.NewTelemetry(conn, runtime.TelemetryConfig{
 		TracerProvider: o.tp, MeterProvider: o.mp, Scope: ScopeName, Version: Version, Recipe: "barrier", Path: path, Instance: o.id})}
-	b.shell = runtime.Run[fmt.Stringer, command](conn, newBarrierMachine(), runtime.Spec[fmt.Stringer, command]{
+	b.shell = runtime.Run[input, command](conn, newBarrierMachine(), runtime.Spec[input, command]{
 		Recipe: "barrier", Path: path, Instance: o.id, Telemetry: b.tel,
 		Exec:         b.exec,
-		Session:      func(ev zk.SessionEvent) fmt.Stringer { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
-		Withdraw:     func(_ fmt.Stringer, req uint64) (fmt.Stringer, bool) { return cancelReq{Req: req}, true },
+		Session:      func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
+		Withdraw:     func(_ input, req uint64) (input, bool) { return cancelReq{Req: req}, true },
 		ErrorType:    errorType,
 		Closed:       ErrClosed,
-		Shutdown:     func(req uint64) fmt.Stringer { return shutdown{Req: req} },
-		HandOver:     func(req uint64) fmt.Stringer { return shutdown{Req: req} }, // never needed: nothing to delete
+		Shutdown:     func(req uint64) input { return shutdown{Req: req} },
+		HandOver:     func(req uint64) input { return shutdown{Req: req} }, // never needed: nothing to delete
 		CloseTimeout: o.closeTimeout,
 	})
 	return b, nil
@@ -180,7 +180,7 @@ func (b *Barrier) Remove(ctx context.Context) error { return b.call(ctx, opRemov
 func (b *Barrier) Wait(ctx context.Context) error { return b.call(ctx, opWait) }
 
 func (b *Barrier) call(ctx context.Context, op barrierOp) error {
-	_, err := call(ctx, b.tel, b.shell, string(op), func(req uint64) fmt.Stringer { return barrierCall{Req: req, Op: op} })
+	_, err := call(ctx, b.tel, b.shell, string(op), func(req uint64) input { return barrierCall{Req: req, Op: op} })
 	return err
 }
 
@@ -190,9 +190,9 @@ func (b *Barrier) Close() error { return b.shell.Close() }
 
 // exec makes a call's request off the actor and posts its reply (and a
 // watch's event) back.
-func (b *Barrier) exec(sh *runtime.Shell[fmt.Stringer, command], cmd command, op runtime.Op) {
+func (b *Barrier) exec(sh *runtime.Shell[input, command], cmd command, op runtime.Op) {
 	c := cmd.(barrierReq)
-	sh.Go(func(ctx context.Context) (fmt.Stringer, bool) {
+	sh.Go(func(ctx context.Context) (input, bool) {
 		r := barrierReply{Cmd: c.Cmd}
 		var w <-chan zk.WatchEvent
 		switch c.Op {

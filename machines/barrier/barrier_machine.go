@@ -90,7 +90,7 @@ func (m *barrierMachine) Start() out {
 	return out{Events: []events.Event{{Type: events.Start, State: m.State()}}}
 }
 
-func (m *barrierMachine) Step(in fmt.Stringer) out {
+func (m *barrierMachine) Step(in input) out {
 	var o out
 	switch i := in.(type) {
 	case barrierCall:

@@ -199,7 +199,7 @@ func (d *DoubleBarrier) Leave(ctx context.Context) error {
 }
 
 // call runs one call of a handle's machine in an INTERNAL span named name.
-func call[In any](ctx context.Context, tel *runtime.Telemetry, sh *runtime.Shell[In, command], name string, mk func(req uint64) In, attrs ...attribute.KeyValue) (runtime.Answer, error) {
+func call(ctx context.Context, tel *runtime.Telemetry, sh *runtime.Shell[input, command], name string, mk func(req uint64) input, attrs ...attribute.KeyValue) (runtime.Answer, error) {
 	ctx, span := tel.Start(ctx, name, trace.SpanKindInternal, attrs...)
 	defer span.End()
 	a, err := sh.Do(ctx, mk)

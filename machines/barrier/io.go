@@ -6,12 +6,9 @@ import (
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
 
-// input is everything that can happen to a DoubleBarrier's machine: a
-// call, a reply to one of its commands, a watch firing, a session change.
-type input interface {
-	isInput()
-	String() string
-}
+// input is everything that can happen to a machine: a call, a reply to
+// one of its commands, a watch firing, a session change.
+type input = fmt.Stringer
 
 // enterCall asks to enter; leaveCall to leave.
 type enterCall struct{ Req uint64 }
@@ -123,24 +120,6 @@ type readyDeleted struct {
 	Cmd uint64
 	Err error
 }
-
-func (enterCall) isInput()     {}
-func (enterRefused) isInput()  {}
-func (leaveCall) isInput()     {}
-func (cancelReq) isInput()     {}
-func (shutdown) isInput()      {}
-func (handover) isInput()      {}
-func (sessionChange) isInput() {}
-func (probed) isInput()        {}
-func (joined) isInput()        {}
-func (readyOpened) isInput()   {}
-func (readyWatched) isInput()  {}
-func (readyEvent) isInput()    {}
-func (leaveListed) isInput()   {}
-func (memberDeleted) isInput() {}
-func (nodeWatched) isInput()   {}
-func (nodeGone) isInput()      {}
-func (readyDeleted) isInput()  {}
 
 func (i enterCall) String() string  { return fmt.Sprintf("enter req=%d", i.Req) }
 func (i leaveCall) String() string  { return fmt.Sprintf("leave req=%d", i.Req) }
