@@ -159,9 +159,7 @@ type common struct {
 }
 
 func newCommon(cmd, synopsis string, stderr io.Writer) *common {
-	c := &common{fs: flag.NewFlagSet("zkr "+cmd, flag.ContinueOnError), synopsis: synopsis, stderr: stderr}
-	c.fs.SetOutput(io.Discard) // a bad flag is one line, printed by fail
-	c.fs.Usage = func() {}
+	c := &common{fs: newFlags(cmd), synopsis: synopsis, stderr: stderr}
 	c.fs.StringVar(&c.servers, "zk", os.Getenv("ZKR_SERVERS"), "ZooKeeper servers host:port[,host:port...] (default $ZKR_SERVERS)")
 	c.fs.DurationVar(&c.session, "session", 10*time.Second, "session timeout")
 	c.fs.DurationVar(&c.connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for a server to answer")
@@ -169,17 +167,34 @@ func newCommon(cmd, synopsis string, stderr io.Writer) *common {
 	return c
 }
 
-// parse parses args and checks the common flags. -h prints the usage and
-// returns flag.ErrHelp.
-func (c *common) parse(args []string) error {
-	if err := c.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(c.stderr, "usage: "+c.synopsis)
-			c.fs.SetOutput(c.stderr)
-			c.fs.PrintDefaults()
-			return err
-		}
+// newFlags is the flag set of subcommand cmd.
+func newFlags(cmd string) *flag.FlagSet {
+	fs := flag.NewFlagSet("zkr "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // a bad flag is one line, printed by fail
+	fs.Usage = func() {}
+	return fs
+}
+
+// parseFlags parses args into fs. -h prints the usage, synopsis then the
+// flags, and returns flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, synopsis string, stderr io.Writer, args []string) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stderr, "usage: "+synopsis)
+		fs.SetOutput(stderr)
+		fs.PrintDefaults()
+		return err
+	}
+	if err != nil {
 		return usageError{err.Error()}
+	}
+	return nil
+}
+
+// parse parses args and checks the common flags.
+func (c *common) parse(args []string) error {
+	if err := parseFlags(c.fs, c.synopsis, c.stderr, args); err != nil {
+		return err
 	}
 	switch {
 	case c.servers == "":

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 
 	"github.com/zkrecipes/zkrecipes/testkit/zkserver"
 )
@@ -16,19 +13,11 @@ const serverSynopsis = "zkr server [-port N] [-data DIR]"
 // foreground: it prints the server's address and stops it at SIGINT or
 // SIGTERM.
 func serverCmd(e *env, args []string) int {
-	fs := flag.NewFlagSet("zkr server", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
+	fs := newFlags("server")
 	port := fs.Int("port", 2181, "client port on 127.0.0.1 (0: a free one)")
 	data := fs.String("data", "", "keep the server's data, config and log in DIR across runs (default: a temporary directory, removed at exit)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(e.stderr, "usage: "+serverSynopsis)
-			fs.SetOutput(e.stderr)
-			fs.PrintDefaults()
-			return 0
-		}
-		return e.fail("server", usageError{err.Error()})
+	if err := parseFlags(fs, serverSynopsis, e.stderr, args); err != nil {
+		return e.fail("server", err)
 	}
 	if fs.NArg() != 0 || *port < 0 || *port > 65535 {
 		return e.fail("server", usagef("usage: %s", serverSynopsis))

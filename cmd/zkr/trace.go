@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -24,21 +23,13 @@ const traceSynopsis = "zkr trace FILE.jsonl... -html OUT.html [-trace-json OUT.j
 // after the FILEs. A recording cut short (its writer crashed mid-line) is
 // rendered up to the cut, with a warning. It needs no server.
 func traceCmd(e *env, args []string) int {
-	fs := flag.NewFlagSet("zkr trace", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
+	fs := newFlags("trace")
 	htmlOut := fs.String("html", "", "write the timeline as a self-contained HTML page to this file")
 	jsonOut := fs.String("trace-json", "", "write it as Chrome Trace Event JSON (ui.perfetto.dev) to this file")
 	var files []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintln(e.stderr, "usage: "+traceSynopsis)
-				fs.SetOutput(e.stderr)
-				fs.PrintDefaults()
-				return 0
-			}
-			return e.fail("trace", usageError{err.Error()})
+		if err := parseFlags(fs, traceSynopsis, e.stderr, args); err != nil {
+			return e.fail("trace", err)
 		}
 		if fs.NArg() == 0 {
 			break
