@@ -150,16 +150,10 @@ func (p *zkProcess) start(java string) error {
 	return nil
 }
 
-// exited returns a channel closed once the current child has exited (an
-// already-closed one when none was started).
+// exited returns a channel closed once the current child has exited.
 func (p *zkProcess) exited() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.done == nil {
-		c := make(chan struct{})
-		close(c)
-		return c
-	}
 	return p.done
 }
 
@@ -185,21 +179,21 @@ func (p *zkProcess) kill() {
 	<-done
 }
 
-// waitServing polls `srvr` until the server answers with a Mode, and
-// returns that mode. It fails at once if the JVM exits.
-func (p *zkProcess) waitServing(ctx context.Context) (string, error) {
+// waitServing polls `srvr` until the server answers with a Mode. It fails
+// at once if the JVM exits.
+func (p *zkProcess) waitServing(ctx context.Context) error {
 	exited := p.exited()
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if mode, err := serverMode(ctx, p.addr); err == nil {
-			return mode, nil
+		if _, err := serverMode(ctx, p.addr); err == nil {
+			return nil
 		}
 		select {
 		case <-exited:
-			return "", fmt.Errorf("zkserver: %s exited while starting; log tail:\n%s", p.name, p.logTail(30))
+			return fmt.Errorf("zkserver: %s exited while starting; log tail:\n%s", p.name, p.logTail(30))
 		case <-ctx.Done():
-			return "", fmt.Errorf("zkserver: %s not serving on %s: %w; log tail:\n%s", p.name, p.addr, ctx.Err(), p.logTail(30))
+			return fmt.Errorf("zkserver: %s not serving on %s: %w; log tail:\n%s", p.name, p.addr, ctx.Err(), p.logTail(30))
 		case <-tick.C:
 		}
 	}

@@ -165,15 +165,8 @@ func (s *Server) launch(ctx context.Context) error {
 		if err := s.proc.writeConfig(s.cfg, port, 0, nil); err != nil {
 			return err
 		}
-		if err := s.proc.start(s.java); err != nil {
-			return err
-		}
-		_, err := s.proc.waitServing(ctx)
-		if err == nil {
-			return nil
-		}
-		s.proc.kill()
-		if attempt == 3 || s.cfg.port != 0 || !s.proc.bindFailed() {
+		err := s.start(ctx)
+		if err == nil || attempt == 3 || s.cfg.port != 0 || !s.proc.bindFailed() {
 			return err
 		}
 	}
@@ -192,14 +185,19 @@ func (s *Server) Stop() { s.proc.kill() }
 func (s *Server) Start(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.startTimeout)
 	defer cancel()
+	return s.start(ctx)
+}
+
+// start runs the JVM and waits until it serves, or kills it.
+func (s *Server) start(ctx context.Context) error {
 	if err := s.proc.start(s.java); err != nil {
 		return err
 	}
-	if _, err := s.proc.waitServing(ctx); err != nil {
+	err := s.proc.waitServing(ctx)
+	if err != nil {
 		s.proc.kill()
-		return err
 	}
-	return nil
+	return err
 }
 
 // Exited returns a channel closed once the running JVM has exited: killed
