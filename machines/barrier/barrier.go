@@ -221,13 +221,7 @@ func (b *Barrier) exec(sh *runtime.Shell[input, command], cmd command, op runtim
 		if w == nil {
 			return r, true
 		}
-		sh.Post(ctx, r, true)
-		select {
-		case ev := <-w:
-			return barrierEvent{Cmd: c.Cmd, Type: ev.Type}, true
-		case <-ctx.Done():
-			return nil, false
-		}
+		return postAwait(ctx, sh, r, w, func(t zk.EventType) input { return barrierEvent{Cmd: c.Cmd, Type: t} })
 	})
 }
 

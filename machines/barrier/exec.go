@@ -67,8 +67,7 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[input, command], cmd command, op 
 			if r.Err != nil {
 				return r, true
 			}
-			sh.Post(ctx, r, true)
-			return awaitReady(ctx, c.Cmd, w)
+			return postAwait(ctx, sh, r, w, func(t zk.EventType) input { return readyEvent{Cmd: c.Cmd, Type: t} })
 		})
 	case join:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -116,8 +115,7 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[input, command], cmd command, op 
 			if r.Err != nil {
 				return r, true
 			}
-			sh.Post(ctx, r, true)
-			return awaitReady(ctx, c.Cmd, w)
+			return postAwait(ctx, sh, r, w, func(t zk.EventType) input { return readyEvent{Cmd: c.Cmd, Type: t} })
 		})
 	case listMembers:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -153,13 +151,8 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[input, command], cmd command, op 
 			if r.Err != nil || !r.Exists {
 				return r, true
 			}
-			sh.Post(ctx, r, true)
-			select {
-			case <-w: // deleted, or the watch ended: list again either way
-				return nodeGone{Cmd: c.Cmd}, true
-			case <-ctx.Done():
-				return nil, false
-			}
+			// deleted, or the watch ended: list again either way
+			return postAwait(ctx, sh, r, w, func(zk.EventType) input { return nodeGone{Cmd: c.Cmd} })
 		})
 	case deleteReady:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -172,14 +165,16 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[input, command], cmd command, op 
 	}
 }
 
-// awaitReady waits for the watch on ready to fire.
-func awaitReady(ctx context.Context, cmd uint64, w <-chan zk.WatchEvent) (input, bool) {
+// postAwait posts reply r, then waits for its watch w to fire: the input
+// is fired's (zk.EventNotWatching when w ends unfired).
+func postAwait(ctx context.Context, sh *runtime.Shell[input, command], r input, w <-chan zk.WatchEvent, fired func(zk.EventType) input) (input, bool) {
+	sh.Post(ctx, r, true)
 	select {
 	case ev, ok := <-w:
 		if !ok {
-			return readyEvent{Cmd: cmd, Type: zk.EventNotWatching}, true
+			ev.Type = zk.EventNotWatching
 		}
-		return readyEvent{Cmd: cmd, Type: ev.Type}, true
+		return fired(ev.Type), true
 	case <-ctx.Done():
 		return nil, false
 	}
