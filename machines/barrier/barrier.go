@@ -43,6 +43,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -79,8 +80,15 @@ var (
 )
 
 // Barrier is a barrier node: while it exists, Wait blocks. Its methods are
-// safe for concurrent use; its calls are independent of each other.
-type Barrier struct {
+// safe for concurrent use; its calls are independent of each other. Its
+// State is START while it is open, STOP once it or its connection is
+// closed; its events are START, the session's SUSPENDED, RECONNECTED and
+// LOST, STOP_START and STOP_COMPLETE.
+type Barrier struct{ handle }
+
+// handle is what a Barrier and a DoubleBarrier have alike: a machine run
+// by a runtime.Shell.
+type handle struct {
 	conn  zk.Conn
 	path  string
 	id    string
@@ -116,20 +124,26 @@ func New(conn zk.Conn, path string, opts ...Option) (*Barrier, error) {
 	if o.id == "" {
 		o.id = uuid.NewString()
 	}
-	b := &Barrier{conn: conn, path: path, id: o.id, tel: runtime.NewTelemetry(conn, runtime.TelemetryConfig{
-		TracerProvider: o.tp, MeterProvider: o.mp, Scope: ScopeName, Version: Version, Recipe: "barrier", Path: path, Instance: o.id})}
-	b.shell = runtime.Run[input, command](conn, newBarrierMachine(), runtime.Spec[input, command]{
-		Recipe: "barrier", Path: path, Instance: o.id, Telemetry: b.tel,
-		Exec:         b.exec,
-		Session:      func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
-		Withdraw:     func(_ input, req uint64) (input, bool) { return cancelReq{Req: req}, true },
-		ErrorType:    errorType,
-		Closed:       ErrClosed,
-		Shutdown:     func(req uint64) input { return shutdown{Req: req} },
-		HandOver:     func(req uint64) input { return shutdown{Req: req} }, // never needed: nothing to delete
-		CloseTimeout: o.closeTimeout,
+	b := &Barrier{}
+	b.run(conn, path, o, newBarrierMachine(), runtime.Spec[input, command]{
+		Exec:     b.exec,
+		Withdraw: func(_ input, req uint64) (input, bool) { return cancelReq{Req: req}, true },
+		HandOver: func(req uint64) input { return shutdown{Req: req} }, // never needed: nothing to delete
 	})
 	return b, nil
+}
+
+// run starts m in h's Shell, with spec completed by what both handles'
+// specs have alike.
+func (h *handle) run(conn zk.Conn, path string, o options, m runtime.Machine[input, command], spec runtime.Spec[input, command]) {
+	h.conn, h.path, h.id = conn, path, o.id
+	h.tel = runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tp, MeterProvider: o.mp,
+		Scope: ScopeName, Version: Version, Recipe: "barrier", Path: path, Instance: o.id})
+	spec.Recipe, spec.Path, spec.Instance, spec.Telemetry = "barrier", path, o.id, h.tel
+	spec.Session = func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} }
+	spec.Shutdown = func(req uint64) input { return shutdown{Req: req} }
+	spec.ErrorType, spec.Closed, spec.CloseTimeout = errorType, ErrClosed, o.closeTimeout
+	h.shell = runtime.Run(conn, m, spec)
 }
 
 func checkPath(conn zk.Conn, path string) error {
@@ -147,21 +161,20 @@ func checkPath(conn zk.Conn, path string) error {
 	return nil
 }
 
-// Path is the barrier's node.
-func (b *Barrier) Path() string { return b.path }
+// Path is the barrier's node, or the double barrier's path.
+func (h *handle) Path() string { return h.path }
 
-// ID is the handle's WithID, or a UUID made for it.
-func (b *Barrier) ID() string { return b.id }
+// ID is the handle's WithID, or a UUID made for it (a DoubleBarrier's is
+// its member node's).
+func (h *handle) ID() string { return h.id }
 
-// State is START while the handle is open, STOP once it or its connection
-// is closed.
-func (b *Barrier) State() events.State { return b.shell.State() }
+// State is the handle's machine's state (see its type).
+func (h *handle) State() events.State { return h.shell.State() }
 
-// Subscribe returns a subscription to the handle's lifecycle events: START,
-// the session's SUSPENDED, RECONNECTED and LOST, STOP_START and
-// STOP_COMPLETE.
-func (b *Barrier) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
-	return b.shell.Subscribe(opts...)
+// Subscribe returns a subscription to the handle's lifecycle events (see
+// its type).
+func (h *handle) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
+	return h.shell.Subscribe(opts...)
 }
 
 // Set raises the barrier: it creates the node (and its missing parents, as
@@ -180,13 +193,24 @@ func (b *Barrier) Remove(ctx context.Context) error { return b.call(ctx, opRemov
 func (b *Barrier) Wait(ctx context.Context) error { return b.call(ctx, opWait) }
 
 func (b *Barrier) call(ctx context.Context, op barrierOp) error {
-	_, err := call(ctx, b.tel, b.shell, string(op), func(req uint64) input { return barrierCall{Req: req, Op: op} })
+	_, err := b.do(ctx, string(op), func(req uint64) input { return barrierCall{Req: req, Op: op} })
 	return err
 }
 
+// do runs one call of the handle's machine in an INTERNAL span named name.
+func (h *handle) do(ctx context.Context, name string, mk func(req uint64) input, attrs ...attribute.KeyValue) (runtime.Answer, error) {
+	ctx, span := h.tel.Start(ctx, name, trace.SpanKindInternal, attrs...)
+	defer span.End()
+	a, err := h.shell.Do(ctx, mk)
+	runtime.Fail(span, err, errorType(err))
+	return a, err
+}
+
 // Close stops the handle: a waiting call returns ErrClosed, as every later
-// call does. A handle whose connection is closed stops by itself.
-func (b *Barrier) Close() error { return b.shell.Close() }
+// call does; a DoubleBarrier leaves first (its member node is deleted,
+// waiting at most WithCloseTimeout). A handle whose connection is closed
+// stops by itself.
+func (h *handle) Close() error { return h.shell.Close() }
 
 // exec makes a call's request off the actor and posts its reply (and a
 // watch's event) back.

@@ -15,7 +15,6 @@ import (
 
 	zkrecipes "github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
-	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
@@ -25,18 +24,15 @@ import (
 var ErrCleanupPending = fmt.Errorf("barrier: %w", zkrecipes.ErrCleanupPending)
 
 // DoubleBarrier is one member of a double barrier. Its methods are safe
-// for concurrent use; one Enter or Leave runs at a time.
+// for concurrent use; one Enter or Leave runs at a time. Its State is
+// START outside, OFFER while joining, DETERMINE while waiting for the
+// others, READY inside, FAILED after its session ended while it was a
+// member, STOP once closed; its events are ENTERED, LEFT, the session's
+// SUSPENDED, RECONNECTED and LOST, and START, STOP_START, STOP_COMPLETE.
 type DoubleBarrier struct {
-	conn    zk.Conn
-	path    string
+	handle
 	members int
-	name    string
-	o       options
-	tel     *runtime.Telemetry
-	attrs   []attribute.KeyValue
-	shell   *runtime.Shell[input, command]
 	node    atomic.Value // string: our member node's name, once entered
-
 }
 
 // Option configures a Barrier or a DoubleBarrier. A nil Option is ignored.
@@ -109,15 +105,9 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 	if err != nil {
 		return nil, err
 	}
-	d := &DoubleBarrier{conn: conn, path: path, members: members, name: name, o: o,
-		tel: runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tp, MeterProvider: o.mp,
-			Scope: ScopeName, Version: Version, Recipe: "barrier", Path: path, Instance: o.id}),
-		attrs: []attribute.KeyValue{AttrMembers.Int(members)},
-	}
-	d.shell = runtime.Run[input, command](conn, m, runtime.Spec[input, command]{
-		Recipe: "barrier", Path: path, Instance: o.id, Telemetry: d.tel,
-		Exec:    d.exec,
-		Session: func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
+	d := &DoubleBarrier{members: members}
+	d.run(conn, path, o, m, runtime.Spec[input, command]{
+		Exec: d.exec,
 		Withdraw: func(call input, req uint64) (input, bool) {
 			switch call.(type) {
 			case enterCall, leaveCall:
@@ -129,21 +119,11 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 			_, enter := call.(enterCall)
 			return enterRefused{}, enter && r.Err == nil
 		},
-		ErrorType:      errorType,
-		Closed:         ErrClosed,
-		Shutdown:       func(req uint64) input { return shutdown{Req: req} },
 		HandOver:       func(req uint64) input { return handover{Req: req} },
-		CloseTimeout:   o.closeTimeout,
 		CleanupPending: ErrCleanupPending,
 	})
 	return d, nil
 }
-
-// Path is the barrier's path.
-func (d *DoubleBarrier) Path() string { return d.path }
-
-// ID is the member's WithID, or its member node's UUID.
-func (d *DoubleBarrier) ID() string { return d.o.id }
 
 // Node is our member node of the last Enter that passed ("" before one):
 // <path>/<uuid>-<round>. It exists until Leave.
@@ -156,18 +136,6 @@ func (d *DoubleBarrier) Node() string {
 
 // Members is how many members enter and leave together.
 func (d *DoubleBarrier) Members() int { return d.members }
-
-// State is the member's state: START outside, OFFER while joining,
-// DETERMINE while waiting for the others, READY inside, FAILED after its
-// session ended while it was a member, STOP once closed.
-func (d *DoubleBarrier) State() events.State { return d.shell.State() }
-
-// Subscribe returns a subscription to the member's lifecycle events:
-// ENTERED, LEFT, the session's SUSPENDED, RECONNECTED and LOST, and START,
-// STOP_START, STOP_COMPLETE.
-func (d *DoubleBarrier) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
-	return d.shell.Subscribe(opts...)
-}
 
 // Enter joins the barrier and returns once all members have joined: a
 // synchronized start. More than the count may enter; the count is a
@@ -182,7 +150,7 @@ func (d *DoubleBarrier) Subscribe(opts ...events.SubscribeOption) *events.Subscr
 // ErrMembersMismatch when the path records another count (nothing is
 // created); ErrSessionLost when the session ended while we waited.
 func (d *DoubleBarrier) Enter(ctx context.Context) error {
-	a, err := call(ctx, d.tel, d.shell, "enter", func(req uint64) input { return enterCall{Req: req} }, d.attrs...)
+	a, err := d.do(ctx, "enter", func(req uint64) input { return enterCall{Req: req} }, AttrMembers.Int(d.members))
 	if err == nil {
 		d.node.Store(a.Value)
 	}
@@ -194,23 +162,9 @@ func (d *DoubleBarrier) Enter(ctx context.Context) error {
 // ErrNotEntered without a completed Enter; ErrSessionLost when the session
 // ended while we were a member (we were counted out then).
 func (d *DoubleBarrier) Leave(ctx context.Context) error {
-	_, err := call(ctx, d.tel, d.shell, "leave", func(req uint64) input { return leaveCall{Req: req} }, d.attrs...)
+	_, err := d.do(ctx, "leave", func(req uint64) input { return leaveCall{Req: req} }, AttrMembers.Int(d.members))
 	return err
 }
-
-// call runs one call of a handle's machine in an INTERNAL span named name.
-func call(ctx context.Context, tel *runtime.Telemetry, sh *runtime.Shell[input, command], name string, mk func(req uint64) input, attrs ...attribute.KeyValue) (runtime.Answer, error) {
-	ctx, span := tel.Start(ctx, name, trace.SpanKindInternal, attrs...)
-	defer span.End()
-	a, err := sh.Do(ctx, mk)
-	runtime.Fail(span, err, errorType(err))
-	return a, err
-}
-
-// Close leaves the barrier at once (our member node is deleted, waiting
-// at most WithCloseTimeout) and stops the member; a waiting Enter or Leave
-// returns ErrClosed, as every later call does.
-func (d *DoubleBarrier) Close() error { return d.shell.Close() }
 
 func errorType(err error) string {
 	for _, c := range []struct {
