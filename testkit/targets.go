@@ -58,17 +58,13 @@ func sharedServer(t testing.TB) *Server {
 	defer shared.mu.Unlock()
 	if !shared.started {
 		shared.started = true
-		shared.srv, shared.err = startSharedServer()
+		shared.srv, shared.err = zkserver.Launch(context.Background(), zkserver.WithQuickJIT(true),
+			zkserver.WithContainerCheckInterval(200*time.Millisecond))
 	}
 	if shared.err != nil {
 		failOrSkip(t, shared.err)
 	}
 	return shared.srv
-}
-
-func startSharedServer() (*Server, error) {
-	return zkserver.Launch(context.Background(), zkserver.WithQuickJIT(true),
-		zkserver.WithContainerCheckInterval(200*time.Millisecond))
 }
 
 // stopSharedServer stops the shared server if one was started, first
