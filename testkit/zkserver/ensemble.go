@@ -26,9 +26,7 @@ type Ensemble struct {
 	java  string
 	cfg   config
 	dir   string
-
-	closeMu sync.Mutex
-	closed  bool
+	once  sync.Once // Close's
 }
 
 // LaunchEnsemble starts a 3-server ensemble and returns once it serves.
@@ -297,17 +295,14 @@ func (e *Ensemble) LogTail(i, n int) string {
 }
 
 // Close kills every server and removes their data. It is idempotent.
-func (e *Ensemble) Close() error {
-	e.closeMu.Lock()
-	defer e.closeMu.Unlock()
-	if e.closed {
-		return nil
-	}
-	e.closed = true
-	for _, n := range e.nodes {
-		n.kill()
-	}
-	return os.RemoveAll(e.dir)
+func (e *Ensemble) Close() (err error) {
+	e.once.Do(func() {
+		for _, n := range e.nodes {
+			n.kill()
+		}
+		err = os.RemoveAll(e.dir)
+	})
+	return err
 }
 
 func (e *Ensemble) node(i int) (*zkProcess, error) {

@@ -110,11 +110,10 @@ func WithDataDir(dir string) Option {
 // Server is a standalone ZooKeeper server, a JVM started by this package on
 // 127.0.0.1.
 type Server struct {
-	proc    *zkProcess
-	java    string
-	cfg     config
-	closeMu sync.Mutex
-	closed  bool
+	proc *zkProcess
+	java string
+	cfg  config
+	once sync.Once // Close's
 }
 
 // Launch starts a standalone ZooKeeper server and returns once it serves.
@@ -210,18 +209,14 @@ func (s *Server) LogTail(n int) string { return s.proc.logTail(n) }
 
 // Close stops the server and removes its directory, unless it was given
 // by WithDataDir. It is idempotent.
-func (s *Server) Close() error {
-	s.closeMu.Lock()
-	defer s.closeMu.Unlock()
-	if s.closed {
-		return nil
-	}
-	s.closed = true
-	s.proc.kill()
-	if s.cfg.dataDir == "" {
-		if err := os.RemoveAll(s.proc.dir); err != nil {
-			return fmt.Errorf("zkserver: remove server data: %w", err)
+func (s *Server) Close() (err error) {
+	s.once.Do(func() {
+		s.proc.kill()
+		if s.cfg.dataDir == "" {
+			if err = os.RemoveAll(s.proc.dir); err != nil {
+				err = fmt.Errorf("zkserver: remove server data: %w", err)
+			}
 		}
-	}
-	return nil
+	})
+	return err
 }
