@@ -41,11 +41,6 @@
 // of ZooKeeper behaviours on it and on a real server, and where they differ
 // the simulator is the one to fix.
 //
-// LoseNextReply and HoldNextReply, on every target and on a Proxy, return
-// a ReplyFault: its Fired channel closes once a request matched it and the
-// server applied it, Disarm disarms it if no request has matched it yet
-// (and says whether it did), and Release lets a held reply go.
-//
 // # Testing your own code
 //
 // Record records a recipe handle's lifecycle events (any handle: they all
@@ -72,11 +67,8 @@
 // throw-away data directory, and stops it when the test ends; StartEnsemble
 // starts three servers whose members a test can Kill and Restart (or
 // RestartEmpty, which avoids a sync that ZooKeeper 3.8.0 can get wrong
-// after a kill). A server is usually ready within a second, an ensemble
-// within one or two.
-// Both are built on package testkit/zkserver, which links no testing
-// package: programs (zkr server, benchmarks) use its Launch and
-// LaunchEnsemble.
+// after a kill). Both are built on package testkit/zkserver, which links
+// no testing package: programs (zkr server, benchmarks) use it.
 //
 // Test servers run with a 200 ms tick, so sessions can be as short as
 // 400 ms (two ticks; 1–2 s is a good choice) and expire at most one tick
