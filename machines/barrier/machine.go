@@ -89,7 +89,6 @@ type machine struct {
 	owed     int    // deletes of ours in flight at shutdown
 	closing  uint64 // the shutdown call, once it came
 	connGone bool
-	stopped  bool
 }
 
 // newMachine returns a machine for cfg.
@@ -627,7 +626,7 @@ func (m *machine) shutdown(o *out, req uint64) {
 }
 
 func (m *machine) finishShutdown(o *out) {
-	if m.closing == 0 || m.stopped || m.owed > 0 {
+	if m.closing == 0 || m.State() == events.StateStop || m.owed > 0 {
 		return
 	}
 	m.finish(o)
@@ -635,10 +634,9 @@ func (m *machine) finishShutdown(o *out) {
 }
 
 func (m *machine) finish(o *out) {
-	if m.stopped {
+	if m.State() == events.StateStop {
 		return
 	}
-	m.stopped = true
 	m.fsm.Fire(trStopped)
 	m.event(o, events.StopComplete, nil)
 	o.Done = true
