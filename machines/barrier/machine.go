@@ -427,13 +427,6 @@ func (m *machine) list(o *out) {
 	o.Commands = append(o.Commands, listMembers{Cmd: m.step})
 }
 
-// syncList lists again after a sync (see leaveListed).
-func (m *machine) syncList(o *out) {
-	m.synced = true
-	m.step, m.watch = m.cmd(), 0
-	o.Commands = append(o.Commands, listMembers{Cmd: m.step, Sync: true})
-}
-
 // leaveListed applies the exit protocol: the lowest member waits on the
 // highest; every other member deletes its node and waits on the lowest;
 // once only we are left we delete ours; once no one is left, ready goes.
@@ -456,7 +449,9 @@ func (m *machine) leaveListed(o *out, i leaveListed) {
 		// it would leave some out, and we would go without them. Once
 		// it has caught up, the listing has ready, and every member
 		// made before it.
-		m.syncList(o)
+		m.synced = true
+		m.step, m.watch = m.cmd(), 0
+		o.Commands = append(o.Commands, listMembers{Cmd: m.step, Sync: true})
 		return
 	}
 	if m.round == nil {
