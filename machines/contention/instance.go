@@ -223,16 +223,19 @@ func (in *Instance) Acquire(ctx context.Context, a Acquire, check func() error, 
 }
 
 // take waits for the handle's turn; with try it does not wait (false,
-// nil). Errors: ctx.Err(), or the recipe's Closed once Close has begun.
+// nil). A free turn is taken even when ctx has just ended, so that what
+// follows it (a refused upgrade, a try's answer) does not depend on the
+// scheduler. Errors: ctx.Err(), or the recipe's Closed once Close has
+// begun.
 func (in *Instance) take(ctx context.Context, try bool) (bool, error) {
 	if in.Closed() {
 		return false, in.errs.Closed
 	}
-	if try {
-		select {
-		case in.turn <- struct{}{}:
-			return true, nil
-		default:
+	select {
+	case in.turn <- struct{}{}:
+		return true, nil
+	default:
+		if try {
 			return false, nil
 		}
 	}
