@@ -181,7 +181,7 @@ func GrantAttrs(node string, czxid int64, session int64) []attribute.KeyValue {
 
 // serverAttrs are the server the session is on, if the connection knows.
 func serverAttrs(conn zk.Conn) []attribute.KeyValue {
-	s, ok := conn.(interface{ Server() string })
+	s, ok := zk.Underlying[interface{ Server() string }](conn)
 	if !ok {
 		return nil
 	}
@@ -370,9 +370,13 @@ func (c tracedConn) req(ctx context.Context, op, path string, f func(ctx context
 	})
 }
 
-func (c tracedConn) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (made string, err error) {
+func (c tracedConn) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (string, error) {
+	return c.CreateACL(ctx, path, data, mode, nil)
+}
+
+func (c tracedConn) CreateACL(ctx context.Context, path string, data []byte, mode zk.CreateMode, acl []zk.ACL) (made string, err error) {
 	err = c.req(ctx, "create", path, func(ctx context.Context) error {
-		made, err = c.Conn.Create(ctx, path, data, mode)
+		made, err = c.Conn.CreateACL(ctx, path, data, mode, acl)
 		SetNode(ctx, made)
 		return err
 	})

@@ -387,6 +387,12 @@ func (c *Call) watchChan() <-chan zk.WatchEvent {
 
 // Create is zk.Conn's.
 func (s *Script) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (string, error) {
+	return s.CreateACL(ctx, path, data, mode, nil)
+}
+
+// CreateACL is zk.Conn's; the script records the call as a create (the
+// ACL is the server's business).
+func (s *Script) CreateACL(ctx context.Context, path string, data []byte, mode zk.CreateMode, _ []zk.ACL) (string, error) {
 	r, err := s.call(ctx, &Call{Op: OpCreate, Path: path, Data: data, Mode: mode})
 	return r.name, err
 }

@@ -267,23 +267,29 @@ func createFlags(m CreateMode) (int32, error) {
 	return 0, fmt.Errorf("%w: create mode %d", ErrBadArguments, int(m))
 }
 
-// Create creates path. ModeContainer uses ZooKeeper's createContainer; the
-// first time a server answers that it does not implement it (before 3.5),
-// this Conn switches to persistent nodes for good.
+// Create creates path with the connection's ACL; see CreateACL.
 func (c *client) Create(ctx context.Context, path string, data []byte, mode CreateMode) (string, error) {
+	return c.CreateACL(ctx, path, data, mode, nil)
+}
+
+// CreateACL creates path. ModeContainer uses ZooKeeper's createContainer;
+// the first time a server answers that it does not implement it (before
+// 3.5), this Conn switches to persistent nodes for good.
+func (c *client) CreateACL(ctx context.Context, path string, data []byte, mode CreateMode, acl []ACL) (string, error) {
 	if err := ValidatePath(path); err != nil {
 		return "", err
 	}
 	if c == nil {
 		return "", ErrClosed
 	}
+	zacl := gozkACL(acl)
 	if mode == ModeContainer {
 		return c.createContainer(func(container bool) (string, error) {
 			return call(ctx, c, func(gz *gozk.Conn) (string, error) {
 				if container {
-					return gz.CreateContainer(path, data, gozk.FlagContainer, worldAll)
+					return gz.CreateContainer(path, data, gozk.FlagContainer, zacl)
 				}
-				return gz.Create(path, data, gozk.FlagPersistent, worldAll)
+				return gz.Create(path, data, gozk.FlagPersistent, zacl)
 			})
 		})
 	}
@@ -292,8 +298,21 @@ func (c *client) Create(ctx context.Context, path string, data []byte, mode Crea
 		return "", err
 	}
 	return call(ctx, c, func(gz *gozk.Conn) (string, error) {
-		return gz.Create(path, data, flags, worldAll)
+		return gz.Create(path, data, flags, zacl)
 	})
+}
+
+// gozkACL translates acl for go-zookeeper; nil is world:anyone, all
+// permissions.
+func gozkACL(acl []ACL) []gozk.ACL {
+	if acl == nil {
+		return worldAll
+	}
+	out := make([]gozk.ACL, len(acl))
+	for i, a := range acl {
+		out[i] = gozk.ACL{Perms: int32(a.Perms), Scheme: a.Scheme, ID: a.ID}
+	}
+	return out
 }
 
 // createContainer runs create as a container create, or as a persistent one
@@ -462,7 +481,7 @@ func multiRequests(ops []Op) ([]any, error) {
 			if err != nil {
 				return nil, fmt.Errorf("op %d: %w", i, err)
 			}
-			path, reqs[i] = o.Path, &gozk.CreateRequest{Path: o.Path, Data: o.Data, Acl: worldAll, Flags: flags}
+			path, reqs[i] = o.Path, &gozk.CreateRequest{Path: o.Path, Data: o.Data, Acl: gozkACL(o.ACL), Flags: flags}
 		case *DeleteOp:
 			if o != nil {
 				path, reqs[i] = o.Path, &gozk.DeleteRequest{Path: o.Path, Version: o.Version}

@@ -25,6 +25,9 @@ type Conn interface {
 	// ModeContainer falls back to ModePersistent on a server without
 	// containers.
 	Create(ctx context.Context, path string, data []byte, mode CreateMode) (string, error)
+	// CreateACL is Create with the node's ACL given; nil means the
+	// connection's own (see WithACL).
+	CreateACL(ctx context.Context, path string, data []byte, mode CreateMode, acl []ACL) (string, error)
 	// Delete deletes path if its version matches (AnyVersion matches all).
 	Delete(ctx context.Context, path string, version int32) error
 	// Exists reports whether path exists and its Stat (zero when missing).
@@ -215,6 +218,7 @@ type CreateOp struct {
 	Path string
 	Data []byte
 	Mode CreateMode
+	ACL  []ACL // nil: the connection's own (see WithACL)
 }
 
 // DeleteOp deletes a node inside a Multi.

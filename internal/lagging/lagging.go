@@ -143,12 +143,20 @@ func (c *Conn) catchUp(path string, write bool) {
 // Create loses the create when one is armed for it; the lost writes
 // before it are made first.
 func (c *Conn) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (string, error) {
+	return c.CreateACL(ctx, path, data, mode, nil)
+}
+
+// CreateACL is Create with an ACL.
+func (c *Conn) CreateACL(ctx context.Context, path string, data []byte, mode zk.CreateMode, acl []zk.ACL) (string, error) {
 	c.catchUp("", true)
-	apply := func() error { _, err := c.Conn.Create(context.WithoutCancel(ctx), path, data, mode); return err }
+	apply := func() error {
+		_, err := c.Conn.CreateACL(context.WithoutCancel(ctx), path, data, mode, acl)
+		return err
+	}
 	if c.lose(OpCreate, apply, path) {
 		return "", zk.ErrConnectionLoss
 	}
-	return c.Conn.Create(ctx, path, data, mode)
+	return c.Conn.CreateACL(ctx, path, data, mode, acl)
 }
 
 // Delete loses the delete when one is armed for it; the lost writes

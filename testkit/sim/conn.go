@@ -236,6 +236,11 @@ func (c *simConn) takeFault(req request) *fault.Reply {
 
 // Create implements zk.Conn.
 func (c *simConn) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (string, error) {
+	return c.CreateACL(ctx, path, data, mode, nil)
+}
+
+// CreateACL implements zk.Conn.
+func (c *simConn) CreateACL(ctx context.Context, path string, data []byte, mode zk.CreateMode, acl []zk.ACL) (string, error) {
 	if err := validateCreate(path, mode); err != nil {
 		return "", err
 	}

@@ -142,7 +142,7 @@ func (s *Sim) Close() {
 
 // own returns c as one of s's conns.
 func (s *Sim) own(c zk.Conn) *simConn {
-	sc, ok := c.(*simConn)
+	sc, ok := zk.Underlying[*simConn](c)
 	if !ok || sc.s != s {
 		panic(fmt.Sprintf("sim: %T is not a conn of this Sim", c))
 	}
