@@ -1,15 +1,29 @@
 package zk
 
-import "context"
+import (
+	"context"
+	"fmt"
+
+	"github.com/zkrecipes/zkrecipes"
+)
 
 // UseACL returns a view of conn whose creates (Create, and the CreateOps of
 // Multi) that name no ACL use acl instead of the connection's own. Recipes
-// use it for their WithACL option. With no acl it returns conn.
-func UseACL(conn Conn, acl ...ACL) Conn {
+// use it for their WithACL option. With no acl it returns conn. An entry
+// without a scheme, without permissions or with unknown permission bits is
+// refused with an error matching ErrBadArguments and
+// zkrecipes.ErrInvalidOption.
+func UseACL(conn Conn, acl ...ACL) (Conn, error) {
 	if len(acl) == 0 {
-		return conn
+		return conn, nil
 	}
-	return aclView{Conn: conn, acl: acl}
+	for _, a := range acl {
+		if a.Scheme == "" || a.Perms == 0 || a.Perms&^PermAll != 0 {
+			return nil, fmt.Errorf("%w: %w: ACL entry %s:%s with permissions %#x",
+				ErrBadArguments, zkrecipes.ErrInvalidOption, a.Scheme, a.ID, int32(a.Perms))
+		}
+	}
+	return aclView{Conn: conn, acl: acl}, nil
 }
 
 type aclView struct {
