@@ -27,6 +27,7 @@ type simConn struct {
 	link     *link         // the current connection; replaced when it drops
 	lastZxid int64         // the zxid of the last reply received (SetWatches' relZxid)
 	watches  map[watchKey][]chan zk.WatchEvent
+	digests  []string // digest identities added by AddAuth, in order; kept for every session
 	faults   []*fault.Reply    // armed, in arming order; some perhaps disarmed since
 	late     []lateWrite       // writes lost by LateNextWrite, not applied yet, in order
 	holds    []<-chan struct{} // release channels of the replies held now, in request order
@@ -52,6 +53,11 @@ type link struct {
 }
 
 func newLink() *link { return &link{down: make(chan struct{})} }
+
+// principal is who c's requests come from now.
+func (c *simConn) principal() principal {
+	return principal{session: c.session, digests: c.digests}
+}
 
 // online reports whether c has a connection, so that notifications reach it.
 func (c *simConn) online() bool {
@@ -245,11 +251,11 @@ func (c *simConn) CreateACL(ctx context.Context, path string, data []byte, mode 
 		return "", err
 	}
 	var name string
-	req := request{op: fault.OpCreate, paths: []string{path}, frame: frameHeader + frameCreate(path, data)}
+	req := request{op: fault.OpCreate, paths: []string{path}, frame: frameHeader + frameCreate(path, data, acl)}
 	err := c.call(ctx, req, func(bool) error {
 		return c.s.write(func(t *txn) error {
 			var err error
-			name, err = t.create(path, data, mode, c.session)
+			name, err = t.create(path, data, mode, acl, c.principal())
 			return err
 		})
 	})
@@ -266,7 +272,7 @@ func (c *simConn) Delete(ctx context.Context, path string, version int32) error 
 	}
 	req := request{op: fault.OpDelete, paths: []string{path}, frame: frameHeader + frameString(path) + 4}
 	return c.call(ctx, req, func(bool) error {
-		return c.s.write(func(t *txn) error { return t.delete(path, version) })
+		return c.s.write(func(t *txn) error { return t.delete(path, version, c.principal()) })
 	})
 }
 
@@ -337,6 +343,9 @@ func (c *simConn) get(ctx context.Context, path string, watch bool) ([]byte, zk.
 		if n == nil {
 			return fmt.Errorf("%w: %s", zk.ErrNoNode, path)
 		}
+		if err := checkPerm(n, zk.PermRead, c.principal(), path); err != nil {
+			return err
+		}
 		data, st = clone(n.data), n.stat()
 		if watch && register {
 			ch = c.watch(path, watchData)
@@ -374,6 +383,9 @@ func (c *simConn) children(ctx context.Context, path string, watch bool) ([]stri
 		n := c.s.nodes[path]
 		if n == nil {
 			return fmt.Errorf("%w: %s", zk.ErrNoNode, path)
+		}
+		if err := checkPerm(n, zk.PermRead, c.principal(), path); err != nil {
+			return err
 		}
 		names, st = c.s.scramble(n.children), n.stat()
 		if watch && register {
@@ -432,7 +444,7 @@ func (c *simConn) Set(ctx context.Context, path string, data []byte, version int
 	err := c.call(ctx, req, func(bool) error {
 		return c.s.write(func(t *txn) error {
 			var err error
-			st, err = t.set(path, data, version)
+			st, err = t.set(path, data, version, c.principal())
 			return err
 		})
 	})
@@ -458,7 +470,7 @@ func (c *simConn) Multi(ctx context.Context, ops ...zk.Op) ([]zk.OpResult, error
 	err := c.call(ctx, request{op: fault.OpMulti, paths: paths, frame: frameMulti(ops)}, func(bool) error {
 		opErr = c.s.write(func(t *txn) error {
 			var err error
-			res, err = t.multi(ops, c.session)
+			res, err = t.multi(ops, c.principal())
 			return err
 		})
 		return opErr

@@ -61,7 +61,7 @@ func TestEventOrder(t *testing.T) {
 	childrenW := func(p string) { watch(func() error { _, _, _, err := a.ChildrenW(ctx, p); return err }) }
 	existsW := func(p string) { watch(func() error { _, _, _, err := a.ExistsW(ctx, p); return err }) }
 	getW := func(p string) { watch(func() error { _, _, _, err := a.GetW(ctx, p); return err }) }
-	bid := b.SessionID()
+	bwho := principal{session: b.SessionID()}
 	// queued runs fn as a transaction and returns what it queued for a.
 	queued := func(fn func(tx *txn) error) []string {
 		t.Helper()
@@ -77,14 +77,14 @@ func TestEventOrder(t *testing.T) {
 	}
 	childrenW("/P")
 	existsW("/P/c")
-	got := queued(func(tx *txn) error { _, err := tx.create("/P/c", nil, zk.ModePersistent, bid); return err })
+	got := queued(func(tx *txn) error { _, err := tx.create("/P/c", nil, zk.ModePersistent, nil, bwho); return err })
 	if want := []string{"NodeCreated /P/c", "NodeChildrenChanged /P"}; !slices.Equal(got, want) {
 		t.Fatalf("create: %v, want %v", got, want)
 	}
 	childrenW("/P")
 	getW("/P/c")
 	childrenW("/P/c")
-	got = queued(func(tx *txn) error { return tx.delete("/P/c", -1) })
+	got = queued(func(tx *txn) error { return tx.delete("/P/c", -1, bwho) })
 	if want := []string{"NodeDeleted /P/c", "NodeDeleted /P/c", "NodeChildrenChanged /P"}; !slices.Equal(got, want) {
 		t.Fatalf("delete: %v, want %v (one notification for both watches of /P/c)", got, want)
 	}
@@ -99,7 +99,7 @@ func TestEventOrder(t *testing.T) {
 			&zk.DeleteOp{Path: "/P/m2", Version: -1},
 			&zk.SetOp{Path: "/P/m3", Version: -1},
 			&zk.CreateOp{Path: "/P/m4"},
-		}, bid)
+		}, bwho)
 		return err
 	})
 	want := []string{"NodeDataChanged /P/m1", "NodeDeleted /P/m2", "NodeChildrenChanged /P", "NodeDataChanged /P/m3", "NodeCreated /P/m4"}

@@ -19,6 +19,7 @@ type node struct {
 	childCreates int32 // the sequence counter: child creations in this incarnation
 	owner        int64 // ephemeral owner session; 0 otherwise
 	container    bool
+	acl          []zk.ACL // as fixupACL made it at the create
 	children     map[string]struct{}
 }
 
@@ -41,8 +42,8 @@ func (n *node) stat() zk.Stat {
 }
 
 // The built-in nodes of every server: they exist from the start, are not
-// counted as child creations, cannot be deleted, and /zookeeper/config is
-// read-only.
+// counted as child creations, cannot be deleted, and anyone may do anything
+// with them but /zookeeper/config, which anyone may only read.
 const (
 	builtinRoot   = "/zookeeper"
 	builtinConfig = "/zookeeper/config"
@@ -52,7 +53,10 @@ const (
 func newTree() map[string]*node {
 	nodes := map[string]*node{}
 	for _, p := range []string{"/", builtinRoot, builtinConfig, builtinQuota} {
-		nodes[p] = &node{children: map[string]struct{}{}}
+		nodes[p] = &node{acl: worldAll, children: map[string]struct{}{}}
+		if p == builtinConfig {
+			nodes[p].acl = worldRead
+		}
 		if p != "/" {
 			nodes[zk.Parent(p)].children[zk.Base(p)] = struct{}{}
 		}
@@ -89,15 +93,23 @@ func (t *txn) rollback() {
 	}
 }
 
-// create makes path (for the sequential modes, path is a prefix) with the
-// checks and in the order of ZooKeeper's PrepRequestProcessor: missing
-// parent, existing name, ephemeral parent.
-func (t *txn) create(path string, data []byte, mode zk.CreateMode, session int64) (string, error) {
+// create makes path (for the sequential modes, path is a prefix) for who,
+// with acl (nil: world:anyone, all), with the checks and in the order of
+// ZooKeeper's PrepRequestProcessor: the ACL, missing parent, PermCreate on
+// the parent, existing name, ephemeral parent.
+func (t *txn) create(path string, data []byte, mode zk.CreateMode, acl []zk.ACL, who principal) (string, error) {
 	nodes := t.s.nodes
+	acl, err := fixupACL(path, acl, who)
+	if err != nil {
+		return "", err
+	}
 	parentPath := zk.Parent(path)
 	parent := nodes[parentPath]
 	if parent == nil {
 		return "", fmt.Errorf("%w: %s", zk.ErrNoNode, parentPath)
+	}
+	if err := checkPerm(parent, zk.PermCreate, who, parentPath); err != nil {
+		return "", err
 	}
 	name := path
 	if mode.Sequential() {
@@ -117,10 +129,11 @@ func (t *txn) create(path string, data []byte, mode zk.CreateMode, session int64
 		ctime:     t.now,
 		mtime:     t.now,
 		container: mode == zk.ModeContainer,
+		acl:       acl,
 		children:  map[string]struct{}{},
 	}
 	if mode.Ephemeral() {
-		n.owner = session
+		n.owner = who.session
 	}
 	oldCreates, oldPzxid := parent.childCreates, parent.pzxid
 	nodes[name] = n
@@ -136,11 +149,20 @@ func (t *txn) create(path string, data []byte, mode zk.CreateMode, session int64
 	return name, nil
 }
 
-// delete removes path, checking the version before emptiness as the server
-// does.
-func (t *txn) delete(path string, version int32) error {
+// delete removes path for who, checking as the server does PermDelete on
+// the parent before the node's existence, and the version before
+// emptiness.
+func (t *txn) delete(path string, version int32, who principal) error {
 	if undeletable(path) {
 		return fmt.Errorf("%w: cannot delete %s", zk.ErrBadArguments, path)
+	}
+	parentPath := zk.Parent(path)
+	parent := t.s.nodes[parentPath]
+	if parent == nil {
+		return fmt.Errorf("%w: %s", zk.ErrNoNode, parentPath)
+	}
+	if err := checkPerm(parent, zk.PermDelete, who, parentPath); err != nil {
+		return err
 	}
 	n := t.s.nodes[path]
 	if n == nil {
@@ -174,14 +196,15 @@ func (t *txn) remove(path string) {
 	t.events = append(t.events, watchEvent{path, zk.EventNodeDeleted}, watchEvent{parentPath, zk.EventNodeChildrenChanged})
 }
 
-// set replaces path's data; identical bytes count as a change too.
-func (t *txn) set(path string, data []byte, version int32) (zk.Stat, error) {
+// set replaces path's data for who, who needs PermWrite; identical bytes
+// count as a change too.
+func (t *txn) set(path string, data []byte, version int32, who principal) (zk.Stat, error) {
 	n := t.s.nodes[path]
 	if n == nil {
 		return zk.Stat{}, fmt.Errorf("%w: %s", zk.ErrNoNode, path)
 	}
-	if path == builtinConfig {
-		return zk.Stat{}, fmt.Errorf("%w: %s is read-only", zk.ErrNoAuth, path)
+	if err := checkPerm(n, zk.PermWrite, who, path); err != nil {
+		return zk.Stat{}, err
 	}
 	if version != zk.AnyVersion && version != n.version {
 		return zk.Stat{}, fmt.Errorf("%w: %s has version %d, not %d", zk.ErrBadVersion, path, n.version, version)
@@ -198,11 +221,15 @@ func (t *txn) set(path string, data []byte, version int32) (zk.Stat, error) {
 	return n.stat(), nil
 }
 
-// check fails unless path exists with the version (AnyVersion: exists).
-func (t *txn) check(path string, version int32) error {
+// check fails unless path exists with the version (AnyVersion: exists)
+// and who may read it.
+func (t *txn) check(path string, version int32, who principal) error {
 	n := t.s.nodes[path]
 	if n == nil {
 		return fmt.Errorf("%w: %s", zk.ErrNoNode, path)
+	}
+	if err := checkPerm(n, zk.PermRead, who, path); err != nil {
+		return err
 	}
 	if version != zk.AnyVersion && version != n.version {
 		return fmt.Errorf("%w: %s has version %d, not %d", zk.ErrBadVersion, path, n.version, version)
@@ -210,21 +237,22 @@ func (t *txn) check(path string, version int32) error {
 	return nil
 }
 
-// multi applies ops in order; on the first failure it reports nil for the
-// ops before, the error, and ErrRuntimeInconsistency for the ops after.
-func (t *txn) multi(ops []zk.Op, session int64) ([]zk.OpResult, error) {
+// multi applies ops in order for who; on the first failure it reports nil
+// for the ops before, the error, and ErrRuntimeInconsistency for the ops
+// after.
+func (t *txn) multi(ops []zk.Op, who principal) ([]zk.OpResult, error) {
 	res := make([]zk.OpResult, len(ops))
 	for i, op := range ops {
 		var err error
 		switch op := op.(type) {
 		case *zk.CreateOp:
-			res[i].Path, err = t.create(op.Path, op.Data, op.Mode, session)
+			res[i].Path, err = t.create(op.Path, op.Data, op.Mode, op.ACL, who)
 		case *zk.DeleteOp:
-			err = t.delete(op.Path, op.Version)
+			err = t.delete(op.Path, op.Version, who)
 		case *zk.SetOp:
-			res[i].Stat, err = t.set(op.Path, op.Data, op.Version)
+			res[i].Stat, err = t.set(op.Path, op.Data, op.Version, who)
 		case *zk.CheckOp:
-			err = t.check(op.Path, op.Version)
+			err = t.check(op.Path, op.Version, who)
 		}
 		if err != nil {
 			clear(res)
@@ -274,18 +302,17 @@ const (
 )
 
 // Frame sizes of the requests as go-zookeeper encodes them: the xid and
-// opcode, length-prefixed strings and buffers, the world ACL, flags,
+// opcode, length-prefixed strings and buffers, the ACL (frameACL), flags,
 // versions and watch flags.
 const (
 	frameHeader   = 8
-	frameWorldACL = 4 + 4 + (4 + len("world")) + (4 + len("anyone"))
 	frameMultiHdr = 4 + 1 + 4
 )
 
 func frameString(s string) int { return 4 + len(s) }
 
-func frameCreate(path string, data []byte) int {
-	return frameString(path) + 4 + len(data) + frameWorldACL + 4
+func frameCreate(path string, data []byte, acl []zk.ACL) int {
+	return frameString(path) + 4 + len(data) + frameACL(acl) + 4
 }
 
 func frameSet(path string, data []byte) int { return frameString(path) + 4 + len(data) + 4 }
@@ -296,7 +323,7 @@ func frameMulti(ops []zk.Op) int {
 		n += frameMultiHdr
 		switch op := op.(type) {
 		case *zk.CreateOp:
-			n += frameCreate(op.Path, op.Data)
+			n += frameCreate(op.Path, op.Data, op.ACL)
 		case *zk.DeleteOp:
 			n += frameString(op.Path) + 4
 		case *zk.SetOp:
