@@ -67,6 +67,7 @@ type Option func(*options)
 type options struct {
 	contention.Options
 	revocable, reentrant bool
+	acl                  []zk.ACL
 }
 
 // WithID names this handle on its lifecycle events, and is its nodes'
@@ -119,6 +120,13 @@ func WithRevocable() Option { return func(o *options) { o.revocable = true } }
 // released by the Release that balances the first.
 func WithReentrant() Option { return func(o *options) { o.reentrant = true } }
 
+// WithACL sets the ACL of every node the handle creates (its lock nodes,
+// their marks, and the lock's directory and missing parents), in place of
+// the connection's (zk.WithACL, or its default). Default: the
+// connection's. An entry without a scheme or permissions makes New fail
+// with ErrInvalidOption.
+func WithACL(acl ...zk.ACL) Option { return func(o *options) { o.acl = acl } }
+
 // New returns a Lock on path (the lock's directory; it and missing parents
 // are created as container nodes on first use). Nothing is sent to the
 // server. It fails with an error matching zk.ErrInvalidPath for a bad path,
@@ -132,6 +140,12 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 	}
 	o.ID = cmp.Or(o.ID, uuid.NewString())
 	o.Mutex = !o.reentrant
+	if conn != nil { // nil: refused by contention.Open
+		var err error
+		if conn, err = zk.UseACL(conn, o.acl...); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+	}
 	inst, err := contention.Open(conn, contention.Config{
 		Dir:     path,
 		Markers: []string{Marker},

@@ -92,6 +92,7 @@ type Option func(*options)
 type options struct {
 	contention.Options
 	revocable, reentrant bool
+	acl                  []zk.ACL
 }
 
 // WithID names this participant on its lifecycle events (its handles add
@@ -141,6 +142,13 @@ func WithRevocable() Option { return func(o *options) { o.revocable = true } }
 // holds either way.)
 func WithReentrant() Option { return func(o *options) { o.reentrant = true } }
 
+// WithACL sets the ACL of every node the participant creates (its read
+// and write nodes, their marks, and the lock's directory and missing
+// parents), in place of the connection's (zk.WithACL, or its default).
+// Default: the connection's. An entry without a scheme or permissions
+// makes New fail with ErrInvalidOption.
+func WithACL(acl ...zk.ACL) Option { return func(o *options) { o.acl = acl } }
+
 // New returns a participant of the read/write lock at path (the lock's
 // directory, created with its missing parents as container nodes on first
 // use). Nothing is sent to the server. Errors: zk.ErrInvalidPath for a bad
@@ -157,6 +165,11 @@ func New(conn zk.Conn, path string, opts ...Option) (*RWLock, error) {
 	}
 	rw := &RWLock{path: path, id: o.ID}
 	var err error
+	if conn != nil { // nil: refused by contention.Open
+		if conn, err = zk.UseACL(conn, o.acl...); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+	}
 	if rw.read, err = open(rw, conn, path, false, o); err != nil {
 		return nil, err
 	}
