@@ -27,7 +27,7 @@ type simConn struct {
 	link     *link         // the current connection; replaced when it drops
 	lastZxid int64         // the zxid of the last reply received (SetWatches' relZxid)
 	watches  map[watchKey][]chan zk.WatchEvent
-	digests  []string // digest identities added by AddAuth, in order; kept for every session
+	digests  []string          // digest identities added by AddAuth, in order; kept for every session
 	faults   []*fault.Reply    // armed, in arming order; some perhaps disarmed since
 	late     []lateWrite       // writes lost by LateNextWrite, not applied yet, in order
 	holds    []<-chan struct{} // release channels of the replies held now, in request order
@@ -490,6 +490,50 @@ func (c *simConn) Sync(ctx context.Context, path string) error {
 		return err
 	}
 	return c.call(ctx, request{paths: []string{path}, frame: frameHeader + frameString(path)}, func(bool) error { return nil })
+}
+
+// opAuth is the kind of an AddAuth request: no reply fault matches it.
+const opAuth fault.OpKind = "auth"
+
+// AddAuth authenticates c as the server's default providers do, for its
+// session and every later one (go-zookeeper re-sends the credentials of
+// its successful AddAuths on every reconnect, before any request).
+// "digest" with cred "user:password" adds the identity
+// zk.DigestID(user, password): any password is accepted (a wrong one is
+// simply another identity). "ip" adds nothing (every session already has
+// the identity ip:127.0.0.1). Any other scheme is refused with
+// zk.ErrAuthFailed, after which the server closes the connection: c's
+// subscribers see SUSPENDED and at once RECONNECTED with the same session,
+// and c's identities stay as they were. A digest cred without ':' is
+// refused with zk.ErrBadArguments before anything is sent.
+func (c *simConn) AddAuth(ctx context.Context, scheme string, cred []byte) error {
+	user, password, ok := strings.Cut(string(cred), ":")
+	if scheme == "digest" && !ok {
+		return fmt.Errorf("%w: a digest credential is user:password", zk.ErrBadArguments)
+	}
+	req := request{op: opAuth, frame: frameHeader + 4 + frameString(scheme) + 4 + len(cred)}
+	err := c.call(ctx, req, func(bool) error {
+		switch scheme {
+		case "digest":
+			if id := zk.DigestID(user, password); !slices.Contains(c.digests, id) {
+				c.digests = append(c.digests, id)
+			}
+		case "ip":
+		default:
+			return fmt.Errorf("%w: no authentication provider for scheme %q", zk.ErrAuthFailed, scheme)
+		}
+		return nil
+	})
+	if errors.Is(err, zk.ErrAuthFailed) {
+		c.s.mu.Lock()
+		if c.online() {
+			c.cut(zk.ErrConnectionLoss)
+			c.restore()
+		}
+		c.s.mu.Unlock()
+		c.s.deliver()
+	}
+	return err
 }
 
 // SessionID implements zk.Conn.
