@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -118,7 +119,9 @@ func TestAddAuthRefused(t *testing.T) {
 	}
 	must(t, c.AddAuth(ctx, "ip", nil))
 	s.Disconnect(c)
-	wantErr(t, "digest without ':' on a cut conn", c.AddAuth(ctx, "digest", []byte("user")), zk.ErrBadArguments)
+	ended, cancelEnded := context.WithCancel(ctx)
+	cancelEnded()
+	wantErr(t, "digest without ':' on a cut conn", c.AddAuth(ended, "digest", []byte("user")), zk.ErrBadArguments)
 	s.Reconnect(c)
 	must(t, c.Close())
 	wantErr(t, "digest without ':' on a closed conn", c.AddAuth(ctx, "digest", []byte("user")), zk.ErrBadArguments)
@@ -230,6 +233,28 @@ func permString(p zk.Perm) string {
 		}
 	}
 	return b.String()
+}
+
+// TestIPACL: every simulated session has the identity ip:127.0.0.1.
+func TestIPACL(t *testing.T) {
+	s := New()
+	defer s.Close()
+	ctx := t.Context()
+	c := s.Connect()
+	for _, tc := range []struct {
+		id string
+		ok bool
+	}{{"127.0.0.1", true}, {"127.0.0.0/8", true}, {"0.0.0.0/0", true}, {"127.0.0.2", false}, {"10.0.0.0/8", false}, {"127.0.0.2/31", false}} {
+		path := "/" + strings.NewReplacer(".", "_", "/", "-").Replace(tc.id)
+		_, err := c.CreateACL(ctx, path, nil, zk.ModePersistent, []zk.ACL{{Perms: zk.PermAll, Scheme: "ip", ID: tc.id}})
+		must(t, err)
+		var want error
+		if !tc.ok {
+			want = zk.ErrNoAuth
+		}
+		_, err = c.Set(ctx, path, nil, -1)
+		wantErr(t, "set with ip:"+tc.id, err, want)
+	}
 }
 
 // TestCheckOrder: where the ACL check falls among the other errors, as in
