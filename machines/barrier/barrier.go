@@ -117,7 +117,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Barrier, error) {
 	if err := checkPath(conn, path); err != nil {
 		return nil, err
 	}
-	o, err := newOptions(opts)
+	conn, o, err := newOptions(conn, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,7 @@ type options struct {
 	tp           trace.TracerProvider
 	mp           metric.MeterProvider
 	closeTimeout time.Duration
+	acl          []zk.ACL
 }
 
 // AttrMembers is the double barrier's member count on its spans.
@@ -64,8 +65,16 @@ func WithMeterProvider(mp metric.MeterProvider) Option { return func(o *options)
 // member, to delete its node (default 10s).
 func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.closeTimeout = d } }
 
-// newOptions applies opts to the defaults, and checks them.
-func newOptions(opts []Option) (options, error) {
+// WithACL sets the ACL of every node the handle creates (the barrier node,
+// or the double barrier's path, member nodes and ready node; and their
+// missing parents), in place of the connection's (zk.WithACL, or its
+// default). Default: the connection's. An entry without a scheme or
+// permissions is refused (ErrInvalidOption).
+func WithACL(acl ...zk.ACL) Option { return func(o *options) { o.acl = acl } }
+
+// newOptions applies opts to the defaults, checks them, and returns conn
+// creating with WithACL's ACL.
+func newOptions(conn zk.Conn, opts []Option) (zk.Conn, options, error) {
 	o := options{closeTimeout: 10 * time.Second, tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
 	for _, opt := range opts {
 		if opt != nil {
@@ -74,13 +83,17 @@ func newOptions(opts []Option) (options, error) {
 	}
 	switch {
 	case o.closeTimeout <= 0:
-		return o, fmt.Errorf("%w: close timeout %v: it must be positive", ErrInvalidOption, o.closeTimeout)
+		return nil, o, fmt.Errorf("%w: close timeout %v: it must be positive", ErrInvalidOption, o.closeTimeout)
 	case o.tp == nil:
-		return o, fmt.Errorf("%w: nil tracer provider", ErrInvalidOption)
+		return nil, o, fmt.Errorf("%w: nil tracer provider", ErrInvalidOption)
 	case o.mp == nil:
-		return o, fmt.Errorf("%w: nil meter provider", ErrInvalidOption)
+		return nil, o, fmt.Errorf("%w: nil meter provider", ErrInvalidOption)
 	}
-	return o, nil
+	conn, err := zk.UseACL(conn, o.acl...)
+	if err != nil {
+		return nil, o, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	return conn, o, nil
 }
 
 // NewDouble returns a member of the double barrier at path that lets
@@ -93,7 +106,7 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 	if members < 1 {
 		return nil, fmt.Errorf("%w: members %d: it must be at least 1", ErrInvalidOption, members)
 	}
-	o, err := newOptions(opts)
+	conn, o, err := newOptions(conn, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -80,6 +80,7 @@ type Option func(*options)
 type options struct {
 	contention.Options
 	requeue bool
+	acl     []zk.ACL
 }
 
 // WithID is this participant's id, stored as its node's data and reported
@@ -113,6 +114,13 @@ func WithRequeue(requeue bool) Option { return func(o *options) { o.requeue = re
 // (Close returns ErrCleanupPending), or by the session's end.
 func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.CloseTimeout = d } }
 
+// WithACL sets the ACL of every node the participant creates (its
+// election node, its marks, and the election's path and missing parents),
+// in place of the connection's (zk.WithACL, or its default). Default: the
+// connection's. An entry without a scheme or permissions makes New fail
+// with ErrInvalidOption.
+func WithACL(acl ...zk.ACL) Option { return func(o *options) { o.acl = acl } }
+
 // New returns a participant in the election at path (created, with missing
 // parents, as container nodes on first use). Nothing is sent to the server.
 // Errors: zk.ErrInvalidPath for a bad path, ErrClosed for a nil or closed
@@ -126,6 +134,12 @@ func New(conn zk.Conn, path string, opts ...Option) (*Election, error) {
 	}
 	if o.ID == "" {
 		o.ID = uuid.NewString() // our node's data: fixed here, before Open
+	}
+	if conn != nil { // nil: refused by contention.Open
+		var err error
+		if conn, err = zk.UseACL(conn, o.acl...); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
 	}
 	inst, err := contention.Open(conn, contention.Config{
 		Dir:     path,

@@ -106,6 +106,7 @@ type options struct {
 	maxItemSize    int
 	closeTimeout   time.Duration
 	claimAhead     time.Duration
+	acl            []zk.ACL
 }
 
 // WithID names this handle: its lifecycle events' Instance and the data
@@ -157,6 +158,13 @@ func WithClaimAhead(d time.Duration) Option { return func(o *options) { o.claimA
 // by a handle that stopped taking.
 const DefaultClaimAhead = 100 * time.Millisecond
 
+// WithACL sets the ACL of every node the handle creates (its items,
+// claims, and the queue's path and missing parents), in place of the
+// connection's (zk.WithACL, or its default). Default: the connection's. An
+// entry without a scheme or permissions makes New fail with
+// ErrInvalidOption.
+func WithACL(acl ...zk.ACL) Option { return func(o *options) { o.acl = acl } }
+
 // New returns a handle on the queue at path. Nothing is sent: the first
 // Offer creates the path, and the consumer reads the queue at its first
 // take. Errors: zk.ErrInvalidPath, ErrInvalidOption, ErrClosed (a nil or
@@ -185,6 +193,10 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 		return nil, fmt.Errorf("%w: nil connection", ErrClosed)
 	case conn.State() == zk.StateClosed:
 		return nil, fmt.Errorf("%w: connection closed", ErrClosed)
+	}
+	conn, err := zk.UseACL(conn, o.acl...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	if o.id == "" {
 		o.id = uuid.NewString()

@@ -113,9 +113,12 @@ type slot struct {
 // A nil Option is ignored.
 type Option func(*options)
 
-// options are what the Options set: the contention engine's, for now all
-// of them.
-type options struct{ contention.Options }
+// options are what the Options set: the contention engine's, and the
+// ACL.
+type options struct {
+	contention.Options
+	acl []zk.ACL
+}
 
 // WithID names this handle: its lease nodes' data (what Holders reports as
 // Holder.ID) and, followed by "/" and the instance's number, its lifecycle
@@ -155,6 +158,13 @@ func WithCloseTimeout(d time.Duration) Option {
 	return func(o *options) { o.CloseTimeout = d }
 }
 
+// WithACL sets the ACL of every node the handle creates (its lease nodes,
+// their marks, the semaphore's path with its maxLeases and missing
+// parents), in place of the connection's (zk.WithACL, or its default).
+// Default: the connection's. An entry without a scheme or permissions
+// makes New fail with ErrInvalidOption.
+func WithACL(acl ...zk.ACL) Option { return func(o *options) { o.acl = acl } }
+
 // New returns a Semaphore of maxLeases leases on path. Nothing is sent to
 // the server: the first acquire checks the maxLeases recorded at path, or
 // records it (see the package doc). Errors: zk.ErrInvalidPath for a bad
@@ -171,7 +181,7 @@ func New(conn zk.Conn, path string, maxLeases int, opts ...Option) (*Semaphore, 
 	if maxLeases < 1 {
 		return nil, fmt.Errorf("%w: maxLeases %d: it must be at least 1", ErrInvalidOption, maxLeases)
 	}
-	o := options{contention.DefaultOptions("semaphore", ScopeName, Version)}
+	o := options{Options: contention.DefaultOptions("semaphore", ScopeName, Version)}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
@@ -179,6 +189,12 @@ func New(conn zk.Conn, path string, maxLeases int, opts ...Option) (*Semaphore, 
 	}
 	if o.ID == "" {
 		o.ID = uuid.NewString() // our nodes' data: fixed here, for every instance
+	}
+	if conn != nil { // nil: refused by contention.Open
+		var err error
+		if conn, err = zk.UseACL(conn, o.acl...); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
 	}
 	s := &Semaphore{conn: conn, path: path, max: maxLeases, o: o, bus: events.NewBus(),
 		nmu: make(chan struct{}, 1), busy: make(map[*slot]bool)}

@@ -59,7 +59,7 @@ func NewCoordinator(conn zk.Conn, root string, opts ...Option) (*Coordinator, er
 	if conn == nil {
 		return nil, ErrClosed
 	}
-	o, err := newOptions(opts)
+	conn, o, err := newOptions(conn, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -59,7 +59,7 @@ func NewParticipant(conn zk.Conn, root, id string, h Handler, opts ...Option) (*
 	if err != nil {
 		return nil, err
 	}
-	o, err := newOptions(opts)
+	conn, o, err := newOptions(conn, opts)
 	switch {
 	case err != nil:
 		return nil, err

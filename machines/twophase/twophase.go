@@ -100,6 +100,7 @@ type options struct {
 	tracerProvider trace.TracerProvider
 	meterProvider  metric.MeterProvider
 	coordinator    []string // the coordinator's own options given
+	acl            []zk.ACL
 }
 
 // WithVoteTimeout bounds how long the coordinator waits for every vote
@@ -142,9 +143,17 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(o *options) { o.meterProvider = mp }
 }
 
-// newOptions applies opts over the defaults and checks what every handle
-// uses.
-func newOptions(opts []Option) (options, error) {
+// WithACL sets the ACL of every node the handle creates (a coordinator's
+// transaction, vote, inbox and decision nodes; a participant's
+// registration, votes and decisions; and their missing parents), in place
+// of the connection's (zk.WithACL, or its default). Default: the
+// connection's. An entry without a scheme or permissions is refused
+// (ErrInvalidOption).
+func WithACL(acl ...zk.ACL) Option { return func(o *options) { o.acl = acl } }
+
+// newOptions applies opts over the defaults, checks what every handle
+// uses, and returns conn creating with WithACL's ACL.
+func newOptions(conn zk.Conn, opts []Option) (zk.Conn, options, error) {
 	o := options{voteTimeout: 10 * time.Second, retention: 10 * time.Minute, closeTimeout: 10 * time.Second}
 	for _, opt := range opts {
 		if opt != nil {
@@ -152,9 +161,13 @@ func newOptions(opts []Option) (options, error) {
 		}
 	}
 	if o.closeTimeout <= 0 {
-		return o, fmt.Errorf("%w: close timeout %v: it must be positive", ErrInvalidOption, o.closeTimeout)
+		return nil, o, fmt.Errorf("%w: close timeout %v: it must be positive", ErrInvalidOption, o.closeTimeout)
 	}
-	return o, nil
+	conn, err := zk.UseACL(conn, o.acl...)
+	if err != nil {
+		return nil, o, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	return conn, o, nil
 }
 
 // Span attributes of the two-phase commit.

@@ -1,0 +1,14 @@
+// Package secured_test runs every recipe against secured ZooKeeper
+// sessions (issue 35): each handle's WithACL, an ACL's refusal
+// (zk.ErrNoAuth) through each recipe's calls, and recipes used end to end
+// by authenticated connections with the default ACL, on the simulator and
+// a real server.
+package secured_test
+
+import (
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
