@@ -144,7 +144,9 @@ var recipes = []recipe{
 			}
 		}
 		return nil
-	}, func(conn zk.Conn, acl ...zk.ACL) error { return closing(rwlock.New(conn, "/rw", rwlock.WithACL(acl...))) }},
+	}, func(conn zk.Conn, acl ...zk.ACL) error {
+		return closing(rwlock.New(conn, "/rw", rwlock.WithACL(acl...)))
+	}},
 	{"semaphore", func(ctx context.Context, t *testing.T, conn zk.Conn, dir string, acl ...zk.ACL) error {
 		s, err := semaphore.New(conn, dir, 2, semaphore.WithACL(acl...))
 		if err != nil {
@@ -169,7 +171,9 @@ var recipes = []recipe{
 			return err
 		}
 		return e.Resign(ctx)
-	}, func(conn zk.Conn, acl ...zk.ACL) error { return closing(election.New(conn, "/e", election.WithACL(acl...))) }},
+	}, func(conn zk.Conn, acl ...zk.ACL) error {
+		return closing(election.New(conn, "/e", election.WithACL(acl...)))
+	}},
 	{"queue", func(ctx context.Context, t *testing.T, conn zk.Conn, dir string, acl ...zk.ACL) error {
 		q, err := queue.New(conn, dir, queue.WithACL(acl...))
 		if err != nil {
@@ -200,7 +204,9 @@ var recipes = []recipe{
 			return err
 		}
 		return b.Remove(ctx)
-	}, func(conn zk.Conn, acl ...zk.ACL) error { return closing(barrier.New(conn, "/b", barrier.WithACL(acl...))) }},
+	}, func(conn zk.Conn, acl ...zk.ACL) error {
+		return closing(barrier.New(conn, "/b", barrier.WithACL(acl...)))
+	}},
 	{"barrier.DoubleBarrier", func(ctx context.Context, t *testing.T, conn zk.Conn, dir string, acl ...zk.ACL) error {
 		d, err := barrier.NewDouble(conn, dir+"/d", 1, barrier.WithACL(acl...))
 		if err != nil {
