@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -91,8 +92,8 @@ func TestAddAuthKept(t *testing.T) {
 
 // TestAddAuthRefused: a scheme the server has no provider for is
 // refused with ErrAuthFailed and the connection is closed (the same
-// session comes back at once); a digest cred without ':' is refused before
-// anything is sent, even on a cut or closed conn.
+// session comes back at once); a malformed digest cred or an empty scheme
+// is refused before anything is sent, even on a cut or closed conn.
 func TestAddAuthRefused(t *testing.T) {
 	s := New()
 	defer s.Close()
@@ -102,7 +103,7 @@ func TestAddAuthRefused(t *testing.T) {
 	cancel := c.Subscribe(func(e zk.SessionEvent) { states = append(states, e.State) })
 	defer cancel()
 	id := c.SessionID()
-	for _, scheme := range []string{"sasl", "super", "world", "auth", ""} {
+	for _, scheme := range []string{"sasl", "super", "world", "auth", "x509"} {
 		wantErr(t, "AddAuth "+scheme, c.AddAuth(ctx, scheme, []byte("u:p")), zk.ErrAuthFailed)
 	}
 	if want := slices.Repeat([]zk.SessionState{zk.StateSuspended, zk.StateReconnected}, 5); !slices.Equal(states, want) {
@@ -121,7 +122,11 @@ func TestAddAuthRefused(t *testing.T) {
 	s.Disconnect(c)
 	ended, cancelEnded := context.WithCancel(ctx)
 	cancelEnded()
-	wantErr(t, "digest without ':' on a cut conn", c.AddAuth(ended, "digest", []byte("user")), zk.ErrBadArguments)
+	for _, bad := range []struct{ scheme, cred string }{{"digest", "user"}, {"digest", ":password"}, {"", "u:p"}} {
+		err := c.AddAuth(ended, bad.scheme, []byte(bad.cred))
+		wantErr(t, fmt.Sprintf("%q %q on a cut conn", bad.scheme, bad.cred), err, zk.ErrInvalidOption)
+		wantErr(t, "the same", err, zk.ErrBadArguments)
+	}
 	s.Reconnect(c)
 	must(t, c.Close())
 	wantErr(t, "digest without ':' on a closed conn", c.AddAuth(ctx, "digest", []byte("user")), zk.ErrBadArguments)

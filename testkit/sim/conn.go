@@ -504,12 +504,17 @@ const opAuth fault.OpKind = "auth"
 // the identity ip:127.0.0.1). Any other scheme is refused with
 // zk.ErrAuthFailed, after which the server closes the connection: c's
 // subscribers see SUSPENDED and at once RECONNECTED with the same session,
-// and c's identities stay as they were. A digest cred without ':' is
-// refused with zk.ErrBadArguments before anything is sent.
+// and c's identities stay as they were. As the adapter does, an empty
+// scheme and a digest cred that is not "user:password" with a user are
+// refused with zk.ErrInvalidOption (an zk.ErrBadArguments) before anything
+// is sent.
 func (c *simConn) AddAuth(ctx context.Context, scheme string, cred []byte) error {
 	user, password, ok := strings.Cut(string(cred), ":")
-	if scheme == "digest" && !ok {
-		return fmt.Errorf("%w: a digest credential is user:password", zk.ErrBadArguments)
+	if scheme == "" {
+		return fmt.Errorf("%w: AddAuth with an empty scheme", zk.ErrInvalidOption)
+	}
+	if scheme == "digest" && (!ok || user == "") {
+		return fmt.Errorf("%w: digest credentials must be \"user:password\"", zk.ErrInvalidOption)
 	}
 	req := request{op: opAuth, frame: frameHeader + 4 + frameString(scheme) + 4 + len(cred)}
 	err := c.call(ctx, req, func(bool) error {
