@@ -150,6 +150,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 			// reply) says nothing about the node, and must be retried
 			// like a failed listing, never taken for its absence.
 			r.Err = errors.Join(childErr, ownErr)
+			r.Session = conn.SessionID()
 			if ownW == nil {
 				return r, true
 			}
@@ -182,6 +183,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 				r.Children, _, r.Err = conn.Children(ctx, c.Dir)
 				return r.Err
 			})
+			r.Session = conn.SessionID()
 			return r, true
 		})
 	case watchNode:

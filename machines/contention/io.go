@@ -80,6 +80,7 @@ type dirRead struct {
 	Own       zk.Stat
 	OwnExists bool
 	Err       error
+	Session   int64 // the connection's session once answered (see vanished); 0: unknown
 }
 
 // dirListed is the reply to listDir.
@@ -87,6 +88,7 @@ type dirListed struct {
 	Cmd      uint64
 	Children []string
 	Err      error
+	Session  int64 // as dirRead's
 }
 
 // watching is the reply to watchNode: whether the node existed (and so a
@@ -198,11 +200,11 @@ func (i dirEnsured) String() string {
 	return fmt.Sprintf("DirEnsured cmd=%d%s", i.Cmd, errText(i.Err))
 }
 func (i dirRead) String() string {
-	return fmt.Sprintf("DirRead cmd=%d children=%v own.exists=%t own.czxid=%#x own.owner=%#x%s",
-		i.Cmd, i.Children, i.OwnExists, i.Own.Czxid, i.Own.EphemeralOwner, errText(i.Err))
+	return fmt.Sprintf("DirRead cmd=%d children=%v own.exists=%t own.czxid=%#x own.owner=%#x%s%s",
+		i.Cmd, i.Children, i.OwnExists, i.Own.Czxid, i.Own.EphemeralOwner, sessionText(i.Session), errText(i.Err))
 }
 func (i dirListed) String() string {
-	return fmt.Sprintf("DirListed cmd=%d children=%v%s", i.Cmd, i.Children, errText(i.Err))
+	return fmt.Sprintf("DirListed cmd=%d children=%v%s%s", i.Cmd, i.Children, sessionText(i.Session), errText(i.Err))
 }
 func (i watching) String() string {
 	held := ""
@@ -229,6 +231,13 @@ func (i ownNodeGone) String() string {
 func (i deleted) String() string { return fmt.Sprintf("Deleted cmd=%d%s", i.Cmd, errText(i.Err)) }
 func (i announced) String() string {
 	return fmt.Sprintf("Announced cmd=%d%s", i.Cmd, errText(i.Err))
+}
+
+func sessionText(id int64) string {
+	if id == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" session=%#x", id)
 }
 
 func errText(err error) string {

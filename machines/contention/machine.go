@@ -611,7 +611,7 @@ func (m *machine) dirRead(in dirRead) {
 		return
 	case in.Err != nil || !in.OwnExists:
 		t.node = ""
-		m.fail(t, m.vanished(t))
+		m.fail(t, m.vanished(t, in.Session))
 		return
 	case in.Own.EphemeralOwner != t.session:
 		// created on another session than the term's (go-zookeeper runs
@@ -725,7 +725,7 @@ func (m *machine) ownNodeGone(in ownNodeGone) {
 	}
 	// fail deletes the node all the same (NoNode, one request in this rare
 	// case), for the hold mark that follows it must go too.
-	m.fail(t, m.vanished(t))
+	m.fail(t, m.vanished(t, 0))
 }
 
 // predecessorGone drops the node we watched and its watch. If it held,
@@ -939,7 +939,7 @@ func (m *machine) relisted(t *term, in dirListed) {
 		m.failOn(t, in.Err)
 	case in.Err != nil || !slices.Contains(in.Children, zk.Base(t.node)):
 		t.node = ""
-		m.fail(t, m.vanished(t))
+		m.fail(t, m.vanished(t, in.Session))
 	default:
 		below := slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.stale(in.Cmd))
 		t.below = m.cfg.Predicate.blockers(below, t.node)
@@ -1104,8 +1104,14 @@ func (m *machine) failAcquirers(err error) {
 	m.acquirers = nil
 }
 
-func (m *machine) vanished(t *term) error {
-	if m.session != t.session {
+// vanished is why t's node is gone: SessionLost if the term's session is
+// over, as the machine knows it or as the read that found the node gone
+// saw it (readOn, the connection's session once that read was answered; 0
+// unknown); otherwise NodeDeleted, by someone else. A read can run on the
+// session that replaced ours and be answered before LOST reaches the
+// machine: the node went with our session, not by another client's hand.
+func (m *machine) vanished(t *term, readOn int64) error {
+	if m.session != t.session || (readOn != 0 && readOn != t.session) {
 		return m.cfg.Errors.SessionLost
 	}
 	return m.cfg.Errors.NodeDeleted

@@ -762,7 +762,9 @@ func TestTranscriptOwnResignIsNotAForeignDelete(t *testing.T) {
 // A reply that fails with zk.ErrSessionExpired (a request in flight when
 // the session expired, its answer ahead of LOST) ends the term with
 // SessionLost, whichever request it answers: the caller and the grant's
-// Loss are told the session is gone, not a bare ZooKeeper error.
+// Loss are told the session is gone, not a bare ZooKeeper error. So does
+// a read answered on the session that replaced ours, ahead of LOST, that
+// finds our node gone with our session: no one else deleted it.
 func TestReplyOfAnExpiredSessionIsSessionLost(t *testing.T) {
 	const ours, p1, p2 = "_c_uuid1-lock-0000000002", "_c_a-lock-0000000000", "_c_b-lock-0000000001"
 	node := "/app/lock/" + ours
@@ -785,6 +787,10 @@ func TestReplyOfAnExpiredSessionIsSessionLost(t *testing.T) {
 		{"own-node read", func(tr *transcript) output {
 			tr.step(created{Cmd: 1, Path: node})
 			return tr.step(dirRead{Cmd: 2, Children: []string{ours}, Err: errors.Join(nil, expired)})
+		}},
+		{"own node gone with the session, read before LOST", func(tr *transcript) output {
+			tr.step(created{Cmd: 1, Path: node})
+			return tr.step(dirRead{Cmd: 2, Children: []string{p1}, Session: sess + 1})
 		}},
 		{"predecessor watch", func(tr *transcript) output {
 			tr.step(created{Cmd: 1, Path: node})
