@@ -6,15 +6,12 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/testkit/fault"
-	"go.uber.org/goleak"
 )
 
 // The simulator's behaviour is tested from outside, with testkit's helpers
 // and on a real server beside it (testkit/sim_test.go and
 // testkit/conformance_test.go). The tests here look at what only the inside
 // shows.
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func must(t *testing.T, err error) {
 	t.Helper()
