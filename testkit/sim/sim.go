@@ -11,7 +11,8 @@
 // multi, opening and closing a session each take one), children listed in
 // a seeded, stable, never-sorted order, the request frame limits (a request
 // over the client's buffer is zk.ErrRequestTooLarge, as through the
-// adapter). It has no goroutines and no timers: the same calls in the same
+// adapter), per-node ACLs and digest identities (AddAuth) checked where
+// and in the order the server checks them. It has no goroutines and no timers: the same calls in the same
 // order give the same names, zxids and events, and time enters only through
 // WithClock. A session's own watch event is in its channel before the reply
 // of the change that fired it.
@@ -35,7 +36,10 @@ import (
 // the go-zookeeper client behind our adapter, with the semantics recipes
 // rely on (docs/zk-semantics.md): sequence counters, ephemerals, containers,
 // one-shot watches and their order, atomic multi, Stat fields, errors,
-// watch replay after a reconnect, expiry.
+// watch replay after a reconnect, expiry, ACLs. Its conns have the
+// method AddAuth(ctx, scheme, cred) of the adapter's, which zk.Wrap uses
+// for zk.WithAuth; every conn has the identity ip:127.0.0.1, and there is
+// no superuser.
 //
 // It is deterministic: it has no goroutines and no timers, and the same
 // calls in the same order give the same names, zxids, child orders and
