@@ -1137,8 +1137,22 @@ func (m *machine) removed(o *out, i removed) {
 	case errors.Is(i.Err, zk.ErrNotEmpty): // claimed by an acknowledged consumer
 		m.unbind(e)
 		m.othersClaim(o, e)
+	case errors.Is(i.Err, zk.ErrNoAuth):
+		m.denied(o, e, i.Err)
 	default:
 		m.uncertain(o, e)
+	}
+}
+
+// denied fails the call e was bound to with err, the server's refusal of
+// its write for our identity (zk.ErrNoAuth): nothing was applied, and
+// another try, on e or the next item, would be refused the same way.
+func (m *machine) denied(o *out, e *entry, err error) {
+	t := e.taker
+	m.unbind(e)
+	if t != nil {
+		m.dropTaker(t)
+		m.reply(o, t.req, nil, err)
 	}
 }
 
@@ -1260,6 +1274,8 @@ func (m *machine) claimed(o *out, i claimed) {
 	case errors.Is(i.Err, errNotApplied): // the ack failed the multi
 		e.ours, m.exceptHint = true, true
 		m.unbind(e)
+	case errors.Is(i.Err, zk.ErrNoAuth):
+		m.denied(o, e, i.Err)
 	default:
 		m.uncertain(o, e)
 	}
@@ -1704,6 +1720,9 @@ func (m *machine) acked(o *out, i acked) {
 			e.mine, e.again, m.exceptHint = false, true, true
 		}
 		m.reply(o, req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(i.Name)))
+	case errors.Is(i.Err, zk.ErrNoAuth): // refused: nothing was applied, our claim stays
+		delete(m.acks, i.Name)
+		m.reply(o, req, nil, i.Err)
 	case e != nil:
 		// The reply was lost (perhaps with the session): the write may
 		// have been applied. checked tells once the item is looked at.

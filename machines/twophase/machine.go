@@ -1,6 +1,7 @@
 package twophase
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -174,7 +175,7 @@ func (m *machine) Step(in input) out {
 		}
 		if i.Err != nil {
 			m.regCmd = 0
-			m.fail(&o)
+			m.fail(&o, i.Err)
 			break
 		}
 		m.registered, m.failed = true, false
@@ -202,7 +203,7 @@ func (m *machine) Step(in input) out {
 		switch {
 		case i.Err != nil:
 			t.coordCmd = 0
-			m.fail(&o)
+			m.fail(&o, i.Err)
 		case !i.Exists:
 			t.coordCmd = 0
 			if t.st == stVoted && t.cmd == 0 {
@@ -370,8 +371,15 @@ func (m *machine) resync(o *out) {
 	}
 }
 
-// fail schedules a resync after an error of the server.
-func (m *machine) fail(o *out) {
+// fail schedules a resync after err, an error of the server (nil: of
+// the handler). A write the server refused for our identity (zk.ErrNoAuth)
+// would be refused again at every resync: serving ends with it instead.
+func (m *machine) fail(o *out, err error) {
+	if m.serving != 0 && errors.Is(err, zk.ErrNoAuth) {
+		m.reply(o, m.serving, fmt.Errorf("twophase: participant %s: %w", m.cfg.ID, err))
+		m.stopServing(o)
+		return
+	}
 	if m.serving == 0 || m.sleepCmd != 0 {
 		return
 	}
@@ -396,7 +404,7 @@ func (m *machine) inboxListed(o *out, i inboxListed) {
 	}
 	if i.Err != nil {
 		m.inboxCmd = 0
-		m.fail(o)
+		m.fail(o, i.Err)
 		return
 	}
 	m.inboxArmed = true
@@ -429,7 +437,7 @@ func (m *machine) tx(o *out, id string, cmd uint64, err error) *ptx {
 	}
 	t.cmd = 0
 	if err != nil {
-		m.fail(o)
+		m.fail(o, err)
 		return nil
 	}
 	return t
@@ -535,7 +543,7 @@ func (m *machine) decisionRead(o *out, i decisionRead) {
 	switch {
 	case i.Err != nil:
 		t.decCmd = 0
-		m.fail(o)
+		m.fail(o, i.Err)
 		return
 	case i.Exists, i.Gone:
 		t.decCmd = 0
@@ -595,7 +603,7 @@ func (m *machine) handled(o *out, i handled) {
 		return
 	}
 	if i.Err != nil {
-		m.fail(o) // called again at the resync
+		m.fail(o, nil) // called again at the resync
 		return
 	}
 	ev := events.Event{Type: events.Committed, Phase: events.PhaseEnded, State: stateDecided}

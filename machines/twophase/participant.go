@@ -121,7 +121,9 @@ func (p *Participant) Close() error {
 // ends (it returns ctx.Err()) or Close (ErrClosed): it votes on new ones
 // with the Handler's Prepare, and calls Commit or Abort on each decided one,
 // including those it missed while it was not serving. Errors of the server
-// are retried; one Serve at a time (ErrServing).
+// are retried, but a write it refuses for the connection's identity
+// (zk.ErrNoAuth), which would be refused again, ends Serve with that error;
+// one Serve at a time (ErrServing).
 func (p *Participant) Serve(ctx context.Context) error {
 	p.mu.Lock()
 	switch {
@@ -159,7 +161,10 @@ func (p *Participant) Serve(ctx context.Context) error {
 	if p.life.Err() != nil {
 		return ErrClosed
 	}
-	return ctx.Err()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err // the server refused a write (zk.ErrNoAuth)
 }
 
 // spec is the Shell's spec of the handle id on root, but for its Exec.
