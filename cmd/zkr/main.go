@@ -14,10 +14,18 @@
 // Flags every subcommand but trace and server takes (trace reads a file and
 // needs no server; server is one):
 //
-//	-zk host:port,...      ZooKeeper servers (default: $ZKR_SERVERS)
+//	-zk host:port,...[/chroot]  ZooKeeper's connect string (default: $ZKR_SERVERS);
+//	                       under a chroot every path is relative to it
+//	-tls-ca FILE           speak TLS (the servers' secureClientPort), trusting FILE's PEM CAs
+//	-tls-cert, -tls-key    a PEM client certificate and its key, for servers that ask for one
 //	-session 10s           session timeout asked of the server
 //	-connect-timeout 10s   how long to wait for a server to answer
 //	-o json                one JSON object per line instead of text
+//
+// ZKR_AUTH=scheme:credential in the environment (digest:user:password,
+// for one; never a flag, as command lines show in ps) authenticates the
+// session, and the nodes zkr creates are then its identity's (every
+// permission) and world-readable; without it they are writable by anyone.
 //
 // lock and elect also take -grace 5s. CMD runs with ZKR_LOCK_NODE and
 // ZKR_LOCK_TOKEN (lock) or ZKR_ELECT_NODE, ZKR_ELECT_TOKEN and ZKR_ELECT_ID
@@ -30,10 +38,12 @@
 // CMD started.
 //
 // Exit status: CMD's for lock and elect; otherwise 0 on success, 1 on an
-// error, 2 for bad usage (an unknown flag, a bad path, no servers given),
-// 3 when no server answered within -connect-timeout or the path holders or
-// queue len reads does not exist ("no such path"), and 128+N when signal N
-// interrupted a wait.
+// error (among them a credential the server refuses, a failed TLS
+// handshake, an operation a node's ACL refuses: "not authenticated"), 2 for
+// bad usage (an unknown flag, a bad path, no servers given, a bad connect
+// string, ZKR_AUTH or -tls-* file), 3 when no server answered within
+// -connect-timeout or the path holders or queue len reads does not exist
+// ("no such path"), and 128+N when signal N interrupted a wait.
 package main
 
 import (
@@ -45,11 +55,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/internal/zkflags"
 )
 
 const usage = `usage:
@@ -130,7 +140,14 @@ func (e *env) fail(cmd string, err error) int {
 	case errors.As(err, &in):
 		return 128 + signo(in.sig)
 	}
-	fmt.Fprintf(e.stderr, "zkr %s: %v\n", cmd, err)
+	hint := ""
+	switch {
+	case errors.Is(err, zk.ErrNoAuth):
+		hint = " (a node's ACL refuses this identity: ZKR_AUTH sets it)"
+	case errors.Is(err, zk.ErrAuthFailed):
+		hint = " (the server refused ZKR_AUTH's credential)"
+	}
+	fmt.Fprintf(e.stderr, "zkr %s: %v%s\n", cmd, err, hint)
 	switch {
 	case errors.As(err, &u), errors.Is(err, zk.ErrInvalidPath):
 		return exitUsage
@@ -152,7 +169,8 @@ type common struct {
 	fs             *flag.FlagSet
 	synopsis       string // the usage line(s) -h prints above the flags
 	stderr         io.Writer
-	servers        string
+	zk             *zkflags.Flags
+	conn           zkflags.Settings // zk, parsed
 	session        time.Duration
 	connectTimeout time.Duration
 	output         string
@@ -160,7 +178,7 @@ type common struct {
 
 func newCommon(cmd, synopsis string, stderr io.Writer) *common {
 	c := &common{fs: newFlags(cmd), synopsis: synopsis, stderr: stderr}
-	c.fs.StringVar(&c.servers, "zk", os.Getenv("ZKR_SERVERS"), "ZooKeeper servers host:port[,host:port...] (default $ZKR_SERVERS)")
+	c.zk = zkflags.Register(c.fs, os.Getenv("ZKR_SERVERS"), "ZooKeeper's connect string host:port[,host:port...][/chroot] (default $ZKR_SERVERS); credentials: ZKR_AUTH=scheme:credential in the environment")
 	c.fs.DurationVar(&c.session, "session", 10*time.Second, "session timeout")
 	c.fs.DurationVar(&c.connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for a server to answer")
 	c.fs.StringVar(&c.output, "o", "text", "output format: text or json")
@@ -196,8 +214,13 @@ func (c *common) parse(args []string) error {
 	if err := parseFlags(c.fs, c.synopsis, c.stderr, args); err != nil {
 		return err
 	}
+	conn, err := c.zk.Parse(os.Getenv)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	c.conn = conn
 	switch {
-	case c.servers == "":
+	case len(conn.Servers) == 0:
 		return usagef("no ZooKeeper servers: give -zk host:port or set ZKR_SERVERS")
 	case c.output != "text" && c.output != "json":
 		return usagef("-o %q: want text or json", c.output)
@@ -221,20 +244,22 @@ func checkPath(path string) error {
 }
 
 // connect opens a session, waiting at most -connect-timeout (errConnect)
-// or until ctx ends.
+// or until ctx ends. A refused credential (zk.ErrAuthFailed) or a failed
+// TLS handshake is returned as it is, within the timeout.
 func (c *common) connect(ctx context.Context) (zk.Conn, error) {
 	cctx, cancel := context.WithTimeout(ctx, c.connectTimeout)
 	defer cancel()
-	conn, err := zk.Connect(cctx, strings.Split(c.servers, ","), zk.WithSessionTimeout(c.session))
+	opts := append([]zk.Option{zk.WithSessionTimeout(c.session)}, c.conn.Options()...)
+	conn, err := zk.Connect(cctx, c.conn.Servers, opts...)
 	switch {
 	case err == nil:
 		return conn, nil
 	case ctx.Err() != nil:
 		return nil, context.Cause(ctx)
 	case errors.Is(err, context.DeadlineExceeded):
-		return nil, fmt.Errorf("%w at %s within %v", errConnect, c.servers, c.connectTimeout)
-	case errors.Is(err, zk.ErrNoServers):
-		return nil, usagef("-zk %q: %v", c.servers, err)
+		return nil, fmt.Errorf("%w at %s within %v", errConnect, c.zk.ZK(), c.connectTimeout)
+	case errors.Is(err, zk.ErrNoServers), errors.Is(err, zk.ErrInvalidOption):
+		return nil, usagef("-zk %q: %v", c.zk.ZK(), err)
 	}
 	return nil, err
 }

@@ -45,6 +45,9 @@ func TestZkr(t *testing.T) {
 	t.Run("holders of a read/write lock and a semaphore", z.testSharedHolders)
 	t.Run("a missing path", z.testMissingPath)
 	t.Run("server serves until a signal and keeps -data", z.testServer)
+	t.Run("ZKR_AUTH and a chroot: another identity reads but cannot take the lock", z.testSecured)
+	t.Run("a credential the server refuses", z.testAuthFailed)
+	t.Run("TLS failures", z.testTLSFailures)
 }
 
 type zkr struct {
@@ -249,6 +252,11 @@ func (z *zkr) testExitStatus(t *testing.T) {
 		{"no command", []string{"lock", "-zk", z.addr, "/x", "--"}, 2},
 		{"unknown queue verb", []string{"queue", "-zk", z.addr, "push", "/q"}, 2},
 		{"unknown subcommand", []string{"unlock"}, 2},
+		{"a relative chroot", []string{"holders", "-zk", z.addr + "/apps/", "/x"}, 2},
+		{"an empty server", []string{"queue", "len", "-zk", z.addr + ",", "/q"}, 2},
+		{"-tls-cert without -tls-key", []string{"holders", "-zk", z.addr, "-tls-cert", "/dev/null", "/x"}, 2},
+		{"a missing -tls-ca", []string{"holders", "-zk", z.addr, "-tls-ca", "/nonexistent/ca.pem", "/x"}, 2},
+		{"a -tls-ca without a certificate", []string{"holders", "-zk", z.addr, "-tls-ca", "/dev/null", "/x"}, 2},
 		{"no server answers", []string{"lock", "-zk", dead, "-connect-timeout", "1s", "/x", "--", "true"}, 3},
 		{"no server answers a queue", []string{"queue", "len", "-zk", dead, "-connect-timeout", "1s", "/q"}, 3},
 		{"command's status", []string{"lock", "-zk", z.addr, "/x", "--", "sh", "-c", "exit 7"}, 7},
