@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
 
 // ConsumeOption configures Consume. A nil ConsumeOption is ignored.
@@ -30,7 +32,9 @@ func WithConcurrency(n int) ConsumeOption { return func(o *consumeOptions) { o.c
 // two.
 //
 // Consume returns nil when ctx ends, and the first error that stops it
-// otherwise (ErrClosed once the Queue is closed).
+// otherwise: ErrClosed once the Queue is closed; an error matching
+// zk.ErrNoAuth when the server refuses a take or an ack for the
+// connection's identity (the item is nacked first).
 func (q *Queue) Consume(ctx context.Context, handle func(ctx context.Context, data []byte) error, opts ...ConsumeOption) error {
 	o := consumeOptions{concurrency: 1}
 	for _, opt := range opts {
@@ -61,7 +65,14 @@ func (q *Queue) Consume(ctx context.Context, handle func(ctx context.Context, da
 			for err == nil {
 				herr := handle(ctx, it.Data())
 				next, eerr := q.endHandled(ctx, it, herr)
-				if errors.Is(eerr, ErrClosed) {
+				if errors.Is(eerr, zk.ErrNoAuth) {
+					// Refused for our identity, as every ack would be: the
+					// item is given back, if the server lets us.
+					nctx, ncancel := context.WithTimeout(context.WithoutCancel(ctx), q.o.closeTimeout)
+					_ = it.Nack(nctx)
+					ncancel()
+				}
+				if errors.Is(eerr, ErrClosed) || errors.Is(eerr, zk.ErrNoAuth) {
 					stop(eerr)
 					return
 				}

@@ -344,6 +344,9 @@ func (q *Queue) Poll(ctx context.Context) ([]byte, error) {
 // its own name (a create of the node it deleted; sent again after a
 // connection loss). The same holds for Poll, and for TakeItem, whose
 // claim is given back.
+//
+// A delete (TakeItem: a claim) the server refuses for the connection's
+// identity returns an error matching zk.ErrNoAuth at once.
 func (q *Queue) Take(ctx context.Context) ([]byte, error) {
 	t, err := q.take(ctx, kindTake, "take")
 	return t.Data, err
@@ -434,7 +437,9 @@ func (it *Item) Node() string { return zk.Join(it.q.path, it.name) }
 // the claim had gone (the session ended): the item is delivered again.
 // ErrUncertain: the reply was lost and the session ended with it; the
 // item will not be delivered again (see ErrUncertain).
-// ErrAcked: Ack or Nack was called before.
+// ErrAcked: Ack or Nack was called before. zk.ErrNoAuth: the server
+// refused the removal for the connection's identity; nothing was applied,
+// and the claim stays ours until Nack (or Close) gives the item back.
 func (it *Item) Ack(ctx context.Context) error {
 	_, err := it.end(ctx, false, claimAheadOf)
 	return err

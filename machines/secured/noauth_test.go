@@ -145,15 +145,7 @@ var refusals = []refusal{
 	}},
 	// Anyone may add items to alice's queue, and claim them; only alice
 	// may remove them. Bob's item, taken by bob, cannot be acked by him.
-	{"queue.Ack", func(ctx context.Context, t *testing.T, alice zk.Conn, dir string) {
-		if err := alice.Delete(ctx, dir, zk.AnyVersion); err != nil {
-			t.Fatal(err)
-		}
-		acl := append(zk.WorldACL(zk.PermRead|zk.PermCreate|zk.PermWrite), zk.CreatorAll()...)
-		if _, err := alice.CreateACL(ctx, dir, nil, zk.ModePersistent, acl); err != nil {
-			t.Fatal(err)
-		}
-	}, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, snap func()) (error, func() error) {
+	{"queue.Ack", anyoneAdds, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, snap func()) (error, func() error) {
 		q, err := queue.New(bob, dir, queue.WithACL(zk.WorldACL(zk.PermAll)...))
 		if err != nil {
 			t.Fatal(err)
@@ -165,8 +157,25 @@ var refusals = []refusal{
 		if err != nil {
 			t.Fatal(err)
 		}
-		snap() // the item and our claim, which stays: Nack or Close gives it back
-		return it.Ack(ctx), q.Close
+		snap() // the item and our claim, which stays: Nack gives it back
+		return it.Ack(ctx), func() error {
+			if err := it.Nack(ctx); err != nil {
+				return err
+			}
+			return q.Close()
+		}
+	}},
+	// Consume stops at the first refused ack, and gives the item back.
+	{"queue.Consume", anyoneAdds, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, snap func()) (error, func() error) {
+		q, err := queue.New(bob, dir, queue.WithACL(zk.WorldACL(zk.PermAll)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Offer(ctx, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		snap()
+		return q.Consume(ctx, func(context.Context, []byte) error { return nil }), q.Close
 	}},
 	{"barrier.Set", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
 		b, err := barrier.New(bob, dir+"/b")
@@ -223,6 +232,18 @@ var refusals = []refusal{
 		_, err = c.Propose(ctx, "tx1", []byte("x"), []string{"p1"})
 		return err, c.Close
 	}},
+}
+
+// anyoneAdds makes dir a queue anyone may add items to and claim them,
+// but only alice may remove them.
+func anyoneAdds(ctx context.Context, t *testing.T, alice zk.Conn, dir string) {
+	if err := alice.Delete(ctx, dir, zk.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	acl := append(zk.WorldACL(zk.PermRead|zk.PermCreate|zk.PermWrite), zk.CreatorAll()...)
+	if _, err := alice.CreateACL(ctx, dir, nil, zk.ModePersistent, acl); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func offerAsAlice(ctx context.Context, t *testing.T, alice zk.Conn, dir string) {
