@@ -4,8 +4,9 @@
 // sharing a read/write lock, workers sharing the leases of a semaphore
 // while a holder's session ends, consumers acking the items of a work
 // queue while one crashes holding an item, workers starting and finishing
-// together on a double barrier while one crashes inside, and a two-phase
-// commit whose coordinator crashes. It prints every lifecycle event as it
+// together on a double barrier while one crashes inside, a two-phase
+// commit whose coordinator crashes, and a lock on a secured ensemble that
+// another identity cannot take. It prints every lifecycle event as it
 // happens, a summary per scenario, and at exit a waterfall of the slowest
 // trace of each operation; it can write the whole run as an HTML timeline
 // or Chrome Trace JSON, and export its spans to an OpenTelemetry collector.
@@ -17,6 +18,8 @@
 //	go run ./cmd/demo -scenario queue -orders 20
 //	go run ./cmd/demo -scenario barrier
 //	go run ./cmd/demo -scenario 2pc
+//	go run ./cmd/demo -scenario secure         # digest identities, ACLs, a chroot
+//	ZKR_AUTH=digest:me:pw go run ./cmd/demo -zk 127.0.0.1:2281/apps/demo -tls-ca ca.pem
 //	go run ./cmd/demo -html /tmp/demo.html     # then open it in a browser, offline
 //	go run ./cmd/demo -trace-json /tmp/demo.json # then open it in ui.perfetto.dev
 //	OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 go run ./cmd/demo -otlp
@@ -36,7 +39,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -44,6 +46,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/internal/zkflags"
 	"github.com/zkrecipes/zkrecipes/testkit/sim"
 )
 
@@ -61,6 +64,8 @@ sessions of their own, as separate processes would:
   barrier    5 workers start together on a double barrier; one crashes inside,
              the others still leave together
   2pc        a coordinator commits, aborts on a no vote, and crashes mid-way
+  secure     alice holds a lock under a chroot; bob, another digest identity,
+             reads who holds it but cannot delete her node nor take the lock
 
 It prints one line per lifecycle event, in the order they happened
 (time since the start | who | event | the state it left | details; a lock's
@@ -71,6 +76,10 @@ worker, states as bars, ZooKeeper requests below, crashes and session
 losses marked); -trace-json as Chrome Trace JSON (ui.perfetto.dev);
 -otlp sends the spans to an OpenTelemetry collector, configured with the
 standard OTEL_EXPORTER_OTLP_* variables (default http://localhost:4318).
+-zk takes ZooKeeper's connect string, with a chroot ("h1:p,h2:p/apps/demo"),
+-tls-* speak TLS to it, and ZKR_AUTH=scheme:credential in the environment
+(digest:user:password) authenticates every session (on the simulator too):
+the nodes the scenarios create are then that identity's, world-readable.
 Exit status: 0 when every check held, 1 otherwise, 2 on bad flags.
 
 usage: demo [flags]
@@ -91,8 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, about)
 		fs.PrintDefaults()
 	}
-	addr := fs.String("zk", "", "ZooKeeper servers, host:port[,host:port...]; empty: the embedded simulator")
-	scenario := fs.String("scenario", "all", "lock, election, rwlock, semaphore, queue, barrier, 2pc or all")
+	zkf := zkflags.Register(fs, "", "ZooKeeper's connect string host:port[,host:port...][/chroot]; empty: the embedded simulator")
+	scenario := fs.String("scenario", "all", "lock, election, rwlock, semaphore, queue, barrier, 2pc, secure or all")
 	workers := fs.Int("workers", 5, "lock: workers contending on one lock")
 	rounds := fs.Int("rounds", 3, "lock, semaphore: acquisitions per worker")
 	htmlFile := fs.String("html", "", "write the run as an HTML timeline to this file (opens offline in a browser)")
@@ -111,6 +120,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	settings, err := zkf.Parse(os.Getenv)
+	if err == nil && zkf.ZK() == "" && zkf.TLS() {
+		err = fmt.Errorf("%w: -tls-* need -zk: the embedded simulator has no TLS", zkflags.ErrUsage)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "demo:", err)
+		return 2
+	}
 	scenarios := map[string]func(context.Context, *cluster, *printer) error{
 		"lock": func(ctx context.Context, c *cluster, p *printer) error {
 			return lockScenario(ctx, c, p, *workers, *rounds, *hold)
@@ -125,8 +142,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		},
 		"barrier": func(ctx context.Context, c *cluster, p *printer) error { return barrierScenario(ctx, c, p, *hold) },
 		"2pc":     twophaseScenario,
+		"secure":  secureScenario,
 	}
-	order := []string{"lock", "election", "semaphore", "rwlock", "queue", "barrier", "2pc"}
+	order := []string{"lock", "election", "semaphore", "rwlock", "queue", "barrier", "2pc", "secure"}
 	if *scenario != "all" {
 		if scenarios[*scenario] == nil {
 			fmt.Fprintf(stderr, "demo: unknown scenario %q\n", *scenario)
@@ -136,10 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		order = []string{*scenario}
 	}
 
-	c := &cluster{sim: sim.New(), where: "the embedded simulator"}
-	if *addr != "" {
-		c = &cluster{servers: strings.Split(*addr, ","), where: "ZooKeeper " + *addr}
-	}
+	c := newCluster(settings, zkf.ZK())
 	p := newPrinter(stdout)
 
 	// Every recipe's spans go to the printer's TraceFile (and a collector
@@ -159,7 +174,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer otel.SetTracerProvider(prev)
 
 	p.key()
-	var err error
 	for _, name := range order {
 		if err = scenarios[name](ctx, c, p); err != nil {
 			break
@@ -200,21 +214,49 @@ func writeFile(file string, write func(io.Writer) error) error {
 	return f.Close()
 }
 
-// cluster is where the demo runs: the simulator or real servers.
+// cluster is where the demo runs: the simulator or real servers, and how
+// every session is opened there.
 type cluster struct {
-	sim     *sim.Sim
-	servers []string
-	where   string
+	sim      *sim.Sim
+	settings zkflags.Settings // servers, chroot, TLS, ZKR_AUTH
+	where    string
 }
 
-// connect opens a new session.
-func (c *cluster) connect(ctx context.Context) (zk.Conn, error) {
-	if c.sim != nil {
-		return c.sim.Connect(), nil
+// newCluster is the simulator when addr (-zk) is empty, else the servers
+// of settings.
+func newCluster(settings zkflags.Settings, addr string) *cluster {
+	c := &cluster{settings: settings, where: "ZooKeeper " + addr}
+	if addr == "" {
+		c.sim, c.where = sim.New(), "the embedded simulator"
 	}
+	if who := settings.Describe(); who != "" {
+		c.where += " as " + who
+	}
+	return c
+}
+
+// connect opens a new session with the -zk chroot, -tls-* and ZKR_AUTH.
+func (c *cluster) connect(ctx context.Context) (zk.Conn, error) {
+	return c.dial(ctx, c.settings.Options()...)
+}
+
+// dial opens a new session with opts: on the simulator through zk.Wrap
+// (which leaves TLS aside), else with zk.Connect.
+func (c *cluster) dial(ctx context.Context, opts ...zk.Option) (zk.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return zk.Connect(ctx, c.servers, zk.WithSessionTimeout(4*time.Second))
+	if c.sim != nil {
+		raw := c.sim.Connect()
+		if len(opts) == 0 {
+			return raw, nil
+		}
+		conn, err := zk.Wrap(ctx, raw, opts...)
+		if err != nil {
+			raw.Close()
+		}
+		return conn, err
+	}
+	return zk.Connect(ctx, c.settings.Servers, append([]zk.Option{zk.WithSessionTimeout(4 * time.Second)}, opts...)...)
 }
 
 // crash ends conn's session without its owner resigning or releasing

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/zkflags"
 	"github.com/zkrecipes/zkrecipes/testkit"
 	"github.com/zkrecipes/zkrecipes/testkit/sim"
 )
@@ -47,6 +48,9 @@ func TestScenariosOnSim(t *testing.T) {
 	if err := twophaseScenario(ctx, c, p); err != nil {
 		t.Fatalf("2pc: %v\n%s", err, out.String())
 	}
+	if err := secureScenario(ctx, c, p); err != nil {
+		t.Fatalf("secure: %v\n%s", err, out.String())
+	}
 	// The item consumer-3 held comes again (in whatever state the taker's
 	// machine is then: READY, or DETERMINE while it lists).
 	if !regexp.MustCompile(`consumer-[12]  REDELIVERED +[A-Z]+ +seq=0000000000`).MatchString(out.String()) {
@@ -72,6 +76,8 @@ func TestScenariosOnSim(t *testing.T) {
 		"order-2: warehouse aborted: payment: card declined, payment aborted: payment: card declined",
 		"order-3: warehouse aborted: coordinator session ended",
 		"the coordinator crashes: its session expired",
+		"bob deletes alice's node: refused: zk: not authenticated",
+		"alice held the lock throughout: true",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -108,7 +114,7 @@ func TestScenariosOnARealServer(t *testing.T) {
 	defer cancel()
 	var out bytes.Buffer
 	p := newPrinter(&out)
-	c := &cluster{servers: []string{srv.Addr()}, where: "ZooKeeper " + srv.Addr()}
+	c := newCluster(zkflags.Settings{Servers: []string{srv.Addr()}}, srv.Addr())
 	for name, run := range map[string]func() error{
 		"lock":      func() error { return lockScenario(ctx, c, p, 3, 2, time.Millisecond) },
 		"election":  func() error { return electionScenario(ctx, c, p) },
@@ -117,6 +123,7 @@ func TestScenariosOnARealServer(t *testing.T) {
 		"queue":     func() error { return queueScenario(ctx, c, p, 5, time.Millisecond) },
 		"barrier":   func() error { return barrierScenario(ctx, c, p, time.Millisecond) },
 		"2pc":       func() error { return twophaseScenario(ctx, c, p) },
+		"secure":    func() error { return secureScenario(ctx, c, p) },
 	} {
 		if err := run(); err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, out.String())
