@@ -294,9 +294,9 @@ func (t *target) victim(ctx context.Context, session time.Duration) (conn zk.Con
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	c, err := zk.Connect(cctx, px.Addrs(), zk.WithSessionTimeout(session))
+	through := *t
+	through.session = session
+	c, err := through.dial(ctx, px.Addrs())
 	if err != nil {
 		px.Close()
 		return nil, nil, nil, err

@@ -15,9 +15,13 @@
 //	zkbench twophase -zk 127.0.0.1:2181 -participants 5 -txs 200
 //
 // Latencies are objects {n, mean_us, p50_us, p90_us, p99_us, max_us} with
-// nearest-rank percentiles. -zk takes host:port[,host:port...], or "sim"
-// for the in-memory simulator: a smoke test whose figures say nothing about
-// ZooKeeper. The exit code is 1 when the line says "ok": false.
+// nearest-rank percentiles. -zk takes ZooKeeper's connect string
+// host:port[,host:port...][/chroot], or "sim" for the in-memory simulator:
+// a smoke test whose figures say nothing about ZooKeeper. -tls-ca,
+// -tls-cert and -tls-key speak TLS to the servers, and ZKR_AUTH=
+// scheme:credential in the environment authenticates every session, as
+// in zkr. The exit code is 1 when the line says "ok": false or on an
+// error, 2 on bad connection settings.
 package main
 
 import (
@@ -32,10 +36,10 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
-	"strings"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/internal/zkflags"
 	"github.com/zkrecipes/zkrecipes/testkit/sim"
 )
 
@@ -64,7 +68,9 @@ const usage = `usage: zkbench BENCH -zk ADDR [flags]
   scale  H lock handles (one actor each) on P paths over C connections:
          what an idle handle costs, then all acquire and release once
 
-ADDR is host:port[,host:port...] or "sim" (the in-memory simulator).
+ADDR is host:port[,host:port...][/chroot] or "sim" (the in-memory simulator);
+-tls-ca FILE [-tls-cert FILE -tls-key FILE] for TLS, ZKR_AUTH=scheme:cred in
+the environment to authenticate.
 "zkbench BENCH -h" lists a bench's flags.
 `
 
@@ -102,6 +108,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "zkbench %s: %v\n", args[0], err)
+		if errors.Is(err, zkflags.ErrUsage) {
+			return 2
+		}
 		return 1
 	}
 	line, err := json.Marshal(out)
@@ -121,7 +130,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // common are the flags every bench has.
 type common struct {
 	fs      *flag.FlagSet
-	addr    string
+	zk      *zkflags.Flags
+	addr    string // -zk
+	conn    zkflags.Settings
 	session time.Duration
 	path    string
 	cpuProf string
@@ -130,7 +141,7 @@ type common struct {
 
 func newCommon(bench string) *common {
 	c := &common{fs: flag.NewFlagSet("zkbench "+bench, flag.ContinueOnError)}
-	c.fs.StringVar(&c.addr, "zk", "", `ZooKeeper servers host:port[,host:port...], or "sim" (required)`)
+	c.zk = zkflags.Register(c.fs, "", `ZooKeeper's connect string host:port[,host:port...][/chroot], or "sim" (required)`)
 	c.fs.DurationVar(&c.session, "session", 10*time.Second, "session timeout")
 	c.fs.StringVar(&c.path, "path", "/zkbench/"+bench+"-"+runID(), "the bench's directory (deleted at the end)")
 	c.fs.StringVar(&c.cpuProf, "cpuprofile", "", "write a CPU profile of the whole bench to this file")
@@ -142,8 +153,16 @@ func (c *common) parse(args []string) error {
 	if err := c.fs.Parse(args); err != nil {
 		return err
 	}
+	c.addr = c.zk.ZK()
 	if c.addr == "" {
 		return errors.New("-zk is required")
+	}
+	if c.addr == "sim" && c.zk.TLS() {
+		return fmt.Errorf("%w: -tls-* with -zk sim: the simulator has no TLS", zkflags.ErrUsage)
+	}
+	var err error
+	if c.conn, err = c.zk.Parse(os.Getenv); err != nil { // "sim" parses as a server name, unused
+		return err
 	}
 	if c.fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", c.fs.Args())
@@ -176,24 +195,40 @@ func (c *common) done() {
 type target struct {
 	servers []string
 	session time.Duration
+	opts    []zk.Option // -zk's chroot, -tls-*, ZKR_AUTH
 	sim     *sim.Sim
 }
 
 func (c *common) target() *target {
+	t := &target{servers: c.conn.Servers, session: c.session, opts: c.conn.Options()}
 	if c.addr == "sim" {
-		return &target{sim: sim.New()}
+		t.servers, t.sim = nil, sim.New()
 	}
-	return &target{servers: strings.Split(c.addr, ","), session: c.session}
+	return t
 }
 
 // connect opens a new session.
 func (t *target) connect(ctx context.Context) (zk.Conn, error) {
-	if t.sim != nil {
-		return t.sim.Connect(), nil
-	}
+	return t.dial(ctx, t.servers)
+}
+
+// dial opens a new session with the target's options on servers, or on
+// the simulator through zk.Wrap.
+func (t *target) dial(ctx context.Context, servers []string) (zk.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return zk.Connect(ctx, t.servers, zk.WithSessionTimeout(t.session))
+	if t.sim != nil {
+		raw := t.sim.Connect()
+		if len(t.opts) == 0 {
+			return raw, nil
+		}
+		conn, err := zk.Wrap(ctx, raw, t.opts...)
+		if err != nil {
+			raw.Close()
+		}
+		return conn, err
+	}
+	return zk.Connect(ctx, servers, append([]zk.Option{zk.WithSessionTimeout(t.session)}, t.opts...)...)
 }
 
 // header is the start of every line: what ran, where, with which settings.
