@@ -268,14 +268,16 @@ func (e *Election) Resign(ctx context.Context) error {
 // it returns fn's error, or, when the term was lost and fn returned nil or
 // its ctx's error, the term's Err, so a lost session never looks like a
 // normal finish. A failed campaign returns its error. With WithRequeue it
-// campaigns again after each term until ctx ends.
+// campaigns again after each term until ctx ends, but not after a campaign
+// the server refused for the connection's identity (zk.ErrNoAuth), which
+// every later one would be too: Run returns that error.
 func (e *Election) Run(ctx context.Context, fn func(ctx context.Context) error) error {
 	for {
 		term, err := e.campaign(ctx, selectorMarker)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil
-		case err != nil && e.cfg.requeue && !errors.Is(err, ErrClosed):
+		case err != nil && e.cfg.requeue && !errors.Is(err, ErrClosed) && !errors.Is(err, zk.ErrNoAuth):
 			continue // the session was lost while waiting: queue again
 		case err != nil:
 			return err

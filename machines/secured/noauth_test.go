@@ -120,6 +120,13 @@ var refusals = []refusal{
 		_, err = e.Campaign(ctx)
 		return err, e.Close
 	}},
+	{"election.Run", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+		e, err := election.New(bob, dir, election.WithRequeue(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Run(ctx, func(context.Context) error { return errors.New("bob led") }), e.Close
+	}},
 	{"queue.Offer", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
 		q, err := queue.New(bob, dir)
 		if err != nil {
