@@ -286,6 +286,13 @@ func waitContenders(ctx context.Context, t *testing.T, conn zk.Conn, dir string,
 	}
 }
 
+// newSim is a simulator closed at the end of the test.
+func newSim(t *testing.T) *testkit.Sim {
+	sim := testkit.NewSim()
+	t.Cleanup(sim.Close)
+	return sim
+}
+
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -299,7 +306,7 @@ func TestWithACL(t *testing.T) {
 	for _, r := range recipes {
 		t.Run(r.name, func(t *testing.T) {
 			ctx := testCtx(t)
-			rec := &recorder{Conn: testkit.NewSim().Connect()}
+			rec := &recorder{Conn: newSim(t).Connect()}
 			t.Cleanup(func() { rec.Close() })
 			dir := "/secured/" + r.name
 			if err := r.use(ctx, t, rec, dir, custom...); err != nil {
@@ -339,7 +346,7 @@ func TestWithACLRefused(t *testing.T) {
 	} {
 		for _, r := range recipes {
 			t.Run(fmt.Sprintf("%s/%v", r.name, bad), func(t *testing.T) {
-				rec := &recorder{Conn: testkit.NewSim().Connect()}
+				rec := &recorder{Conn: newSim(t).Connect()}
 				t.Cleanup(func() { rec.Close() })
 				err := r.open(rec, bad...)
 				if !errors.Is(err, zkrecipes.ErrInvalidOption) || !errors.Is(err, zk.ErrBadArguments) {
