@@ -40,7 +40,8 @@ func check(t *testing.T, err error) {
 // TestSecuredLock: alice's lock is hers. Bob sees its holder, but can
 // neither delete its node nor ask it to give the lock up, nor queue for
 // it; the holder keeps its grant. Alice's second session waits its turn
-// and gets the lock when the first releases it.
+// and gets the lock when the first releases it, and her first connection
+// is still alice after its session expired.
 func TestSecuredLock(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := testCtx(t)
@@ -77,6 +78,14 @@ func TestSecuredLock(t *testing.T) {
 		testkit.WaitEvent(t, sub, events.ReadyStart) // alice's second session waits behind the first
 		check(t, g1.Release(ctx))
 		check(t, <-got)
+
+		// A new session of alice's first connection is alice again: it
+		// takes the lock in her directory, and bob still cannot delete it.
+		tg.Expire(t, alice1)
+		g1, err = l1.Acquire(ctx)
+		check(t, err)
+		refused(t, "bob deleting the holder's node after alice's expiry", bob.Delete(ctx, g1.Node(), zk.AnyVersion))
+		check(t, g1.Release(ctx))
 	})
 }
 
