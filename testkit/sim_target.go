@@ -26,8 +26,17 @@ func SimOf(tg Target) (*Sim, bool) {
 	return nil, false
 }
 
-func (tg simTarget) Connect(t testing.TB) zk.Conn {
-	c := tg.s.Connect()
+func (tg simTarget) Connect(t testing.TB) zk.Conn { return tg.ConnectWith(t) }
+
+// ConnectWith opens a simulator session and applies opts with zk.Wrap.
+func (tg simTarget) ConnectWith(t testing.TB, opts ...zk.Option) zk.Conn {
+	t.Helper()
+	raw := tg.s.Connect()
+	c, err := zk.Wrap(t.Context(), raw, opts...)
+	if err != nil {
+		_ = raw.Close()
+		t.Fatalf("testkit: zk.Wrap on the simulator: %v", err)
+	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

@@ -185,7 +185,11 @@ type serverTarget struct {
 
 func (*serverTarget) Name() string { return "zk" }
 
-func (tg *serverTarget) Connect(t testing.TB) zk.Conn {
+func (tg *serverTarget) Connect(t testing.TB) zk.Conn { return tg.ConnectWith(t) }
+
+// ConnectWith connects through a proxy of its own, as Connect does, with
+// the 2 s session timeout before opts (which may change it).
+func (tg *serverTarget) ConnectWith(t testing.TB, opts ...zk.Option) zk.Conn {
 	t.Helper()
 	p, err := NewProxy(tg.addr)
 	if err != nil {
@@ -193,30 +197,44 @@ func (tg *serverTarget) Connect(t testing.TB) zk.Conn {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), targetWait)
 	defer cancel()
-	c, err := zk.Connect(ctx, []string{p.Addr()}, zk.WithSessionTimeout(targetSessionTimeout))
+	opts = append([]zk.Option{zk.WithSessionTimeout(targetSessionTimeout)}, opts...)
+	c, err := zk.Connect(ctx, []string{p.Addr()}, opts...)
 	if err != nil {
 		p.Close()
 		t.Fatalf("testkit: connect to ZooKeeper %s: %v", tg.addr, err)
 	}
+	key := innermost(c)
 	tg.mu.Lock()
-	tg.proxies[c] = p
+	tg.proxies[key] = p
 	tg.mu.Unlock()
 	t.Cleanup(func() {
 		p.Unblock() // let Close reach the server, which then drops the ephemerals at once
 		c.Close()
 		p.Close()
 		tg.mu.Lock()
-		delete(tg.proxies, c)
+		delete(tg.proxies, key)
 		tg.mu.Unlock()
 	})
 	return c
+}
+
+// innermost follows c's Unwrap methods (the views of package zk) to the
+// Conn Connect dialled, which keys the proxies.
+func innermost(c zk.Conn) zk.Conn {
+	for {
+		u, ok := c.(interface{ Unwrap() zk.Conn })
+		if !ok {
+			return c
+		}
+		c = u.Unwrap()
+	}
 }
 
 func (tg *serverTarget) proxy(t testing.TB, c zk.Conn) *Proxy {
 	t.Helper()
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
-	p, ok := tg.proxies[c]
+	p, ok := tg.proxies[innermost(c)]
 	if !ok {
 		t.Fatalf("testkit: %T was not opened by this target's Connect", c)
 	}

@@ -3,6 +3,9 @@ package zk
 import (
 	"crypto/sha1"
 	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
 )
 
 // Perm is a set of ZooKeeper permissions on one node.
@@ -50,4 +53,38 @@ func DigestACL(perms Perm, user, password string) []ACL {
 func DigestID(user, password string) string {
 	sum := sha1.Sum([]byte(user + ":" + password))
 	return user + ":" + base64.StdEncoding.EncodeToString(sum[:])
+}
+
+// ValidateACL reports, as an error matching ErrInvalidOption, why the
+// server would refuse acl or why it grants nothing: an empty list, an entry
+// without permissions or with bits beyond PermAll, an empty scheme, a
+// "world" entry whose ID is not "anyone", a "digest" entry whose ID is not
+// "user:hash". Recipes call it for their WithACL options; Connect and Wrap
+// for WithACL.
+func ValidateACL(acl []ACL) error {
+	if len(acl) == 0 {
+		return fmt.Errorf("%w: an empty ACL", ErrInvalidOption)
+	}
+	for i, a := range acl {
+		bad := func(why string) error { return fmt.Errorf("%w: ACL entry %d: %s", ErrInvalidOption, i, why) }
+		switch {
+		case a.Perms == 0:
+			return bad("no permissions")
+		case a.Perms&^PermAll != 0:
+			return bad(fmt.Sprintf("unknown permission bits %#x", int32(a.Perms&^PermAll)))
+		case a.Scheme == "":
+			return bad("no scheme")
+		case a.Scheme == "world" && a.ID != "anyone":
+			return bad(fmt.Sprintf("world scheme with id %q (only \"anyone\")", a.ID))
+		case a.Scheme == "digest" && !strings.Contains(a.ID, ":"):
+			return bad("digest id is not user:hash")
+		}
+	}
+	return nil
+}
+
+// needsAuth reports whether acl has an "auth" entry, which only a session
+// with an identity can create nodes with.
+func needsAuth(acl []ACL) bool {
+	return slices.ContainsFunc(acl, func(a ACL) bool { return a.Scheme == "auth" })
 }

@@ -1,6 +1,7 @@
 package zk
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,9 +13,13 @@ import (
 )
 
 // Connect opens a session with the ZooKeeper servers (host:port; the port
-// defaults to 2181) and returns once the session is established
-// (StateConnected). If ctx ends first, it closes what it opened and returns
-// ctx.Err(). Host names are resolved at each dial, not up front.
+// defaults to 2181), applies the options (authentication, chroot, ACL: see
+// Wrap) and returns once the session is established (StateConnected) and
+// authenticated. Host names are resolved at each dial, not up front. If ctx
+// ends first, it closes what it opened and returns ctx.Err(); so it does
+// when the server refuses an authentication (ErrAuthFailed) or, with
+// WithTLS, once every server failed its TLS handshake. Servers and chroot
+// can come from ZooKeeper's connect string (ParseConnectString).
 func Connect(ctx context.Context, servers []string, opts ...Option) (Conn, error) {
 	if len(servers) == 0 {
 		return nil, ErrNoServers
@@ -31,14 +36,28 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (Conn, error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	c, err := dial(ctx, servers, cfg)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := wrap(ctx, c, cfg)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return conn, nil
+}
 
+// dial opens the session Connect returns (before its options are applied).
+func dial(ctx context.Context, servers []string, cfg config) (*client, error) {
 	stop, cancel := context.WithCancel(context.Background())
 	c := &client{
 		stop:      cancel,
 		connected: make(chan struct{}),
 		closeDone: make(chan struct{}),
 	}
-	c.dialer = &dialer{stop: stop, handshake: handshakeTimeout(cfg.sessionTimeout), watching: c.watches.any}
+	c.dialer = &dialer{stop: stop, handshake: handshakeTimeout(cfg.sessionTimeout), watching: c.watches.any,
+		tls: cfg.tls, servers: len(servers), tlsFailed: make(chan error, 1)}
 	// Hold c.mu until c.gz is set: the event callback reads it.
 	c.mu.Lock()
 	gz, events, err := gozk.Connect(servers, cfg.sessionTimeout,
@@ -59,16 +78,43 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (Conn, error
 	c.gz, c.loopDone = gz, events
 	c.mu.Unlock()
 
+	var failed error
 	select {
 	case <-c.connected:
 		return c, nil
+	case failed = <-c.dialer.tlsFailed:
 	case <-ctx.Done():
-		c.mu.Lock()
-		c.closed = true
-		c.mu.Unlock()
-		c.shutdown()
-		return nil, ctx.Err()
+		failed = ctx.Err()
 	}
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.shutdown()
+	return nil, failed
+}
+
+// AddAuth adds an identity to the session (ZooKeeper's addAuth), as
+// WithAuth does: "digest" takes "user:password". It returns once the
+// server accepted it, ErrAuthFailed if it refused it (the server then
+// closes the connection, and the connection reconnects without it), or
+// ErrConnectionLoss if the connection broke first (the session may or may
+// not have the identity; calling again is harmless). An accepted identity
+// is re-sent on every new connection, and to the new session after an
+// expiry, before any other request.
+func (c *client) AddAuth(ctx context.Context, scheme string, cred []byte) error {
+	if scheme == "" {
+		return fmt.Errorf("%w: AddAuth with an empty scheme", ErrInvalidOption)
+	}
+	if scheme == "digest" {
+		if err := validDigest(cred); err != nil {
+			return err
+		}
+	}
+	cred = bytes.Clone(cred) // go-zookeeper keeps it to re-send
+	_, err := call(ctx, c, func(gz *gozk.Conn) (struct{}, error) {
+		return struct{}{}, gz.AddAuth(scheme, cred)
+	})
+	return err
 }
 
 // client implements Conn on a go-zookeeper connection.
@@ -180,7 +226,8 @@ func call[T any](ctx context.Context, c *client, req func(gz *gozk.Conn) (T, err
 // has gone is still drained and counted; src is nil when no watch was left.
 // The event callback delivers node events to it in the server's order (see
 // inOrder); the goroutine here delivers what the callback did not.
-func (c *client) watch(gen uint64, src <-chan gozk.Event, path string, kind watchKind) <-chan WatchEvent {
+// rel rewrites the event's path (see watchRewrite).
+func (c *client) watch(gen uint64, src <-chan gozk.Event, path string, kind watchKind, rel func(string) string) <-chan WatchEvent {
 	if src == nil {
 		c.watches.end(gen, false)
 		return nil
@@ -197,7 +244,7 @@ func (c *client) watch(gen uint64, src <-chan gozk.Event, path string, kind watc
 	c.watches.end(gen, true)
 	// The watch is counted gone before its event is seen: a reconnect
 	// right after the event must not hold its requests for it (resync).
-	p := &pendingWatch{out: out, fired: c.watches.fired}
+	p := &pendingWatch{out: out, fired: c.watches.fired, rel: rel}
 	c.order.register(path, kind, p)
 	go func() {
 		defer c.calls.Done()
@@ -362,6 +409,7 @@ func (c *client) ExistsW(ctx context.Context, path string) (Stat, bool, <-chan W
 	if err := ValidatePath(path); err != nil {
 		return Stat{}, false, nil, err
 	}
+	rel := watchRewrite(ctx)
 	r, err := call(ctx, c, func(gz *gozk.Conn) (existsResult, error) {
 		gen := c.watches.begin()
 		ok, s, ch, err := gz.ExistsW(path)
@@ -369,7 +417,7 @@ func (c *client) ExistsW(ctx context.Context, path string) (Stat, bool, <-chan W
 		if ok {
 			kind = kindData
 		}
-		return existsResult{stat: stat(s), exists: ok, w: c.watch(gen, ch, path, kind)}, err
+		return existsResult{stat: stat(s), exists: ok, w: c.watch(gen, ch, path, kind, rel)}, err
 	})
 	if err != nil {
 		return Stat{}, false, nil, err
@@ -404,10 +452,11 @@ func (c *client) GetW(ctx context.Context, path string) ([]byte, Stat, <-chan Wa
 	if err := ValidatePath(path); err != nil {
 		return nil, Stat{}, nil, err
 	}
+	rel := watchRewrite(ctx)
 	r, err := call(ctx, c, func(gz *gozk.Conn) (getResult, error) {
 		gen := c.watches.begin()
 		d, s, ch, err := gz.GetW(path)
-		return getResult{data: d, stat: stat(s), w: c.watch(gen, ch, path, kindData)}, err
+		return getResult{data: d, stat: stat(s), w: c.watch(gen, ch, path, kindData, rel)}, err
 	})
 	if err != nil {
 		return nil, Stat{}, nil, err
@@ -439,10 +488,11 @@ func (c *client) ChildrenW(ctx context.Context, path string) ([]string, Stat, <-
 	if err := ValidatePath(path); err != nil {
 		return nil, Stat{}, nil, err
 	}
+	rel := watchRewrite(ctx)
 	r, err := call(ctx, c, func(gz *gozk.Conn) (childrenResult, error) {
 		gen := c.watches.begin()
 		n, s, ch, err := gz.ChildrenW(path)
-		return childrenResult{names: n, stat: stat(s), w: c.watch(gen, ch, path, kindChild)}, err
+		return childrenResult{names: n, stat: stat(s), w: c.watch(gen, ch, path, kindChild, rel)}, err
 	})
 	if err != nil {
 		return nil, Stat{}, nil, err

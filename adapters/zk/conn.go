@@ -285,9 +285,17 @@ var (
 	ErrBadVersion              = errors.New("zk: version conflict")
 	ErrNoChildrenForEphemerals = errors.New("zk: ephemeral nodes may not have children")
 	ErrBadArguments            = errors.New("zk: invalid arguments")
-	ErrNoAuth                  = errors.New("zk: not authenticated")
-	ErrUnimplemented           = errors.New("zk: operation not implemented by the server")
-	ErrRuntimeInconsistency    = errors.New("zk: multi op not applied because an earlier op failed")
+	// ErrNoAuth: the node's ACL does not grant this session's identities
+	// the permission the request needs.
+	ErrNoAuth = errors.New("zk: not authenticated")
+	// ErrAuthFailed: the server refused an authentication (an unknown
+	// scheme, or credentials its provider rejects) and closed the
+	// connection. A wrong digest password is not refused: it is another
+	// identity, and the first operation that needs the right one fails with
+	// ErrNoAuth.
+	ErrAuthFailed           = errors.New("zk: authentication failed")
+	ErrUnimplemented        = errors.New("zk: operation not implemented by the server")
+	ErrRuntimeInconsistency = errors.New("zk: multi op not applied because an earlier op failed")
 	// ErrConnectionLoss: the connection broke while the request was
 	// outstanding; the server may or may not have applied it.
 	ErrConnectionLoss = errors.New("zk: connection lost, outcome unknown")
@@ -303,4 +311,18 @@ var (
 	// server's jute.maxbuffer, 1 MiB by default, is sent, and the server
 	// drops the connection: ErrConnectionLoss.)
 	ErrRequestTooLarge = fmt.Errorf("%w: the request does not fit the client's 1.5 MiB buffer", ErrBadArguments)
+	// ErrInvalidOption: an option of Connect or Wrap, or an ACL, was
+	// refused before anything was sent (a digest credential that is not
+	// "user:password", an ACL entry without permissions, a relative chroot,
+	// CreatorAll without WithAuth, a nil TLS config). It matches both
+	// ErrBadArguments and zkrecipes.ErrInvalidOption.
+	ErrInvalidOption error = invalidOption{}
 )
+
+type invalidOption struct{}
+
+func (invalidOption) Error() string { return "zk: invalid option" }
+
+func (invalidOption) Is(target error) bool {
+	return target == ErrBadArguments || target == zkrecipes.ErrInvalidOption
+}

@@ -95,6 +95,58 @@
 //
 // Paths and ops are validated before anything is sent (ValidatePath; a
 // container create inside Multi is refused with ErrBadArguments, because
-// go-zookeeper cannot read the server's reply to it). Every node is created
-// with the ACL world:anyone, all permissions.
+// go-zookeeper cannot read the server's reply to it).
+//
+// # Secured ensembles
+//
+//	servers, chroot, err := zk.ParseConnectString("zk1:2281,zk2:2281/apps/billing")
+//	conn, err := zk.Connect(ctx, servers,
+//		zk.WithAuth("digest", []byte("billing:s3cret")), // repeatable
+//		zk.WithTLS(tlsConfig),                           // the servers' secureClientPort
+//		zk.WithChroot(chroot),                           // every path is under it; created if missing
+//	)
+//
+// Authentication. Each WithAuth is sent (addAuth) before Connect returns,
+// and go-zookeeper re-sends every accepted one on each new connection and
+// to the new session after an expiry, before any other request, so the
+// identity survives faults and costs no request per operation. A scheme the
+// server refuses (one it has no provider for) makes Connect return
+// ErrAuthFailed at once. A wrong digest password is not refused: ZooKeeper
+// takes it as another identity, so Connect succeeds and the first operation
+// that needs the right identity fails with ErrNoAuth. Credentials and key
+// material appear in no log line and no error text.
+//
+// The ACL of new nodes. Every node created without an ACL of its own (Create,
+// or a nil ACL in CreateACL or a CreateOp) gets the connection's: WithACL's,
+// or WithACLProvider's for its path; without either, a connection with
+// WithAuth creates CreatorAll plus world read (only its identity may change
+// or delete the node or create under it; anyone may read), and a connection
+// without authentication keeps ZooKeeper's world:anyone with all
+// permissions and logs one warning per connection (to WithLogger's logger)
+// that its nodes are writable by anyone. A recipe's own WithACL (UseACL)
+// overrides the connection's for that recipe's nodes. An operation an ACL
+// refuses returns ErrNoAuth.
+//
+// TLS. WithTLS dials every server with TLS (ZooKeeper's secureClientPort,
+// served by Netty); the TLS handshake must end within the handshake bound
+// above. When every server has failed its TLS handshake (a wrong CA, a
+// plain-text port), Connect returns that error, whose text names TLS, at
+// once rather than when its ctx ends.
+//
+// Chroot. go-zookeeper has none; WithChroot's view adds the chroot to every
+// path sent and takes it off every path returned (created names, Multi
+// results, watch events, error texts), so two connections with different
+// chroots never see each other's nodes. The client rewrites a watch
+// event's path as it delivers it, so watch channels keep the server's
+// order (see Watches).
+//
+// Wrap applies the same options, but those about dialling, to a Conn made
+// elsewhere (the simulator's).
+//
+// SASL and Kerberos. go-zookeeper v1.0.4 cannot authenticate with SASL
+// (ZooKeeper's sasl scheme, Kerberos or DIGEST-MD5 over SASL): its
+// handshake has no SASL step. Use digest authentication over TLS (or, on
+// a server configured for it, the x509 scheme with a client certificate in
+// WithTLS's config), or a SASL-capable client (the Java client, Curator)
+// for ensembles that require SASL.
 package zk

@@ -35,7 +35,7 @@ var gozkErrors = []struct{ from, to error }{
 	{gozk.ErrShortBuffer, ErrRequestTooLarge}, // go-zookeeper's send buffer; nothing was sent
 	{gozk.ErrInvalidPath, ErrInvalidPath},
 	{gozk.ErrNoAuth, ErrNoAuth},
-	{gozk.ErrAuthFailed, ErrNoAuth},
+	{gozk.ErrAuthFailed, ErrAuthFailed},
 	{gozk.ErrSessionExpired, ErrSessionExpired},
 	{gozk.ErrConnectionClosed, ErrConnectionLoss},
 	{gozk.ErrNoServer, ErrConnectionLoss},

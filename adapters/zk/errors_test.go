@@ -27,7 +27,7 @@ func TestMapErr(t *testing.T) {
 		{"invalid flags, wrapped", fmt.Errorf("Create with TTL flag disallowed: %w", gozk.ErrInvalidFlags), ErrBadArguments},
 		{"invalid path", gozk.ErrInvalidPath, ErrInvalidPath},
 		{"no auth", gozk.ErrNoAuth, ErrNoAuth},
-		{"auth failed", gozk.ErrAuthFailed, ErrNoAuth},
+		{"auth failed", gozk.ErrAuthFailed, ErrAuthFailed},
 		{"session expired", gozk.ErrSessionExpired, ErrSessionExpired},
 		{"connection closed", gozk.ErrConnectionClosed, ErrConnectionLoss},
 		{"no server", gozk.ErrNoServer, ErrConnectionLoss},

@@ -2,7 +2,9 @@ package zk
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -106,14 +108,24 @@ func (p *hostProvider) backoff(k int) time.Duration {
 // reply came within handshake, and in a resyncConn (see
 // resyncGrace); watching tells it whether go-zookeeper may hold watches
 // (nil: never).
+//
+// With tls set, each connection speaks TLS, its handshake done within
+// handshake. A failed TLS handshake is a failed dial; once one has failed
+// with as many servers in a row as there are servers, and none succeeded
+// since, the last error is sent (without blocking) on tlsFailed, which
+// Connect, still waiting for its first session, returns.
 type dialer struct {
 	stop      context.Context
 	handshake time.Duration
 	watching  func() bool
 	stats     resyncStats
+	tls       *tls.Config
+	servers   int
+	tlsFailed chan error
 
-	mu   sync.Mutex
-	conn net.Conn
+	mu       sync.Mutex
+	conn     net.Conn
+	tlsFails int // TLS handshakes failed in a row
 }
 
 var errStopping = errors.New("zk: connection is being closed")
@@ -123,6 +135,11 @@ func (d *dialer) dial(network, address string, timeout time.Duration) (net.Conn,
 	conn, err := nd.DialContext(d.stop, network, address)
 	if err != nil {
 		return nil, err
+	}
+	if d.tls != nil {
+		if conn, err = d.tlsHandshake(conn, address); err != nil {
+			return nil, err
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -136,6 +153,39 @@ func (d *dialer) dial(network, address string, timeout time.Duration) (net.Conn,
 	}
 	d.conn = newResyncConn(newHandshakeGuard(conn, d.handshake), watching, resyncGrace, resyncGateGrace, &d.stats)
 	return d.conn, nil
+}
+
+// tlsHandshake runs a TLS client handshake on conn, closing it on failure.
+// The error names TLS and the server; its cause is the tls package's.
+func (d *dialer) tlsHandshake(conn net.Conn, address string) (net.Conn, error) {
+	cfg := d.tls
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			host = address
+		}
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	ctx, cancel := context.WithTimeout(d.stop, d.handshake)
+	defer cancel()
+	tc := tls.Client(conn, cfg)
+	err := tc.HandshakeContext(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err == nil {
+		d.tlsFails = 0
+		return tc, nil
+	}
+	conn.Close()
+	err = fmt.Errorf("zk: TLS handshake with %s: %w", address, err)
+	if d.tlsFails++; d.tlsFails >= d.servers && d.tlsFailed != nil {
+		select {
+		case d.tlsFailed <- fmt.Errorf("%w (every server failed its TLS handshake)", err):
+		default:
+		}
+	}
+	return nil, err
 }
 
 // closeConn closes the last connection dialled (go-zookeeper may already

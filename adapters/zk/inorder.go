@@ -54,13 +54,18 @@ type watchKey struct {
 type pendingWatch struct {
 	once  sync.Once
 	out   chan WatchEvent
-	fired func() // called once, before the event is sent
+	fired func()              // called once, before the event is sent
+	rel   func(string) string // the path the event carries (see WithChroot)
 }
 
 func (p *pendingWatch) deliver(ev gozk.Event) {
 	p.once.Do(func() {
 		p.fired()
-		p.out <- watchEvent(ev)
+		w := watchEvent(ev)
+		if w.Path != "" {
+			w.Path = p.rel(w.Path)
+		}
+		p.out <- w
 		close(p.out)
 	})
 }
