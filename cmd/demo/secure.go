@@ -32,6 +32,11 @@ func secureScenario(ctx context.Context, c *cluster, p *printer) error {
 	const chroot, path = "/apps/billing", "/locks/orders"
 	base := c.settings.Chroot // -zk's chroot, under which the scenario works
 	p.say("secure: alice and bob are digest identities on %s; alice's sessions are rooted at %s", c.where, chroot)
+	if c.settings.Auth != nil {
+		if err := c.openApps(ctx, p); err != nil {
+			return err
+		}
+	}
 	alice, err := c.dial(ctx, c.as(aliceCred, base+chroot)...)
 	if err != nil {
 		return fmt.Errorf("alice: %w", err)
@@ -105,6 +110,24 @@ func secureScenario(ctx context.Context, c *cluster, p *printer) error {
 	if !held {
 		return fmt.Errorf("alice lost the lock: holders %v, %v", hs, err)
 	}
+	return nil
+}
+
+// openApps: under ZKR_AUTH, -zk's chroot is that identity's (CreatorAll
+// plus world read), so alice could not create her root in it. Its owner
+// makes /apps there, where anyone may create (as an administrator prepares
+// a namespace for services); only the owner may delete.
+func (c *cluster) openApps(ctx context.Context, p *printer) error {
+	owner, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer owner.Close()
+	acl := append(zk.CreatorAll(), zk.WorldACL(zk.PermRead|zk.PermCreate)...)
+	if _, err := owner.CreateACL(ctx, "/apps", nil, zk.ModePersistent, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("creating /apps as %s: %w", c.settings.Describe(), err)
+	}
+	p.say("%s made /apps, where anyone may create a node (world read, create) and only it may delete", c.settings.Describe())
 	return nil
 }
 

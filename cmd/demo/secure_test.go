@@ -113,6 +113,18 @@ func TestChrootAndAuthOnARealServer(t *testing.T) {
 	if _, err := raw.Create(ctx, "/tenant/x", nil, zk.ModePersistent); !errors.Is(err, zk.ErrNoAuth) {
 		t.Errorf("an unauthenticated create under the chroot: %v, want zk.ErrNoAuth", err)
 	}
+
+	// The secure scenario in that chroot: its owner opens /apps to alice.
+	out.Reset()
+	if code := run(ctx, []string{"-zk", srv.Addr() + "/tenant", "-scenario", "secure", "-waterfall=false"}, &out, &stderr); code != 0 {
+		t.Fatalf("secure: exit %d: %s\n%s", code, stderr.String(), out.String())
+	}
+	if !strings.Contains(out.String(), "digest user ops made /apps") || !strings.Contains(out.String(), "alice held the lock throughout: true") {
+		t.Errorf("secure in a chroot owned by ZKR_AUTH's identity:\n%s", out.String())
+	}
+	if _, ok, err := raw.Exists(ctx, "/tenant/apps/billing"); !ok || err != nil {
+		t.Errorf("alice's chroot under -zk's: exists %t, %v", ok, err)
+	}
 }
 
 // Bad connection settings exit 2 before anything is dialled.
