@@ -59,7 +59,7 @@ func sharedServer(t testing.TB) *Server {
 	if !shared.started {
 		shared.started = true
 		shared.srv, shared.err = zkserver.Launch(context.Background(), zkserver.WithQuickJIT(true),
-			zkserver.WithContainerCheckInterval(200*time.Millisecond))
+			zkserver.WithContainerCheckInterval(200*time.Millisecond), zkserver.WithSuperUser(superUser, superPassword))
 	}
 	if shared.err != nil {
 		failOrSkip(t, shared.err)
@@ -104,9 +104,14 @@ func claimSharedTree(t testing.TB, addr string) {
 	}
 }
 
+// The shared server's super user, which passes every ACL: wipeTree
+// deletes as it what tests created with ACLs that shut others out.
+const superUser, superPassword = "super", "zkrecipes-testkit"
+
 // wipeTree deletes every node but /zookeeper and its children.
 func wipeTree(ctx context.Context, addr string) error {
-	c, err := zk.Connect(ctx, []string{addr}, zk.WithSessionTimeout(targetSessionTimeout))
+	c, err := zk.Connect(ctx, []string{addr}, zk.WithSessionTimeout(targetSessionTimeout),
+		zk.WithAuth("digest", []byte(superUser+":"+superPassword)))
 	if err != nil {
 		return err
 	}

@@ -30,12 +30,13 @@ type Ensemble struct {
 }
 
 // LaunchEnsemble starts a 3-server ensemble and returns once it serves.
-// Close stops it and removes its data. WithPort and WithDataDir are
-// refused: an ensemble has several ports and directories.
+// Close stops it and removes its data. WithPort, WithDataDir and WithTLS
+// are refused: an ensemble has several ports and directories, and its
+// members serve plain text only.
 func LaunchEnsemble(ctx context.Context, opts ...Option) (*Ensemble, error) {
 	cfg := newConfig(opts)
-	if cfg.port != 0 || cfg.dataDir != "" {
-		return nil, fmt.Errorf("zkserver: WithPort and WithDataDir are for a standalone server: %w", zkrecipes.ErrInvalidOption)
+	if cfg.port != 0 || cfg.dataDir != "" || cfg.tls {
+		return nil, fmt.Errorf("zkserver: WithPort, WithDataDir and WithTLS are for a standalone server: %w", zkrecipes.ErrInvalidOption)
 	}
 	java, err := findJava()
 	if err != nil {

@@ -2,17 +2,22 @@ package zkserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/zkrecipes/zkrecipes"
 )
 
 // Where Debian's libzookeeper-java puts the server. zookeeper.jar's manifest
@@ -22,6 +27,13 @@ var zkClassPath = []string{
 	"/usr/share/java/zookeeper.jar",
 	"/usr/share/java/zookeeper-jute.jar",
 	"/usr/share/java/slf4j-simple.jar",
+}
+
+// The secure port's Netty needs these too; Debian's zookeeper.jar manifest
+// lists Netty's buffer, common, handler and transport jars only.
+var nettyClassPath = []string{
+	"/usr/share/java/netty-codec.jar",
+	"/usr/share/java/netty-resolver.jar",
 }
 
 const zkMainClass = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
@@ -52,8 +64,13 @@ func findJava() (string, error) {
 type zkProcess struct {
 	name    string // for messages: "zookeeper" or "node 2"
 	dir     string // holds zoo.cfg, data/ and zk.log
-	addr    string // client address, 127.0.0.1:port
+	addr    string // client address, 127.0.0.1:port; "" with noPlain
 	jvmArgs []string
+
+	tls        *serverTLS // nil: no secure port
+	securePort int
+	secureAddr string
+	noPlain    bool // no plain-text client port (with tls only)
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -79,7 +96,16 @@ func (p *zkProcess) writeConfig(cfg config, clientPort, myid int, servers []stri
 	fmt.Fprintf(&b, "initLimit=%d\n", max(10, 10000/tick))
 	fmt.Fprintf(&b, "syncLimit=%d\n", max(5, 2000/tick))
 	fmt.Fprintf(&b, "dataDir=%s\n", data)
-	fmt.Fprintf(&b, "clientPort=%d\nclientPortAddress=127.0.0.1\n", clientPort)
+	p.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(clientPort))
+	if p.tls != nil {
+		b.WriteString(p.tls.configLines(p.securePort))
+		p.secureAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(p.securePort))
+	}
+	if p.tls != nil && p.noPlain {
+		p.addr = ""
+	} else {
+		fmt.Fprintf(&b, "clientPort=%d\nclientPortAddress=127.0.0.1\n", clientPort)
+	}
 	fmt.Fprintf(&b, "maxClientCnxns=0\n4lw.commands.whitelist=*\nadmin.enableServer=false\n")
 	fmt.Fprintf(&b, "forceSync=%s\n", map[bool]string{true: "yes", false: "no"}[cfg.forceSync])
 	fmt.Fprintf(&b, "minSessionTimeout=%d\nmaxSessionTimeout=%d\n", 2*tick, cfg.maxSession.Milliseconds())
@@ -91,7 +117,6 @@ func (p *zkProcess) writeConfig(cfg config, clientPort, myid int, servers []stri
 			return err
 		}
 	}
-	p.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(clientPort))
 	return os.WriteFile(p.cfgPath(), []byte(b.String()), 0o644)
 }
 
@@ -111,7 +136,18 @@ func jvmArguments(cfg config) []string {
 	if cfg.containerCheck > 0 {
 		args = append(args, fmt.Sprintf("-Dznode.container.checkIntervalMs=%d", cfg.containerCheck.Milliseconds()))
 	}
-	return append(args, "-cp", strings.Join(zkClassPath, ":"), zkMainClass)
+	if cfg.tls {
+		// The secure port needs Netty; it then serves the plain port too.
+		args = append(args, "-Dzookeeper.serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory")
+	}
+	if cfg.superDigest != "" {
+		args = append(args, "-Dzookeeper.DigestAuthenticationProvider.superDigest="+cfg.superDigest)
+	}
+	cp := zkClassPath
+	if cfg.tls {
+		cp = append(slices.Clip(cp), nettyClassPath...)
+	}
+	return append(args, "-cp", strings.Join(cp, ":"), zkMainClass)
 }
 
 // start launches the JVM. The child gets its own process group and, on
@@ -186,14 +222,14 @@ func (p *zkProcess) waitServing(ctx context.Context) error {
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if _, err := serverMode(ctx, p.addr); err == nil {
+		if _, err := p.mode(ctx); err == nil {
 			return nil
 		}
 		select {
 		case <-exited:
 			return fmt.Errorf("zkserver: %s exited while starting; log tail:\n%s", p.name, p.logTail(30))
 		case <-ctx.Done():
-			return fmt.Errorf("zkserver: %s not serving on %s: %w; log tail:\n%s", p.name, p.addr, ctx.Err(), p.logTail(30))
+			return fmt.Errorf("zkserver: %s not serving on %s: %w; log tail:\n%s", p.name, cmp.Or(p.addr, p.secureAddr), ctx.Err(), p.logTail(30))
 		case <-tick.C:
 		}
 	}
@@ -237,12 +273,21 @@ func freePorts(n int) ([]int, error) {
 // serverMode is the Mode srvr reports for the server at addr
 // ("standalone", "leader", "follower", "observer").
 func serverMode(ctx context.Context, addr string) (string, error) {
-	return srvrField(ctx, addr, "Mode")
+	return srvrField(ctx, addr, nil, "Mode")
+}
+
+// mode is the process's serverMode, asked on its plain port, or over TLS
+// when it has none.
+func (p *zkProcess) mode(ctx context.Context) (string, error) {
+	if p.addr == "" {
+		return srvrField(ctx, p.secureAddr, p.tls.client, "Mode")
+	}
+	return serverMode(ctx, p.addr)
 }
 
 // serverZxid is the last zxid the server at addr has applied, from srvr.
 func serverZxid(ctx context.Context, addr string) (int64, error) {
-	z, err := srvrField(ctx, addr, "Zxid")
+	z, err := srvrField(ctx, addr, nil, "Zxid")
 	if err != nil {
 		return 0, err
 	}
@@ -253,10 +298,10 @@ func serverZxid(ctx context.Context, addr string) (int64, error) {
 // the server at addr; an error while the server does not serve. It gives
 // up after a second: a starting server may accept the word and never
 // answer it.
-func srvrField(ctx context.Context, addr, name string) (string, error) {
+func srvrField(ctx context.Context, addr string, tlsCfg *tls.Config, name string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	reply, err := FourLetterWord(ctx, addr, "srvr")
+	reply, err := fourLetterWord(ctx, addr, tlsCfg, "srvr")
 	if err != nil {
 		return "", err
 	}
@@ -273,13 +318,33 @@ func srvrField(ctx context.Context, addr, name string) (string, error) {
 // Every word is allowed on servers started by this package. Without a
 // deadline on ctx it gives up after 2 s.
 func FourLetterWord(ctx context.Context, addr, word string) (string, error) {
+	return fourLetterWord(ctx, addr, nil, word)
+}
+
+// FourLetterWordTLS is FourLetterWord on a secure client port (see
+// WithTLS), with cfg (Server.TLSConfig).
+func FourLetterWordTLS(ctx context.Context, addr string, cfg *tls.Config, word string) (string, error) {
+	if cfg == nil {
+		return "", fmt.Errorf("zkserver: FourLetterWordTLS with a nil config: %w", zkrecipes.ErrInvalidOption)
+	}
+	return fourLetterWord(ctx, addr, cfg, word)
+}
+
+func fourLetterWord(ctx context.Context, addr string, tlsCfg *tls.Config, word string) (string, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	var c net.Conn
+	var err error
+	if tlsCfg != nil {
+		d := tls.Dialer{Config: tlsCfg}
+		c, err = d.DialContext(ctx, "tcp", addr)
+	} else {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -8,6 +8,7 @@ package zkserver
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -28,6 +29,9 @@ type config struct {
 	quickJIT       bool
 	port           int
 	dataDir        string
+	tls            bool
+	noPlain        bool
+	superDigest    string
 }
 
 func newConfig(opts []Option) config {
@@ -132,8 +136,20 @@ func Launch(ctx context.Context, opts ...Option) (*Server, error) {
 		}
 	}
 	s := &Server{
-		proc: &zkProcess{name: "zookeeper", dir: dir, jvmArgs: jvmArguments(cfg)},
+		proc: &zkProcess{name: "zookeeper", dir: dir, jvmArgs: jvmArguments(cfg), noPlain: cfg.noPlain},
 		java: java, cfg: cfg,
+	}
+	if cfg.tls {
+		for _, jar := range nettyClassPath {
+			if _, err := os.Stat(jar); err != nil {
+				s.Close()
+				return nil, fmt.Errorf("%w: %v", ErrNotInstalled, err)
+			}
+		}
+		if s.proc.tls, err = makeTLS(dir); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("zkserver: TLS key and certificate: %w", err)
+		}
 	}
 	if err := s.launch(ctx); err != nil {
 		s.Close()
@@ -148,12 +164,13 @@ func (s *Server) launch(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.startTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
+		ports, err := freePorts(2)
+		if err != nil {
+			return err
+		}
+		s.proc.securePort = ports[1]
 		port := s.cfg.port
 		if port == 0 {
-			ports, err := freePorts(1)
-			if err != nil {
-				return err
-			}
 			port = ports[0]
 		} else if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
 			// Another server there would answer our wait for this one.
@@ -164,15 +181,35 @@ func (s *Server) launch(ctx context.Context) error {
 		if err := s.proc.writeConfig(s.cfg, port, 0, nil); err != nil {
 			return err
 		}
-		err := s.start(ctx)
+		err = s.start(ctx)
 		if err == nil || attempt == 3 || s.cfg.port != 0 || !s.proc.bindFailed() {
 			return err
 		}
 	}
 }
 
-// Addr is the client address, "127.0.0.1:port".
+// Addr is the client address, "127.0.0.1:port", or "" for a server with
+// WithTLS(false), which has no plain-text port.
 func (s *Server) Addr() string { return s.proc.addr }
+
+// TLSAddr is the secure client address of a server with WithTLS,
+// "127.0.0.1:port"; "" without it.
+func (s *Server) TLSAddr() string {
+	if s.proc.tls == nil {
+		return ""
+	}
+	return s.proc.secureAddr
+}
+
+// TLSConfig is a client config trusting the server's CA (RootCAs), or nil
+// for a server without WithTLS. The certificate names 127.0.0.1 and
+// localhost. Each call returns a new copy.
+func (s *Server) TLSConfig() *tls.Config {
+	if s.proc.tls == nil {
+		return nil
+	}
+	return s.proc.tls.client.Clone()
+}
 
 // Stop kills the server (SIGKILL: clients see the connection drop, as when
 // a machine dies) and waits until it is gone. Its data stays, so Start can
