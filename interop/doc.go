@@ -3,6 +3,9 @@
 // machines/lock Lock exclude each other on one path, and a Curator
 // LeaderLatch or LeaderSelector and a machines/election Election elect
 // exactly one leader together, each reading the other's participant id.
+// On a secured server a Curator client with our digest identity and a
+// namespace equal to our chroot shares our lock's line, and another
+// identity can read that line but delete nobody's node.
 //
 // It has tests only. They run java/CuratorPeer.java with Java's
 // single-file source launcher against Debian's Curator jars

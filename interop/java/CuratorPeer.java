@@ -30,6 +30,12 @@
 //              status              -> STATUS <hasLeadership>
 //              close               -> CLOSED
 //
+// With CURATOR_AUTH=scheme:credential in the environment the client
+// authenticates so and creates its nodes with the creator's identities
+// holding every permission and anyone reading (zkrecipes' default on an
+// authenticated connection); with CURATOR_NAMESPACE=ns it works under /ns
+// (a chroot).
+//
 // A command that throws prints "ERROR <exception>". Lines are written whole
 // (println on one PrintStream), so listener lines never split an answer.
 
@@ -44,6 +50,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.api.ACLProvider;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
 import org.apache.curator.framework.recipes.leader.LeaderSelector;
@@ -53,6 +60,8 @@ import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.RetryOneTime;
+import org.apache.zookeeper.ZooDefs;
+import org.apache.zookeeper.data.ACL;
 
 public final class CuratorPeer {
     static void say(String line) {
@@ -71,6 +80,25 @@ public final class CuratorPeer {
         }
     };
 
+    // The ACL zkrecipes gives a node on an authenticated connection by
+    // default: everything to the creator's identities, reading to anyone.
+    static final ACLProvider CREATOR_ALL_WORLD_READ = new ACLProvider() {
+        final List<ACL> acl = new ArrayList<>(ZooDefs.Ids.CREATOR_ALL_ACL);
+        {
+            acl.addAll(ZooDefs.Ids.READ_ACL_UNSAFE);
+        }
+
+        @Override
+        public List<ACL> getDefaultAcl() {
+            return acl;
+        }
+
+        @Override
+        public List<ACL> getAclForPath(String path) {
+            return acl;
+        }
+    };
+
     static String ids(Collection<Participant> ps) {
         List<String> out = new ArrayList<>();
         for (Participant p : ps) out.add(p.getId());
@@ -83,12 +111,21 @@ public final class CuratorPeer {
             System.exit(2);
         }
         String connect = argv[0], role = argv[1], path = argv[2], id = argv[3];
-        CuratorFramework client = CuratorFrameworkFactory.builder()
+        CuratorFrameworkFactory.Builder builder = CuratorFrameworkFactory.builder()
                 .connectString(connect)
                 .sessionTimeoutMs(10000)
                 .connectionTimeoutMs(10000)
-                .retryPolicy(new RetryOneTime(100))
-                .build();
+                .retryPolicy(new RetryOneTime(100));
+        String auth = System.getenv("CURATOR_AUTH"), namespace = System.getenv("CURATOR_NAMESPACE");
+        if (auth != null && !auth.isEmpty()) {
+            int colon = auth.indexOf(':');
+            builder.authorization(auth.substring(0, colon), auth.substring(colon + 1).getBytes(StandardCharsets.UTF_8))
+                    .aclProvider(CREATOR_ALL_WORLD_READ);
+        }
+        if (namespace != null && !namespace.isEmpty()) {
+            builder.namespace(namespace);
+        }
+        CuratorFramework client = builder.build();
         client.start();
         if (!client.blockUntilConnected(30, TimeUnit.SECONDS)) {
             System.err.println("could not connect to " + connect);
