@@ -1,0 +1,9 @@
+package secured_test
+
+import (
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
