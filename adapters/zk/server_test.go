@@ -44,6 +44,34 @@ func stopSharedServer() {
 	if shared != nil {
 		shared.Close()
 	}
+	if sharedTLS != nil {
+		sharedTLS.Close()
+	}
+}
+
+// The TLS tests share a second server, with a secure client port and a
+// plain one.
+var (
+	sharedTLSOnce sync.Once
+	sharedTLS     *zkserver.Server
+	sharedTLSErr  error
+)
+
+// needTLSServer returns the shared TLS server, started on first use, or
+// skips (fails with ZK_REQUIRED=1) as needServer does.
+func needTLSServer(t testing.TB) *zkserver.Server {
+	t.Helper()
+	sharedTLSOnce.Do(func() {
+		sharedTLS, sharedTLSErr = zkserver.Launch(context.Background(), zkserver.WithTLS(true),
+			zkserver.WithQuickJIT(true), zkserver.WithMaxSessionTimeout(5*time.Minute), zkserver.WithStartTimeout(30*time.Second))
+	})
+	if sharedTLSErr != nil {
+		if os.Getenv("ZK_REQUIRED") == "1" {
+			t.Fatalf("ZooKeeper TLS server cannot start (ZK_REQUIRED=1): %v", sharedTLSErr)
+		}
+		t.Skipf("ZooKeeper TLS server cannot start: %v", sharedTLSErr)
+	}
+	return sharedTLS
 }
 
 // proxy is a loopback TCP proxy in front of the server, for fault
@@ -55,6 +83,8 @@ type proxy struct {
 	ln     net.Listener
 	target string
 
+	raw bool // copy bytes without reading frames (TLS); Requests stays 0
+
 	mu        sync.Mutex
 	blackhole bool
 	mute      int // connections still to accept and never answer
@@ -63,13 +93,19 @@ type proxy struct {
 	wg        sync.WaitGroup
 }
 
-func newProxy(t testing.TB, target string) *proxy {
+func newProxy(t testing.TB, target string) *proxy { return startProxy(t, target, false) }
+
+// newRawProxy is a proxy that copies bytes without reading frames, for
+// TLS connections; it counts no requests.
+func newRawProxy(t testing.TB, target string) *proxy { return startProxy(t, target, true) }
+
+func startProxy(t testing.TB, target string, raw bool) *proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &proxy{ln: ln, target: target, raw: raw, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -127,6 +163,10 @@ func (p *proxy) pipe(src, dst net.Conn, fromClient bool) {
 		src.Close()
 		dst.Close()
 	}()
+	if p.raw {
+		io.Copy(dst, src)
+		return
+	}
 	r := bufio.NewReader(src)
 	handshake := true
 	var hdr [4]byte
