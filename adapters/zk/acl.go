@@ -8,14 +8,11 @@ import (
 	"strings"
 )
 
-// Perm is a set of ZooKeeper permissions on one node.
-type Perm int32
-
 // The permissions ZooKeeper checks. Creating and deleting a node need
 // PermCreate and PermDelete on its parent; reading its data or its children
 // needs PermRead on it, setting its data PermWrite. Exists needs none.
 const (
-	PermRead Perm = 1 << iota
+	PermRead int32 = 1 << iota
 	PermWrite
 	PermCreate
 	PermDelete
@@ -29,13 +26,13 @@ const (
 // authenticated as; ID empty), "digest" (ID "user:base64(sha1(user:password))")
 // and "ip".
 type ACL struct {
-	Perms  Perm
+	Perms  int32 // PermRead | PermWrite | ...
 	Scheme string
 	ID     string
 }
 
 // WorldACL is the list granting perms to anyone.
-func WorldACL(perms Perm) []ACL { return []ACL{{Perms: perms, Scheme: "world", ID: "anyone"}} }
+func WorldACL(perms int32) []ACL { return []ACL{{Perms: perms, Scheme: "world", ID: "anyone"}} }
 
 // CreatorAll is the list granting every permission to the identities of
 // the session that creates the node, and nothing to anyone else. A session
@@ -44,7 +41,7 @@ func CreatorAll() []ACL { return []ACL{{Perms: PermAll, Scheme: "auth"}} }
 
 // DigestACL is the list granting perms to the digest identity user with
 // password, hashed as ZooKeeper hashes it: the password is not stored.
-func DigestACL(perms Perm, user, password string) []ACL {
+func DigestACL(perms int32, user, password string) []ACL {
 	return []ACL{{Perms: perms, Scheme: "digest", ID: DigestID(user, password)}}
 }
 

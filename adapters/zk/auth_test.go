@@ -118,7 +118,7 @@ func nodeACL(t *testing.T, c Conn, path string) []ACL {
 	}
 	out := make([]ACL, len(acl))
 	for i, a := range acl {
-		out[i] = ACL{Perms: Perm(a.Perms), Scheme: a.Scheme, ID: a.ID}
+		out[i] = ACL{Perms: a.Perms, Scheme: a.Scheme, ID: a.ID}
 	}
 	return out
 }

@@ -357,7 +357,7 @@ func gozkACL(acl []ACL) []gozk.ACL {
 	}
 	out := make([]gozk.ACL, len(acl))
 	for i, a := range acl {
-		out[i] = gozk.ACL{Perms: int32(a.Perms), Scheme: a.Scheme, ID: a.ID}
+		out[i] = gozk.ACL{Perms: a.Perms, Scheme: a.Scheme, ID: a.ID}
 	}
 	return out
 }

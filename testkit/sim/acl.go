@@ -128,7 +128,7 @@ func ipID(id string) (uint32, int, bool) {
 // ZooKeeperServer.checkACL decides: an empty ACL allows everything, an
 // entry allows when it has perm and names anyone, one of who's digests or
 // who's address.
-func allowed(acl []zk.ACL, perm zk.Perm, who principal) bool {
+func allowed(acl []zk.ACL, perm int32, who principal) bool {
 	if len(acl) == 0 {
 		return true
 	}
@@ -151,7 +151,7 @@ func allowed(acl []zk.ACL, perm zk.Perm, who principal) bool {
 }
 
 // checkPerm returns zk.ErrNoAuth unless who may do perm on n.
-func checkPerm(n *node, perm zk.Perm, who principal, path string) error {
+func checkPerm(n *node, perm int32, who principal, path string) error {
 	if !allowed(n.acl, perm, who) {
 		return fmt.Errorf("%w: %s", zk.ErrNoAuth, path)
 	}

@@ -193,7 +193,7 @@ func TestPermissions(t *testing.T) {
 	ctx := t.Context()
 	type op struct {
 		name string
-		need zk.Perm // 0: none
+		need int32 // 0: none
 		run  func(c zk.Conn) error
 	}
 	ops := []op{
@@ -210,7 +210,7 @@ func TestPermissions(t *testing.T) {
 		{"sync", 0, func(c zk.Conn) error { return c.Sync(ctx, "/p") }},
 	}
 	for _, o := range ops {
-		for _, grant := range []zk.Perm{zk.PermRead, zk.PermWrite, zk.PermCreate, zk.PermDelete, zk.PermAdmin, zk.PermAll &^ o.need} {
+		for _, grant := range []int32{zk.PermRead, zk.PermWrite, zk.PermCreate, zk.PermDelete, zk.PermAdmin, zk.PermAll &^ o.need} {
 			s := New()
 			owner := authed(t, s, "o", "o")
 			_, err := owner.CreateACL(ctx, "/p", nil, zk.ModePersistent, append(zk.CreatorAll(), zk.WorldACL(grant)...))
@@ -230,7 +230,7 @@ func TestPermissions(t *testing.T) {
 	}
 }
 
-func permString(p zk.Perm) string {
+func permString(p int32) string {
 	var b strings.Builder
 	for i, c := range "rwcda" {
 		if p&(1<<i) != 0 {
