@@ -17,7 +17,7 @@ import (
 // (CreatorAll, world read): two as alice, one as bob. What alice makes
 // under /e2e is removed, as alice, at the end of the test.
 func parties(t *testing.T, tg testkit.Target) (alice1, alice2, bob zk.Conn) {
-	alice1, alice2, bob = tg.ConnectWith(t, alicePW), tg.ConnectWith(t, alicePW), tg.ConnectWith(t, bobPW)
+	alice1, alice2, bob = tg.Connect(t, alicePW), tg.Connect(t, alicePW), tg.Connect(t, bobPW)
 	t.Cleanup(func() { removeTree(t, alice1, "/e2e") })
 	return alice1, alice2, bob
 }

@@ -266,7 +266,7 @@ func offerAsAlice(ctx context.Context, t *testing.T, alice zk.Conn, dir string) 
 // handle then closes cleanly and nothing it made is left in the tree.
 func TestNoAuth(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
-		alice, bob := tg.ConnectWith(t, alicePW), tg.ConnectWith(t, bobPW)
+		alice, bob := tg.Connect(t, alicePW), tg.Connect(t, bobPW)
 		for _, r := range refusals {
 			t.Run(r.name, func(t *testing.T) {
 				ctx := testCtx(t)

@@ -26,10 +26,8 @@ func SimOf(tg Target) (*Sim, bool) {
 	return nil, false
 }
 
-func (tg simTarget) Connect(t testing.TB) zk.Conn { return tg.ConnectWith(t) }
-
-// ConnectWith opens a simulator session and applies opts with zk.Wrap.
-func (tg simTarget) ConnectWith(t testing.TB, opts ...zk.Option) zk.Conn {
+// Connect opens a simulator session and applies opts with zk.Wrap.
+func (tg simTarget) Connect(t testing.TB, opts ...zk.Option) zk.Conn {
 	t.Helper()
 	raw := tg.s.Connect()
 	c, err := zk.Wrap(t.Context(), raw, opts...)

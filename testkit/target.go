@@ -13,13 +13,11 @@ type Target interface {
 	// Name is "sim" or the real server's kind ("zk").
 	Name() string
 	// Connect opens a new session, connected when it returns, closed at the
-	// end of the test. It is ConnectWith(t).
-	Connect(t testing.TB) zk.Conn
-	// ConnectWith is Connect with zk.Connect's options: authentication,
-	// chroot, ACL and ACL provider apply on every target (the simulator's
-	// through zk.Wrap); the dial options (TLS, session timeout, backoff)
-	// only where there is a dial. The fault verbs take the returned Conn.
-	ConnectWith(t testing.TB, opts ...zk.Option) zk.Conn
+	// end of the test, with zk.Connect's options: authentication, chroot,
+	// ACL and ACL provider apply on every target (the simulator's through
+	// zk.Wrap); the dial options (TLS, session timeout, backoff) only where
+	// there is a dial. The fault verbs take the returned Conn.
+	Connect(t testing.TB, opts ...zk.Option) zk.Conn
 	// Disconnect cuts c's connection and keeps it cut: c sees SUSPENDED and
 	// its session stays alive on the server. Requests wait.
 	Disconnect(t testing.TB, c zk.Conn)

@@ -190,11 +190,9 @@ type serverTarget struct {
 
 func (*serverTarget) Name() string { return "zk" }
 
-func (tg *serverTarget) Connect(t testing.TB) zk.Conn { return tg.ConnectWith(t) }
-
-// ConnectWith connects through a proxy of its own, as Connect does, with
-// the 2 s session timeout before opts (which may change it).
-func (tg *serverTarget) ConnectWith(t testing.TB, opts ...zk.Option) zk.Conn {
+// Connect connects through a proxy of its own (the fault verbs cut it),
+// with the 2 s session timeout before opts (which may change it).
+func (tg *serverTarget) Connect(t testing.TB, opts ...zk.Option) zk.Conn {
 	t.Helper()
 	p, err := NewProxy(tg.addr)
 	if err != nil {

@@ -24,14 +24,14 @@ func Example_securedEnsemble() {
 	// servers, chroot, err := zk.ParseConnectString("zk1:2281,zk2:2281/apps/billing")
 	// conn, err := zk.Connect(ctx, servers, zk.WithChroot(chroot), zk.WithTLS(tlsConfig),
 	// 	zk.WithAuth("digest", []byte("billing:s3cret")))
-	conn, _ := zk.Wrap(ctx, sim.Connect(), zk.WithChroot("/apps/billing"),
+	conn := sim.Connect(zk.WithChroot("/apps/billing"),
 		zk.WithAuth("digest", []byte("billing:s3cret"))) // nodes: CreatorAll + world read
 	defer conn.Close()
 	l, _ := lock.New(conn, "/locks/orders")
 	g, _ := l.Acquire(ctx)
 	fmt.Println(strings.HasPrefix(g.Node(), "/locks/orders/")) // relative to the chroot
 
-	other, _ := zk.Wrap(ctx, sim.Connect(), zk.WithAuth("digest", []byte("intruder:guess")))
+	other := sim.Connect(zk.WithAuth("digest", []byte("intruder:guess")))
 	defer other.Close()
 	hs, _ := lock.Holders(ctx, other, "/apps/billing/locks/orders") // world read
 	err := other.Delete(ctx, hs[0].Node, zk.AnyVersion)

@@ -432,3 +432,25 @@ func TestFrameCountsACL(t *testing.T) {
 	_, err = c.Multi(ctx, &zk.CreateOp{Path: "/b", Data: data, ACL: zk.WorldACL(zk.PermAll)})
 	wantErr(t, "multi with the world ACL", err, nil)
 }
+
+// Connect's options act as zk.Wrap's: the identity and the chroot hold,
+// and a refused option panics (a test's own constant).
+func TestConnectTakesOptions(t *testing.T) {
+	s := New()
+	defer s.Close()
+	ctx := t.Context()
+	alice := s.Connect(zk.WithAuth("digest", []byte("alice:pw")), zk.WithChroot("/apps/a"))
+	if _, err := alice.Create(ctx, "/x", nil, zk.ModePersistent); err != nil {
+		t.Fatal(err)
+	}
+	bob := s.Connect(zk.WithAuth("digest", []byte("bob:pw")))
+	if err := bob.Delete(ctx, "/apps/a/x", zk.AnyVersion); !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("bob deleting alice's /apps/a/x: %v; want zk.ErrNoAuth", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Connect with a digest credential without a user did not panic")
+		}
+	}()
+	s.Connect(zk.WithAuth("digest", []byte("no-colon")))
+}

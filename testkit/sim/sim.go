@@ -23,6 +23,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -110,7 +111,26 @@ func New(opts ...Option) *Sim {
 // see only later changes). Session ids start at 0x0100000000000001 and grow
 // by one per session, as on a standalone server; opening a session takes a
 // zxid. After Close, the returned Conn is closed already.
-func (s *Sim) Connect() zk.Conn {
+//
+// opts are zk.Connect's, applied with zk.Wrap: authentication, chroot, ACL
+// and ACL provider act as on a server; TLS, the session timeout and the
+// backoff mean nothing here and are accepted. Connect panics if Wrap
+// refuses them (a bad option, a refused authentication): a test's options
+// are its own constants. To see that error, call zk.Wrap on Connect().
+func (s *Sim) Connect(opts ...zk.Option) zk.Conn {
+	c := s.connect()
+	if len(opts) == 0 {
+		return c
+	}
+	w, err := zk.Wrap(context.Background(), c, opts...)
+	if err != nil {
+		_ = c.Close()
+		panic(fmt.Sprintf("sim: Connect: %v", err))
+	}
+	return w
+}
+
+func (s *Sim) connect() *simConn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := &simConn{s: s, state: zk.StateClosed, watches: map[watchKey][]chan zk.WatchEvent{}, up: make(chan struct{}), link: newLink()}

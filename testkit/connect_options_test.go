@@ -9,7 +9,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
 
-// ConnectWith's options apply on both targets: an identity with the
+// Connect's options apply on both targets: an identity with the
 // default ACL (CreatorAll plus world read) keeps another identity out, and
 // a chroot keeps two connections apart, through the fault verbs.
 func TestConnectWithAuthAndChroot(t *testing.T) {
@@ -23,9 +23,9 @@ func TestConnectWithAuthAndChroot(t *testing.T) {
 func connectWithAuthAndChroot(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := t.Context()
-		alice := tg.ConnectWith(t, zk.WithAuth("digest", []byte("alice:a-pw")), zk.WithChroot("/apps/a"))
-		bob := tg.ConnectWith(t, zk.WithAuth("digest", []byte("bob:b-pw")), zk.WithChroot("/apps/a"))
-		other := tg.ConnectWith(t, zk.WithAuth("digest", []byte("alice:a-pw")), zk.WithChroot("/apps/b"))
+		alice := tg.Connect(t, zk.WithAuth("digest", []byte("alice:a-pw")), zk.WithChroot("/apps/a"))
+		bob := tg.Connect(t, zk.WithAuth("digest", []byte("bob:b-pw")), zk.WithChroot("/apps/a"))
+		other := tg.Connect(t, zk.WithAuth("digest", []byte("alice:a-pw")), zk.WithChroot("/apps/b"))
 
 		name, err := alice.Create(ctx, "/lock-", []byte("x"), zk.ModeEphemeralSequential)
 		if err != nil {
