@@ -226,7 +226,7 @@ func call[T any](ctx context.Context, c *client, req func(gz *gozk.Conn) (T, err
 // has gone is still drained and counted; src is nil when no watch was left.
 // The event callback delivers node events to it in the server's order (see
 // inOrder); the goroutine here delivers what the callback did not.
-// rel rewrites the event's path (see watchRewrite).
+// rel rewrites the event's path (see RewriteWatchPath).
 func (c *client) watch(gen uint64, src <-chan gozk.Event, path string, kind watchKind, rel func(string) string) <-chan WatchEvent {
 	if src == nil {
 		c.watches.end(gen, false)
@@ -409,7 +409,7 @@ func (c *client) ExistsW(ctx context.Context, path string) (Stat, bool, <-chan W
 	if err := ValidatePath(path); err != nil {
 		return Stat{}, false, nil, err
 	}
-	rel := watchRewrite(ctx)
+	rel := RewriteWatchPath(ctx)
 	r, err := call(ctx, c, func(gz *gozk.Conn) (existsResult, error) {
 		gen := c.watches.begin()
 		ok, s, ch, err := gz.ExistsW(path)
@@ -452,7 +452,7 @@ func (c *client) GetW(ctx context.Context, path string) ([]byte, Stat, <-chan Wa
 	if err := ValidatePath(path); err != nil {
 		return nil, Stat{}, nil, err
 	}
-	rel := watchRewrite(ctx)
+	rel := RewriteWatchPath(ctx)
 	r, err := call(ctx, c, func(gz *gozk.Conn) (getResult, error) {
 		gen := c.watches.begin()
 		d, s, ch, err := gz.GetW(path)
@@ -488,7 +488,7 @@ func (c *client) ChildrenW(ctx context.Context, path string) ([]string, Stat, <-
 	if err := ValidatePath(path); err != nil {
 		return nil, Stat{}, nil, err
 	}
-	rel := watchRewrite(ctx)
+	rel := RewriteWatchPath(ctx)
 	r, err := call(ctx, c, func(gz *gozk.Conn) (childrenResult, error) {
 		gen := c.watches.begin()
 		n, s, ch, err := gz.ChildrenW(path)

@@ -304,10 +304,10 @@ func (v *chrootView) Sync(ctx context.Context, path string) error {
 // channel, an earlier one is in its own). A goroutine per watch copying
 // events with their path rewritten would lose that order across watches,
 // so the view asks the Conn to rewrite the path itself as it delivers:
-// the request's ctx carries a watchPath, which a Conn that can
-// (this package's client) marks taken. For a Conn that does not, the view
-// copies the event on a goroutine of its own; the order across watches is
-// then kept only as far as the scheduler keeps it.
+// the request's ctx carries a watchPath, which a Conn that can (this
+// package's client) takes with RewriteWatchPath. For a Conn that does not,
+// the view copies the event on a goroutine of its own; the order across
+// watches is then kept only as far as the scheduler keeps it.
 
 // watchPath is the rewrite a chrootView asks of the Conn under it.
 type watchPath struct {
@@ -327,10 +327,15 @@ func (v *chrootView) mapWatch(ctx context.Context) (context.Context, *watchPath)
 	return context.WithValue(ctx, watchPathKey{}, m), m
 }
 
-// watchRewrite is the rewrite a Conn serving a watch request made with ctx
-// must apply to its event's path; identity if none was asked. It marks the
-// request's rewrite taken.
-func watchRewrite(ctx context.Context) func(string) string {
+// RewriteWatchPath is for Conn implementations: it returns the function
+// that a watch requested with ctx (ExistsW, GetW, ChildrenW) must apply to
+// its event's Path as the event is put in the watch's channel, and tells
+// the view that asked for it (WithChroot's) that the Conn does so. Without
+// such a request it returns the identity. A Conn that does not call it
+// still works under a chroot: the view then copies each event on a
+// goroutine of its own, and the channels no longer fill in the server's
+// order across watches. Call it before the request is sent, not after.
+func RewriteWatchPath(ctx context.Context) func(path string) string {
 	m, ok := ctx.Value(watchPathKey{}).(*watchPath)
 	if !ok {
 		return func(p string) string { return p }
