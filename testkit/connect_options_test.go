@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/testkit"
@@ -42,6 +43,24 @@ func connectWithAuthAndChroot(t *testing.T) {
 		}
 		if kids, _, err := other.Children(ctx, "/"); err != nil || len(kids) != 0 {
 			t.Fatalf("the /apps/b chroot sees %v, %v", kids, err)
+		}
+
+		// Watch events and multi results are relative to the chroot.
+		_, _, w, err := other.ExistsW(ctx, "/later")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := other.Multi(ctx, &zk.CreateOp{Path: "/later"}, &zk.CreateOp{Path: "/later/s-", Mode: zk.ModePersistentSequential})
+		if err != nil || res[0].Path != "/later" || zk.Parent(res[1].Path) != "/later" {
+			t.Fatalf("multi under a chroot: %+v, %v", res, err)
+		}
+		select {
+		case ev := <-w:
+			if ev.Type != zk.EventNodeCreated || ev.Path != "/later" {
+				t.Fatalf("watch event under a chroot: %+v", ev)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no watch event")
 		}
 
 		// The identity survives a reconnect and an expiry.

@@ -78,6 +78,16 @@ func TestBadOptionsAreRefusedBeforeAnythingIsSent(t *testing.T) {
 	}
 }
 
+func TestWrapNeedsAConnThatCanAuthenticate(t *testing.T) {
+	w, err := Wrap(t.Context(), nopConn{}, WithAuth("digest", []byte("u:p")))
+	if w != nil || !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("Wrap = %v, %v; want ErrInvalidOption", w, err)
+	}
+	if w, err := Wrap(t.Context(), nil); w != nil || !errors.Is(err, ErrClosed) {
+		t.Fatalf("Wrap(nil) = %v, %v; want ErrClosed", w, err)
+	}
+}
+
 func TestValidateACL(t *testing.T) {
 	for _, tc := range []struct {
 		name string
