@@ -182,6 +182,16 @@ func TestAuthCreatorAllByDefault(t *testing.T) {
 	}
 }
 
+func TestConnectRetriesAnAuthLostWithTheConnection(t *testing.T) {
+	p := newProxy(t, needServer(t))
+	p.DropAndCut(wireOpSetAuth)
+	c := connect(t, p.Addr(), WithAuth("digest", []byte("retry:pw")))
+	root := testRoot(t, c)
+	if got := nodeACL(t, c, root); got[0] != (ACL{Perms: PermAll, Scheme: "digest", ID: DigestID("retry", "pw")}) {
+		t.Fatalf("ACL %v: the session has not the identity", got)
+	}
+}
+
 func TestWrongDigestPasswordIsAnotherIdentity(t *testing.T) {
 	addr := needServer(t)
 	ctx := testCtx(t, 30*time.Second)

@@ -87,7 +87,8 @@ type proxy struct {
 
 	mu        sync.Mutex
 	blackhole bool
-	mute      int // connections still to accept and never answer
+	mute      int   // connections still to accept and never answer
+	dropOp    int32 // the next client request of this opcode is dropped and its connection cut; 0: none
 	conns     map[net.Conn]struct{}
 	requests  int
 	wg        sync.WaitGroup
@@ -181,12 +182,20 @@ func (p *proxy) pipe(src, dst net.Conn, fromClient bool) {
 		}
 		p.mu.Lock()
 		drop := p.blackhole
+		cut := false
 		if fromClient && !handshake && !drop && n >= 8 {
-			if op := int32(body[4])<<24 | int32(body[5])<<16 | int32(body[6])<<8 | int32(body[7]); op != 11 { // 11: ping
+			op := int32(body[4])<<24 | int32(body[5])<<16 | int32(body[6])<<8 | int32(body[7])
+			if op != 11 { // 11: ping
 				p.requests++
+			}
+			if op == p.dropOp {
+				p.dropOp, cut = 0, true
 			}
 		}
 		p.mu.Unlock()
+		if cut {
+			return
+		}
 		handshake = false
 		if drop {
 			continue
@@ -214,6 +223,14 @@ func (p *proxy) MuteNext(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.mute = n
+}
+
+// DropAndCut makes the proxy drop the next client request of opcode op
+// (it never reaches the server) and close that connection.
+func (p *proxy) DropAndCut(op int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropOp = op
 }
 
 // Requests is the number of requests forwarded to the server so far.

@@ -2,8 +2,10 @@ package zk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // authenticator is a Conn that can add an identity to its session: the
@@ -23,7 +25,8 @@ type authenticator interface {
 // are refused (ErrInvalidOption) before anything is sent.
 //
 // On an error conn is left as it is, open; closing it is the caller's.
-// Closing the returned view closes conn. Connect is Dial then Wrap.
+// Closing the returned view closes conn. Connect dials, then does what
+// Wrap does.
 func Wrap(ctx context.Context, conn Conn, opts ...Option) (Conn, error) {
 	if conn == nil {
 		return nil, ErrClosed
@@ -43,7 +46,7 @@ func wrap(ctx context.Context, conn Conn, cfg config) (Conn, error) {
 			return nil, fmt.Errorf("%w: WithAuth: %T cannot authenticate", ErrInvalidOption, conn)
 		}
 		for _, cr := range cfg.auth {
-			if err := a.AddAuth(ctx, cr.scheme, cr.cred); err != nil {
+			if err := addAuth(ctx, a, cr); err != nil {
 				return nil, fmt.Errorf("zk: authenticating with scheme %q: %w", cr.scheme, err)
 			}
 		}
@@ -70,6 +73,25 @@ func wrap(ctx context.Context, conn Conn, cfg config) (Conn, error) {
 		conn = &aclView{Conn: conn, pick: func(path string) []ACL { return aclFor(cfg.provider, acl, path) }}
 	}
 	return conn, nil
+}
+
+// addAuth adds cr to a's session, again when the connection broke before
+// the answer (the session may or may not have it; adding it twice is
+// harmless), until ctx ends.
+func addAuth(ctx context.Context, a authenticator, cr credential) error {
+	for {
+		err := a.AddAuth(ctx, cr.scheme, cr.cred)
+		if !errors.Is(err, ErrConnectionLoss) {
+			return err
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
 }
 
 // defaultACL is the ACL of nodes created without one, before a provider
