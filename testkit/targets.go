@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -21,7 +22,8 @@ import (
 //   - "zk": a real standalone ZooKeeper shared by the whole test binary,
 //     started when a test first needs it and stopped by Main. Each "zk"
 //     subtest starts on an empty tree (everything but /zookeeper is deleted
-//     first), so these subtests must not run in parallel with each other;
+//     first, as the server's super user, so nodes whose ACL shuts everyone
+//     else out go too), so these subtests must not run in parallel with each other;
 //     one that tries fails. The server checks for empty containers every
 //     200 ms, so containers are reaped as a production server would, only
 //     sooner. If ZooKeeper is not installed the subtest is skipped, or fails
@@ -179,31 +181,85 @@ const targetWait = 15 * time.Second
 // Every verb returns once the Conn has seen the session events it causes,
 // and fails the test if they do not come within 15 s.
 func NewServerTarget(addr string) Target {
-	return &serverTarget{addr: addr, proxies: map[zk.Conn]*Proxy{}}
+	return &serverTarget{name: "zk", addr: addr, proxies: map[zk.Conn]*Proxy{}}
+}
+
+// NewTLSServerTarget returns a Target named "zk-tls" on the secure client
+// port of srv, a server started with zkserver.WithTLS (WithTLS(false): no
+// plain-text port at all). It is NewServerTarget's, fault verbs included,
+// with every connection TLS end to end. The Proxy reads ZooKeeper's
+// frames, so it sits between two TLS legs of the target's own:
+//
+//	client ⇄TLS⇄ front ⇄ Proxy ⇄ back ⇄TLS⇄ srv's TLSAddr
+//
+// The client dials the front with zk.WithTLS, added before Connect's
+// options; the front presents a certificate for 127.0.0.1 made for the
+// target (the client trusts it, not srv's CA, which the target cannot sign
+// with), and the back dials srv trusting srv.TLSConfig(). Expire's
+// closeSession goes through the back too.
+func NewTLSServerTarget(srv *Server) Target {
+	return &serverTarget{name: "zk-tls", addr: srv.TLSAddr(), serverTLS: srv.TLSConfig(), proxies: map[zk.Conn]*Proxy{}}
 }
 
 type serverTarget struct {
-	addr    string
+	name      string
+	addr      string
+	serverTLS *tls.Config // nil: plain text; else the back's, to addr
+	front     struct {
+		once   sync.Once
+		server *tls.Config // the front's certificate
+		client *tls.Config // trusting it
+		err    error
+	}
 	mu      sync.Mutex
 	proxies map[zk.Conn]*Proxy
 }
 
-func (*serverTarget) Name() string { return "zk" }
+func (tg *serverTarget) Name() string { return tg.name }
 
 // Connect connects through a proxy of its own (the fault verbs cut it),
-// with the 2 s session timeout before opts (which may change it).
+// with the 2 s session timeout before opts (which may change it), and on
+// a TLS target through TLS legs of its own around the proxy.
 func (tg *serverTarget) Connect(t testing.TB, opts ...zk.Option) zk.Conn {
 	t.Helper()
-	p, err := NewProxy(tg.addr)
+	var (
+		dial    = tg.addr
+		preOpts = []zk.Option{zk.WithSessionTimeout(targetSessionTimeout)}
+		legs    []*tlsLeg
+	)
+	if tg.serverTLS != nil {
+		back, err := newTLSLeg(tg.addr, nil, tg.serverTLS)
+		if err != nil {
+			t.Fatalf("testkit: TLS leg to %s: %v", tg.addr, err)
+		}
+		legs, dial = append(legs, back), back.addr()
+	}
+	p, err := NewProxy(dial)
 	if err != nil {
+		closeLegs(legs)
 		t.Fatalf("testkit: proxy to %s: %v", tg.addr, err)
+	}
+	dial = p.Addr()
+	if tg.serverTLS != nil {
+		server, client, err := tg.frontTLS()
+		var front *tlsLeg
+		if err == nil {
+			front, err = newTLSLeg(p.Addr(), server, nil)
+		}
+		if err != nil {
+			p.Close()
+			closeLegs(legs)
+			t.Fatalf("testkit: TLS leg to the proxy: %v", err)
+		}
+		legs, dial = append(legs, front), front.addr()
+		preOpts = append(preOpts, zk.WithTLS(client))
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), targetWait)
 	defer cancel()
-	opts = append([]zk.Option{zk.WithSessionTimeout(targetSessionTimeout)}, opts...)
-	c, err := zk.Connect(ctx, []string{p.Addr()}, opts...)
+	c, err := zk.Connect(ctx, []string{dial}, append(preOpts, opts...)...)
 	if err != nil {
 		p.Close()
+		closeLegs(legs)
 		t.Fatalf("testkit: connect to ZooKeeper %s: %v", tg.addr, err)
 	}
 	key := innermost(c)
@@ -214,6 +270,7 @@ func (tg *serverTarget) Connect(t testing.TB, opts ...zk.Option) zk.Conn {
 		p.Unblock() // let Close reach the server, which then drops the ephemerals at once
 		c.Close()
 		p.Close()
+		closeLegs(legs)
 		tg.mu.Lock()
 		delete(tg.proxies, key)
 		tg.mu.Unlock()

@@ -3,7 +3,9 @@
 // 127.0.0.1, run from Debian's libzookeeper-java jars with java (install
 // them with scripts/install-zookeeper.sh). It links no testing package, so
 // a program can use it (zkr server does); testkit's StartServer and
-// StartEnsemble are built on it.
+// StartEnsemble are built on it. A standalone server can also serve a
+// secure client port, with keys made at launch (WithTLS), and have a super
+// user (WithSuperUser).
 package zkserver
 
 import (
