@@ -10,8 +10,10 @@ import (
 
 // TestTargetVerbs checks the fault verbs' contract on every target: what
 // the Conn sees, and what happens to its session and its ephemerals.
-func TestTargetVerbs(t *testing.T) {
-	ForEachTarget(t, func(t *testing.T, tg Target) {
+func TestTargetVerbs(t *testing.T) { ForEachTarget(t, targetVerbs) }
+
+func targetVerbs(t *testing.T, tg Target) {
+	{
 		ctx := t.Context()
 		c, other := tg.Connect(t), tg.Connect(t)
 		if c.State() != zk.StateConnected {
@@ -105,7 +107,7 @@ func TestTargetVerbs(t *testing.T) {
 				t.Fatalf("the new session: %v", err)
 			}
 		})
-	})
+	}
 }
 
 // TestForEachTargetEmptiesTheTree: each zk subtest starts on an empty tree,
