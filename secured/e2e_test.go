@@ -43,7 +43,7 @@ func check(t *testing.T, err error) {
 // and gets the lock when the first releases it, and her first connection
 // is still alice after its session expired.
 func TestSecuredLock(t *testing.T) {
-	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+	forEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := testCtx(t)
 		alice1, alice2, bob := parties(t, tg)
 		const dir = "/e2e/lock"
@@ -93,7 +93,7 @@ func TestSecuredLock(t *testing.T) {
 // delete the leader's node, nor run; alice's second session takes over
 // when the first resigns.
 func TestSecuredElection(t *testing.T) {
-	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+	forEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := testCtx(t)
 		alice1, alice2, bob := parties(t, tg)
 		const dir = "/e2e/election"
@@ -136,7 +136,7 @@ func TestSecuredElection(t *testing.T) {
 // TestSecuredQueue: bob counts the items of alice's queue but can neither
 // take one, delete one, nor offer; both of alice's sessions consume it.
 func TestSecuredQueue(t *testing.T) {
-	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+	forEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := testCtx(t)
 		alice1, alice2, bob := parties(t, tg)
 		const dir = "/e2e/queue"
@@ -182,7 +182,7 @@ func TestSecuredQueue(t *testing.T) {
 // double barrier together; bob sees its members but can neither join nor
 // remove one.
 func TestSecuredDoubleBarrier(t *testing.T) {
-	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+	forEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := testCtx(t)
 		alice1, alice2, bob := parties(t, tg)
 		const dir = "/e2e/double"
@@ -216,7 +216,7 @@ func TestSecuredDoubleBarrier(t *testing.T) {
 // authenticated connection makes nodes anyone may change: bob deletes the
 // holder's node, and the holder learns it lost the lock.
 func TestWithACLOverride(t *testing.T) {
-	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+	forEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := testCtx(t)
 		alice1, _, bob := parties(t, tg)
 		const dir = "/e2e/open"

@@ -265,7 +265,7 @@ func offerAsAlice(ctx context.Context, t *testing.T, alice zk.Conn, dir string) 
 // public call, as soon as the server refuses (not when ctx ends); the
 // handle then closes cleanly and nothing it made is left in the tree.
 func TestNoAuth(t *testing.T) {
-	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+	forEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		alice, bob := tg.Connect(t, alicePW), tg.Connect(t, bobPW)
 		for _, r := range refusals {
 			t.Run(r.name, func(t *testing.T) {
