@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
 
@@ -453,4 +455,25 @@ func TestConnectTakesOptions(t *testing.T) {
 		}
 	}()
 	s.Connect(zk.WithAuth("digest", []byte("no-colon")))
+}
+
+// Under a chroot the simulator rewrites a watch's path as it delivers the
+// event (zk.RewriteWatchPath), as the real client does, so watch channels
+// fill in the server's order: the chroot view starts no copying goroutine.
+func TestChrootWatchDeliveredRelative(t *testing.T) {
+	s := New()
+	defer s.Close()
+	c := s.Connect(zk.WithChroot("/r"))
+	before := goleak.IgnoreCurrent()
+	_, _, ch, err := c.ExistsW(t.Context(), "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goleak.VerifyNone(t, before)
+	if _, err := c.Create(t.Context(), "/x", nil, zk.ModePersistent); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-ch; ev.Type != zk.EventNodeCreated || ev.Path != "/x" {
+		t.Fatalf("event %+v; want NodeCreated on /x", ev)
+	}
 }

@@ -26,7 +26,7 @@ type simConn struct {
 	up       chan struct{} // closed unless the conn is cut (SUSPENDED)
 	link     *link         // the current connection; replaced when it drops
 	lastZxid int64         // the zxid of the last reply received (SetWatches' relZxid)
-	watches  map[watchKey][]chan zk.WatchEvent
+	watches  map[watchKey][]watcher
 	digests  []string          // digest identities added by AddAuth, in order; kept for every session
 	faults   []*fault.Reply    // armed, in arming order; some perhaps disarmed since
 	late     []lateWrite       // writes lost by LateNextWrite, not applied yet, in order
@@ -73,7 +73,7 @@ func (c *simConn) drop(err error) {
 	c.link = newLink()
 	c.holds = nil
 	for _, d := range c.parked {
-		c.watches[d.key] = append(c.watches[d.key], d.ch)
+		c.watches[d.key] = append(c.watches[d.key], d.w)
 	}
 	c.parked = nil
 }
@@ -291,6 +291,7 @@ func (c *simConn) exists(ctx context.Context, path string, watch bool) (zk.Stat,
 	if err := zk.ValidatePath(path); err != nil {
 		return zk.Stat{}, false, nil, err
 	}
+	rel := zk.RewriteWatchPath(ctx) // a chroot view's, asked before the request goes out
 	var (
 		st zk.Stat
 		ok bool
@@ -307,7 +308,7 @@ func (c *simConn) exists(ctx context.Context, path string, watch bool) (zk.Stat,
 			if ok {
 				kind = watchData
 			}
-			ch = c.watch(path, kind)
+			ch = c.watch(path, kind, rel)
 		}
 		return nil
 	})
@@ -332,6 +333,7 @@ func (c *simConn) get(ctx context.Context, path string, watch bool) ([]byte, zk.
 	if err := zk.ValidatePath(path); err != nil {
 		return nil, zk.Stat{}, nil, err
 	}
+	rel := zk.RewriteWatchPath(ctx)
 	var (
 		data []byte
 		st   zk.Stat
@@ -348,7 +350,7 @@ func (c *simConn) get(ctx context.Context, path string, watch bool) ([]byte, zk.
 		}
 		data, st = clone(n.data), n.stat()
 		if watch && register {
-			ch = c.watch(path, watchData)
+			ch = c.watch(path, watchData, rel)
 		}
 		return nil
 	})
@@ -373,6 +375,7 @@ func (c *simConn) children(ctx context.Context, path string, watch bool) ([]stri
 	if err := zk.ValidatePath(path); err != nil {
 		return nil, zk.Stat{}, nil, err
 	}
+	rel := zk.RewriteWatchPath(ctx)
 	var (
 		names []string
 		st    zk.Stat
@@ -389,7 +392,7 @@ func (c *simConn) children(ctx context.Context, path string, watch bool) ([]stri
 		}
 		names, st = c.s.scramble(n.children), n.stat()
 		if watch && register {
-			ch = c.watch(path, watchChild)
+			ch = c.watch(path, watchChild, rel)
 		}
 		return nil
 	})

@@ -133,7 +133,7 @@ func (s *Sim) Connect(opts ...zk.Option) zk.Conn {
 func (s *Sim) connect() *simConn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := &simConn{s: s, state: zk.StateClosed, watches: map[watchKey][]chan zk.WatchEvent{}, up: make(chan struct{}), link: newLink()}
+	c := &simConn{s: s, state: zk.StateClosed, watches: map[watchKey][]watcher{}, up: make(chan struct{}), link: newLink()}
 	close(c.up)
 	if s.closed {
 		return c

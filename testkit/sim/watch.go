@@ -38,12 +38,26 @@ func kindsFired(typ zk.EventType) []watchKind {
 	return []watchKind{watchExist, watchData, watchChild}
 }
 
-// watch registers a one-shot watch for c and returns its channel.
-func (c *simConn) watch(path string, kind watchKind) <-chan zk.WatchEvent {
-	ch := make(chan zk.WatchEvent, 1)
+// watcher is one watch's channel and the rewrite of its event's path
+// that a chroot view asked for (zk.RewriteWatchPath).
+type watcher struct {
+	ch  chan zk.WatchEvent
+	rel func(path string) string
+}
+
+// event is the event ev as w delivers it.
+func (w watcher) event(ev zk.WatchEvent) zk.WatchEvent {
+	ev.Path = w.rel(ev.Path)
+	return ev
+}
+
+// watch registers a one-shot watch for c and returns its channel; its
+// event's path is rewritten by rel.
+func (c *simConn) watch(path string, kind watchKind, rel func(string) string) <-chan zk.WatchEvent {
+	w := watcher{ch: make(chan zk.WatchEvent, 1), rel: rel}
 	k := watchKey{path, kind}
-	c.watches[k] = append(c.watches[k], ch)
-	return ch
+	c.watches[k] = append(c.watches[k], w)
+	return w.ch
 }
 
 // fire delivers one notification (path, typ) to every channel of c that it
@@ -51,8 +65,8 @@ func (c *simConn) watch(path string, kind watchKind) <-chan zk.WatchEvent {
 func (c *simConn) fire(path string, typ zk.EventType) {
 	for _, kind := range kindsFired(typ) {
 		k := watchKey{path, kind}
-		for _, ch := range c.watches[k] {
-			c.post(delivery{ch: ch, key: k, watch: zk.WatchEvent{Type: typ, Path: path}})
+		for _, w := range c.watches[k] {
+			c.post(delivery{w: w, key: k, watch: w.event(zk.WatchEvent{Type: typ, Path: path})})
 		}
 		delete(c.watches, k)
 	}
@@ -113,8 +127,8 @@ func (c *simConn) replay() {
 // dropWatches ends every watch of c with EventNotWatching and err.
 func (c *simConn) dropWatches(err error) {
 	for _, k := range c.sortedWatches() {
-		for _, ch := range c.watches[k] {
-			c.post(delivery{ch: ch, watch: zk.WatchEvent{Type: zk.EventNotWatching, Path: k.path, Err: err}})
+		for _, w := range c.watches[k] {
+			c.post(delivery{w: w, watch: w.event(zk.WatchEvent{Type: zk.EventNotWatching, Path: k.path, Err: err})})
 		}
 	}
 	clear(c.watches)
@@ -123,7 +137,7 @@ func (c *simConn) dropWatches(err error) {
 // delivery is one thing to hand to c's user: a watch event for the channel
 // of a watch (key), or a session event for the subscribers.
 type delivery struct {
-	ch      chan zk.WatchEvent
+	w       watcher
 	key     watchKey
 	watch   zk.WatchEvent
 	session zk.SessionEvent
@@ -133,7 +147,7 @@ type delivery struct {
 // handed over by deliver, without the lock. A watch event that comes while
 // a reply is held waits with it, as it would on the connection.
 func (c *simConn) post(d delivery) {
-	if d.ch != nil && len(c.holds) > 0 {
+	if d.w.ch != nil && len(c.holds) > 0 {
 		c.parked = append(c.parked, d)
 		return
 	}
@@ -179,16 +193,16 @@ func (c *simConn) flush() {
 		d := c.outbox[0]
 		c.outbox = c.outbox[1:]
 		var subs []func(zk.SessionEvent)
-		if d.ch == nil {
+		if d.w.ch == nil {
 			subs = make([]func(zk.SessionEvent), 0, len(c.subs))
 			for _, sub := range c.subs {
 				subs = append(subs, sub.fn)
 			}
 		}
 		c.s.mu.Unlock()
-		if d.ch != nil {
-			d.ch <- d.watch // capacity 1, never used before: does not block
-			close(d.ch)
+		if d.w.ch != nil {
+			d.w.ch <- d.watch // capacity 1, never used before: does not block
+			close(d.w.ch)
 			continue
 		}
 		for _, fn := range subs {
