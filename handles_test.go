@@ -10,6 +10,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/barrier"
+	"github.com/zkrecipes/zkrecipes/machines/cache"
 	"github.com/zkrecipes/zkrecipes/machines/election"
 	"github.com/zkrecipes/zkrecipes/machines/lock"
 	"github.com/zkrecipes/zkrecipes/machines/queue"
@@ -117,6 +118,21 @@ var kinds = []kind{
 		d, err := barrier.NewDouble(c, path, 2, barrier.WithID(id))
 		check(t, err)
 		return d, map[string]func(context.Context) error{"Enter": d.Enter, "Leave": d.Leave}
+	}},
+	{"cache.NodeCache", cache.ErrClosed, nil, func(t *testing.T, c zk.Conn, path, id string) (handle, map[string]func(context.Context) error) {
+		nc, err := cache.NewNode(c, path, cache.WithID(id))
+		check(t, err)
+		return nc, map[string]func(context.Context) error{"Initialized": nc.Initialized}
+	}},
+	{"cache.ChildrenCache", cache.ErrClosed, nil, func(t *testing.T, c zk.Conn, path, id string) (handle, map[string]func(context.Context) error) {
+		cc, err := cache.NewChildren(c, path, cache.WithID(id))
+		check(t, err)
+		return cc, map[string]func(context.Context) error{"Initialized": cc.Initialized}
+	}},
+	{"cache.TreeCache", cache.ErrClosed, nil, func(t *testing.T, c zk.Conn, path, id string) (handle, map[string]func(context.Context) error) {
+		tc, err := cache.NewTree(c, path, cache.WithID(id))
+		check(t, err)
+		return tc, map[string]func(context.Context) error{"Initialized": tc.Initialized}
 	}},
 	{"twophase.Coordinator", twophase.ErrClosed, nil, func(t *testing.T, c zk.Conn, path, id string) (handle, map[string]func(context.Context) error) {
 		co, err := twophase.NewCoordinator(c, path, twophase.WithID(id))

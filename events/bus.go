@@ -14,6 +14,7 @@ type Bus struct {
 	subs   map[*Subscription]struct{}
 	closed bool
 	start  *Event // the first START published: every later subscription gets it first
+	init   *Event // the first INITIALIZED published: every later subscription gets it next
 }
 
 // NewBus returns an open bus.
@@ -53,7 +54,9 @@ type Subscription struct {
 
 // Subscribe starts a subscription. It gets the bus's START event first,
 // when one was published (so every subscriber learns, once, the recipe,
-// path and instance it follows), then the events published from now on;
+// path and instance it follows), then its INITIALIZED, when one was
+// published (a cache's first load is done), then the events published
+// from now on;
 // a subscription made after the bus closed has C closed at once.
 func (b *Bus) Subscribe(opts ...SubscribeOption) *Subscription {
 	c := make(chan Event)
@@ -69,6 +72,9 @@ func (b *Bus) Subscribe(opts ...SubscribeOption) *Subscription {
 		if b.start != nil {
 			s.push(*b.start)
 		}
+		if b.init != nil {
+			s.push(*b.init)
+		}
 	}
 	b.mu.Unlock()
 	go s.pump()
@@ -81,6 +87,9 @@ func (b *Bus) Publish(ev Event) {
 	defer b.mu.Unlock()
 	if ev.Type == Start && b.start == nil {
 		b.start = &ev
+	}
+	if ev.Type == Initialized && b.init == nil {
+		b.init = &ev
 	}
 	for s := range b.subs {
 		s.push(ev)

@@ -76,6 +76,14 @@ const (
 	Voted
 	Committed
 	Aborted
+	// Cache events: the first full load is done (INITIALIZED, once; a
+	// late subscriber gets it at once), and a node appeared, its data
+	// changed, or it went; each with the node's path (Node), Data and
+	// Version.
+	Initialized
+	NodeAdded
+	NodeUpdated
+	NodeRemoved
 )
 
 var typeNames = [...]string{
@@ -108,6 +116,10 @@ var typeNames = [...]string{
 	Voted:             "VOTED",
 	Committed:         "COMMITTED",
 	Aborted:           "ABORTED",
+	Initialized:       "INITIALIZED",
+	NodeAdded:         "NODE_ADDED",
+	NodeUpdated:       "NODE_UPDATED",
+	NodeRemoved:       "NODE_REMOVED",
 }
 
 func (t Type) String() string {
@@ -166,6 +178,8 @@ type Event struct {
 	TraceID   trace.TraceID
 	SpanID    trace.SpanID
 	Missed    uint64 // OVERFLOW only: how many events this subscriber missed
+	Data      []byte // cache events: the node's data at the change (shared: do not modify)
+	Version   int32  // cache events: the node's data version at the change
 }
 
 func (e Event) String() string {
