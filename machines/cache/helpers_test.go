@@ -29,7 +29,9 @@ func ctxT(t *testing.T) context.Context {
 // come, what holds of every cache: each path's versions only grow within
 // one life of the node (an add after its remove starts a new one), an add
 // comes only for a node not there and an update or remove only for one
-// there, and INITIALIZED comes once.
+// there, and INITIALIZED comes once. A path it first hears of in an
+// update or remove was added before it subscribed (see held, for a
+// recorder that hears everything).
 type recorder struct {
 	t    *testing.T
 	sub  *events.Subscription
@@ -37,6 +39,7 @@ type recorder struct {
 	evs  []events.Event
 	errs []string
 	has  map[string]int32 // path → version, of the nodes there
+	gone map[string]bool  // the paths whose last event was a remove
 	init int
 	done chan struct{}
 	wake chan struct{}
@@ -45,7 +48,7 @@ type recorder struct {
 func record(t *testing.T, h interface {
 	Subscribe(...events.SubscribeOption) *events.Subscription
 }) *recorder {
-	r := &recorder{t: t, sub: h.Subscribe(), has: map[string]int32{}, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	r := &recorder{t: t, sub: h.Subscribe(), has: map[string]int32{}, gone: map[string]bool{}, done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	go func() {
 		defer close(r.done)
 		for ev := range r.sub.C {
@@ -74,22 +77,26 @@ func record(t *testing.T, h interface {
 func (r *recorder) check(ev events.Event) {
 	bad := func(f string, a ...any) { r.errs = append(r.errs, fmt.Sprintf(f, a...)) }
 	v, there := r.has[ev.Node]
+	gone := r.gone[ev.Node]
 	switch ev.Type {
 	case events.NodeAdded:
 		if there {
 			bad("%s added again (version %d) without a remove", ev.Node, ev.Version)
 		}
 		r.has[ev.Node] = ev.Version
+		delete(r.gone, ev.Node)
 	case events.NodeUpdated:
-		if !there || ev.Version <= v {
-			bad("%s updated to version %d, had %d (there: %t)", ev.Node, ev.Version, v, there)
+		// A path not seen yet was added before the subscription.
+		if gone || (there && ev.Version <= v) {
+			bad("%s updated to version %d, had %d (removed: %t)", ev.Node, ev.Version, v, gone)
 		}
 		r.has[ev.Node] = ev.Version
 	case events.NodeRemoved:
-		if !there {
+		if gone {
 			bad("%s removed while not there", ev.Node)
 		}
 		delete(r.has, ev.Node)
+		r.gone[ev.Node] = true
 	case events.Initialized:
 		r.init++
 		if r.init > 1 {
@@ -98,6 +105,24 @@ func (r *recorder) check(ev events.Event) {
 	case events.Failed:
 		bad("FAILED: %v", ev.Err)
 	}
+}
+
+// held opens a cache on c while c is cut off, subscribes a recorder to
+// it, and lets c back: the recorder hears every event of the cache.
+func held[H interface {
+	Subscribe(...events.SubscribeOption) *events.Subscription
+	Close() error
+}](t *testing.T, tg testkit.Target, c zk.Conn, open func(zk.Conn) (H, error)) (H, *recorder) {
+	t.Helper()
+	tg.Disconnect(t, c)
+	h, err := open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeOnCleanup(t, h)
+	rec := record(t, h)
+	tg.Reconnect(t, c)
+	return h, rec
 }
 
 // events returns a copy of what was recorded.
