@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 
 	"github.com/zkrecipes/zkrecipes/machines/barrier"
+	"github.com/zkrecipes/zkrecipes/machines/cache"
 	"github.com/zkrecipes/zkrecipes/machines/contention"
 	"github.com/zkrecipes/zkrecipes/machines/queue"
 	"github.com/zkrecipes/zkrecipes/machines/twophase"
@@ -30,6 +31,7 @@ type machine struct {
 // machines lists every machine built on runtime.NewFSM, by name.
 var machines = []machine{
 	{"barrier", "Double barrier", "The machine behind barrier.DoubleBarrier: a member entering and leaving a round with the others.", barrier.Diagram},
+	{"cache", "Cache", "The machine behind cache.NodeCache, ChildrenCache and TreeCache: loading the nodes, then following their watches.", cache.Diagram},
 	{"contention", "Contention", "The engine behind lock, rwlock, semaphore and election: a contender's node in a sequence, from its offer to holding and back.", contention.Diagram},
 	{"queue", "Queue", "The machine behind queue.Queue: one handle's cache of the queue's items, kept by listing and watching its children.", queue.Diagram},
 	{"twophase", "Two-phase commit participant", "The machine behind twophase.Participant: serving its inbox, each transaction from its vote to its decision's handling.", twophase.Diagram},

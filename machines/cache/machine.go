@@ -616,3 +616,12 @@ func (f *trackedFSM) Fire(t runtime.Trigger) {
 		f.fired(from, t)
 	}
 }
+
+// Diagram is the caches' machine as a Mermaid state diagram.
+func Diagram() string {
+	m, err := newMachine(config{Path: "/"})
+	if err != nil {
+		return err.Error()
+	}
+	return m.fsm.Mermaid()
+}
