@@ -76,7 +76,11 @@ func StartEnsemble(t testing.TB, opts ...ServerOption) *Ensemble {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for i, addr := range e.Addrs() {
+			addrs := e.Addrs()
+			if addrs == nil { // WithTLS(false)
+				addrs = e.TLSAddrs()
+			}
+			for i, addr := range addrs {
 				t.Logf("ZooKeeper ensemble server %d (%s) log tail:\n%s", i, addr, e.LogTail(i, 25))
 			}
 		}

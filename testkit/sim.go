@@ -54,8 +54,8 @@ type ReplyFault = fault.Reply
 type Proxy = proxy.Proxy
 
 // NewProxy starts a Proxy in front of the server at target, as proxy.New
-// does.
-func NewProxy(target string) (*Proxy, error) { return proxy.New(target) }
+// does (proxy.WithTLS: see NewTLSProxy).
+func NewProxy(target string, opts ...proxy.Option) (*Proxy, error) { return proxy.New(target, opts...) }
 
 // EnsembleProxy is one Proxy per member of an ensemble, driven as one (see
 // proxy.Ensemble).
@@ -63,4 +63,6 @@ type EnsembleProxy = proxy.Ensemble
 
 // NewEnsembleProxy starts one Proxy per member address, as
 // proxy.NewEnsemble does.
-func NewEnsembleProxy(members []string) (*EnsembleProxy, error) { return proxy.NewEnsemble(members) }
+func NewEnsembleProxy(members []string, opts ...proxy.Option) (*EnsembleProxy, error) {
+	return proxy.NewEnsemble(members, opts...)
+}

@@ -13,14 +13,18 @@ type Ensemble struct {
 	members []*Proxy
 }
 
-// NewEnsemble starts one Proxy per member address ("host:port"), in order.
-func NewEnsemble(members []string) (*Ensemble, error) {
+// NewEnsemble starts one Proxy per member address ("host:port"), in
+// order, each with opts (WithTLS: the members' secure client ports).
+func NewEnsemble(members []string, opts ...Option) (*Ensemble, error) {
 	if len(members) == 0 {
 		return nil, errors.New("proxy: an ensemble needs at least one member")
 	}
+	if _, err := newOptions(opts); err != nil {
+		return nil, err
+	}
 	e := &Ensemble{}
 	for _, m := range members {
-		p, err := New(m)
+		p, err := New(m, opts...)
 		if err != nil {
 			e.Close()
 			return nil, err

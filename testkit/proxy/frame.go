@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -172,9 +173,10 @@ func parseWireConnectResponse(frame []byte) (wireSession, bool) {
 // connection closed before the close is applied. So every attempt is
 // checked by attaching again, which the server refuses once the session is
 // gone; callers should keep the client away (a blocked Proxy) meanwhile.
-func closeWireSession(ctx context.Context, addr string, s wireSession) error {
+// With tlsCfg it speaks TLS to addr (a secure client port).
+func closeWireSession(ctx context.Context, addr string, tlsCfg *tls.Config, s wireSession) error {
 	for attempt := 0; attempt < 5; attempt++ {
-		gone, err := attachAndClose(ctx, addr, s)
+		gone, err := attachAndClose(ctx, addr, tlsCfg, s)
 		if err != nil {
 			return err
 		}
@@ -190,9 +192,13 @@ func closeWireSession(ctx context.Context, addr string, s wireSession) error {
 
 // attachAndClose attaches to s and asks the server to close it. gone
 // reports that the server refused to attach: s no longer exists.
-func attachAndClose(ctx context.Context, addr string, s wireSession) (gone bool, err error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+func attachAndClose(ctx context.Context, addr string, tlsCfg *tls.Config, s wireSession) (gone bool, err error) {
+	var c net.Conn
+	if tlsCfg != nil {
+		c, err = (&tls.Dialer{Config: tlsCfg}).DialContext(ctx, "tcp", addr)
+	} else {
+		c, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return false, err
 	}
@@ -230,7 +236,7 @@ func attachAndClose(ctx context.Context, addr string, s wireSession) (gone bool,
 	// every connection of the session, this one included, without a reply.
 	for {
 		reply, err := readWireFrame(r)
-		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 			return false, nil
 		}
 		if err != nil {

@@ -3,12 +3,15 @@
 // member of an ensemble (Ensemble) and cuts connections, turns into a black
 // hole, loses or holds back the reply to a chosen request, and closes a
 // chosen session on the server. It imports no testing package, so programs
-// (benchmarks, demos) can use it; testkit's "zk" target drives it.
+// (benchmarks, demos) can use it; testkit's "zk" target drives it. With
+// WithTLS it terminates TLS on both sides, so every fault works on a TLS
+// connection too.
 package proxy
 
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/testkit/fault"
 )
 
@@ -27,9 +31,11 @@ import (
 // frames. Every connection made to Addr gets its own connection to the
 // server. Close ends it and all its goroutines.
 type Proxy struct {
-	target string
-	ln     net.Listener
-	wg     sync.WaitGroup // the accept loop and every link
+	target    string
+	dialTLS   *tls.Config // nil: plain text to target
+	listenTLS *tls.Config // nil: plain text to clients
+	ln        net.Listener
+	wg        sync.WaitGroup // the accept loop and every link
 
 	mu        sync.Mutex
 	closed    bool
@@ -40,14 +46,68 @@ type Proxy struct {
 	sessions  map[int64]wireSession // every session the server handed out through us
 }
 
+// Option configures a Proxy (New) or every member of an Ensemble
+// (NewEnsemble).
+type Option func(*options)
+
+type options struct {
+	tls            bool
+	listen, dialTo *tls.Config
+}
+
+// WithTLS makes the proxy terminate TLS on both sides: it accepts TLS
+// connections with listen, which must hold a certificate that the clients
+// trust (zkserver's Server.TLSServerConfig is the server's own), and
+// dials the server's secure client port with dial, a client config
+// (Server.TLSConfig: it trusts the server's CA; an empty ServerName is
+// set to the target's host). Frames are plain text inside the proxy, so
+// every fault works as on a plain-text connection; Cut closes the TCP
+// connections under TLS, as a network failure would, without TLS's
+// close_notify. ExpireSession's closeSession is sent with dial too. New
+// refuses a nil config, or a listen config without a certificate, with an
+// error matching zkrecipes.ErrInvalidOption. Default: plain text both
+// ways.
+func WithTLS(listen, dial *tls.Config) Option {
+	return func(o *options) { o.tls, o.listen, o.dialTo = true, listen, dial }
+}
+
+func newOptions(opts []Option) (options, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.tls {
+		if o.listen == nil || o.dialTo == nil {
+			return o, fmt.Errorf("proxy: WithTLS with a nil config: %w", zkrecipes.ErrInvalidOption)
+		}
+		if len(o.listen.Certificates) == 0 && o.listen.GetCertificate == nil && o.listen.GetConfigForClient == nil {
+			return o, fmt.Errorf("proxy: WithTLS's listen config has no certificate: %w", zkrecipes.ErrInvalidOption)
+		}
+	}
+	return o, nil
+}
+
 // New starts a proxy on a free loopback port that forwards to target
 // ("host:port").
-func New(target string) (*Proxy, error) {
+func New(target string, opts ...Option) (*Proxy, error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	p := &Proxy{target: target, ln: ln, links: map[*proxyLink]struct{}{}, sessions: map[int64]wireSession{}}
+	if o.tls {
+		p.listenTLS = o.listen.Clone()
+		p.dialTLS = o.dialTo.Clone()
+		if p.dialTLS.ServerName == "" {
+			if host, _, err := net.SplitHostPort(target); err == nil {
+				p.dialTLS.ServerName = host
+			}
+		}
+	}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -156,6 +216,7 @@ func (p *Proxy) ExpireSession(ctx context.Context, id int64) error {
 func expireSession(ctx context.Context, id int64, members []*Proxy) error {
 	type via struct {
 		target string
+		tls    *tls.Config
 		s      wireSession
 	}
 	var (
@@ -167,9 +228,9 @@ func expireSession(ctx context.Context, id int64, members []*Proxy) error {
 		p.mu.Lock()
 		if s, ok := p.sessions[id]; ok {
 			if carries {
-				vias = append([]via{{p.target, s}}, vias...)
+				vias = append([]via{{p.target, p.dialTLS, s}}, vias...)
 			} else {
-				vias = append(vias, via{p.target, s})
+				vias = append(vias, via{p.target, p.dialTLS, s})
 			}
 		}
 		wasBlocked[i] = p.blocked
@@ -183,7 +244,7 @@ func expireSession(ctx context.Context, id int64, members []*Proxy) error {
 	}
 	var err error
 	for _, v := range vias {
-		err = closeWireSession(ctx, v.target, v.s)
+		err = closeWireSession(ctx, v.target, v.tls, v.s)
 		if err == nil || errors.Is(err, ErrSessionGone) || ctx.Err() != nil {
 			break
 		}
@@ -237,7 +298,12 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return // closed
 		}
-		l := &proxyLink{p: p, client: c, done: make(chan struct{}), pending: map[int32]*fault.Reply{}, rewatched: make(chan struct{})}
+		l := &proxyLink{p: p, client: c, clientTCP: c, done: make(chan struct{}), pending: map[int32]*fault.Reply{}, rewatched: make(chan struct{})}
+		if p.listenTLS != nil {
+			// The handshake happens on the link's first read or write:
+			// not at all while the proxy is blocked.
+			l.client = tls.Server(c, p.listenTLS)
+		}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -302,14 +368,15 @@ func (p *Proxy) waitOpen(l *proxyLink) bool {
 
 // proxyLink is one client connection and its connection to the server.
 type proxyLink struct {
-	p      *Proxy
-	client net.Conn
-	done   chan struct{} // closed by close
+	p         *Proxy
+	client    net.Conn      // what frames are read from and written to: TLS or clientTCP
+	clientTCP net.Conn      // the TCP connection under client
+	done      chan struct{} // closed by close
 
-	mu      sync.Mutex
-	closed  bool
-	server  net.Conn               // nil until dialled
-	pending map[int32]*fault.Reply // matched faults by request xid
+	mu        sync.Mutex
+	closed    bool
+	serverTCP net.Conn               // the TCP connection to the server (under TLS with WithTLS); nil until dialled
+	pending   map[int32]*fault.Reply // matched faults by request xid
 
 	wmu     sync.Mutex   // one frame at a time to the client
 	holding atomic.Bool  // a reply is held: answer pings here
@@ -342,18 +409,29 @@ func (l *proxyLink) run() {
 	if !l.p.waitOpen(l) {
 		return
 	}
-	srv, err := net.DialTimeout("tcp", l.p.target, 2*time.Second)
+	tcp, err := net.DialTimeout("tcp", l.p.target, 2*time.Second)
 	if err != nil {
 		return
 	}
+	srv := tcp
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		srv.Close()
+		tcp.Close()
 		return
 	}
-	l.server = srv
+	l.serverTCP = tcp
 	l.mu.Unlock()
+	if l.p.dialTLS != nil {
+		// close closes tcp, which ends a handshake in progress.
+		tc := tls.Client(tcp, l.p.dialTLS)
+		tcp.SetDeadline(time.Now().Add(2 * time.Second))
+		if tc.Handshake() != nil {
+			return
+		}
+		tcp.SetDeadline(time.Time{})
+		srv = tc
+	}
 	requests := make(chan struct{})
 	go func() {
 		defer close(requests)
@@ -372,9 +450,11 @@ func (l *proxyLink) close() {
 	}
 	l.closed = true
 	close(l.done)
-	l.client.Close()
-	if l.server != nil {
-		l.server.Close()
+	// The TCP connections, not TLS's: a cut sends no close_notify, and
+	// nothing waits for a TLS write in progress.
+	l.clientTCP.Close()
+	if l.serverTCP != nil {
+		l.serverTCP.Close()
 	}
 }
 

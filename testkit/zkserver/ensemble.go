@@ -2,6 +2,7 @@ package zkserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -26,34 +27,52 @@ type Ensemble struct {
 	java  string
 	cfg   config
 	dir   string
-	once  sync.Once // Close's
+	tls   *serverTLS // every member's; nil without WithTLS
+	once  sync.Once  // Close's
 }
 
 // LaunchEnsemble starts a 3-server ensemble and returns once it serves.
-// Close stops it and removes its data. WithPort, WithDataDir and WithTLS
-// are refused: an ensemble has several ports and directories, and its
-// members serve plain text only.
+// Close stops it and removes its data. WithPort and WithDataDir are
+// refused: an ensemble has several ports and directories. With WithTLS
+// every member has a secure client port (TLSAddrs), and with
+// WithTLS(false) no plain-text one.
 func LaunchEnsemble(ctx context.Context, opts ...Option) (*Ensemble, error) {
 	cfg := newConfig(opts)
-	if cfg.port != 0 || cfg.dataDir != "" || cfg.tls {
-		return nil, fmt.Errorf("zkserver: WithPort, WithDataDir and WithTLS are for a standalone server: %w", zkrecipes.ErrInvalidOption)
+	if cfg.port != 0 || cfg.dataDir != "" {
+		return nil, fmt.Errorf("zkserver: WithPort and WithDataDir are for a standalone server: %w", zkrecipes.ErrInvalidOption)
 	}
 	java, err := findJava()
 	if err != nil {
 		return nil, err
 	}
+	if cfg.tls {
+		for _, jar := range nettyClassPath {
+			if _, err := os.Stat(jar); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrNotInstalled, err)
+			}
+		}
+	}
 	dir, err := os.MkdirTemp("", "zkrecipes-zk3-")
 	if err != nil {
 		return nil, err
 	}
+	var keys *serverTLS
+	if cfg.tls {
+		if keys, err = makeTLS(dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("zkserver: TLS key and certificate: %w", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
 	defer cancel()
-	e := &Ensemble{java: java, cfg: cfg, dir: dir}
+	e := &Ensemble{java: java, cfg: cfg, dir: dir, tls: keys}
 	for i := range ensembleSize {
 		e.nodes = append(e.nodes, &zkProcess{
 			name:    fmt.Sprintf("ensemble server %d", i),
 			dir:     filepath.Join(dir, fmt.Sprintf("node%d", i)),
 			jvmArgs: jvmArguments(cfg),
+			tls:     keys,
+			noPlain: cfg.noPlain,
 		})
 	}
 	for attempt := 1; ; attempt++ {
@@ -79,9 +98,12 @@ func LaunchEnsemble(ctx context.Context, opts ...Option) (*Ensemble, error) {
 // start configures every server with fresh ports, starts them all and
 // waits until the ensemble serves.
 func (e *Ensemble) start(ctx context.Context) error {
-	ports, err := freePorts(3 * ensembleSize)
+	ports, err := freePorts(4 * ensembleSize)
 	if err != nil {
 		return err
+	}
+	for i, n := range e.nodes {
+		n.securePort = ports[3*ensembleSize+i]
 	}
 	var servers []string
 	for i := range ensembleSize {
@@ -101,13 +123,48 @@ func (e *Ensemble) start(ctx context.Context) error {
 }
 
 // Addrs are the client addresses of the servers, in order: the connect
-// string of the ensemble.
+// string of the ensemble. Nil with WithTLS(false): no plain-text ports.
 func (e *Ensemble) Addrs() []string {
+	if e.tls != nil && e.cfg.noPlain {
+		return nil
+	}
 	addrs := make([]string, len(e.nodes))
 	for i, n := range e.nodes {
 		addrs[i] = n.addr
 	}
 	return addrs
+}
+
+// TLSAddrs are the secure client addresses of the servers, in order, with
+// WithTLS; nil without it.
+func (e *Ensemble) TLSAddrs() []string {
+	if e.tls == nil {
+		return nil
+	}
+	addrs := make([]string, len(e.nodes))
+	for i, n := range e.nodes {
+		addrs[i] = n.secureAddr
+	}
+	return addrs
+}
+
+// TLSConfig is a client config trusting the servers' CA, as
+// Server.TLSConfig; nil without WithTLS. Each call returns a new copy.
+func (e *Ensemble) TLSConfig() *tls.Config {
+	if e.tls == nil {
+		return nil
+	}
+	return e.tls.client.Clone()
+}
+
+// TLSServerConfig presents the servers' certificate, as
+// Server.TLSServerConfig (for a proxy.Ensemble with proxy.WithTLS); nil
+// without WithTLS. Each call returns a new copy.
+func (e *Ensemble) TLSServerConfig() *tls.Config {
+	if e.tls == nil {
+		return nil
+	}
+	return e.tls.server.Clone()
 }
 
 // Kill kills server i with SIGKILL, as a crash would, and returns once it
@@ -167,7 +224,7 @@ func (e *Ensemble) Leader(ctx context.Context) (int, error) {
 		if !n.wanted() {
 			continue
 		}
-		if mode, err := serverMode(ctx, n.addr); err == nil && mode == "leader" {
+		if mode, err := n.mode(ctx); err == nil && mode == "leader" {
 			return i, nil
 		}
 	}
@@ -192,7 +249,7 @@ func (e *Ensemble) WaitServing(ctx context.Context) error {
 				return fmt.Errorf("zkserver: %s exited by itself; log tail:\n%s", n.name, n.logTail(30))
 			default:
 			}
-			mode, err := serverMode(ctx, n.addr)
+			mode, err := n.mode(ctx)
 			if err != nil {
 				last = fmt.Errorf("%s: %w", n.name, err)
 				break
@@ -230,7 +287,7 @@ func (e *Ensemble) WaitSynced(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	target, err := serverZxid(ctx, e.nodes[leader].addr)
+	target, err := e.nodes[leader].zxid(ctx)
 	if err != nil {
 		return err
 	}
@@ -242,7 +299,7 @@ func (e *Ensemble) WaitSynced(ctx context.Context) error {
 			if !n.wanted() || i == leader {
 				continue
 			}
-			if z, err := serverZxid(ctx, n.addr); err != nil || z < target {
+			if z, err := n.zxid(ctx); err != nil || z < target {
 				behind = n.name
 				break
 			}
@@ -270,7 +327,7 @@ func (e *Ensemble) DigestMismatches(ctx context.Context) (int64, error) {
 		if !n.wanted() {
 			continue
 		}
-		reply, err := FourLetterWord(ctx, n.addr, "mntr")
+		reply, err := n.fourLetterWord(ctx, "mntr")
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", n.name, err)
 		}

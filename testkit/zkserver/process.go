@@ -279,10 +279,34 @@ func serverMode(ctx context.Context, addr string) (string, error) {
 // mode is the process's serverMode, asked on its plain port, or over TLS
 // when it has none.
 func (p *zkProcess) mode(ctx context.Context) (string, error) {
-	if p.addr == "" {
-		return srvrField(ctx, p.secureAddr, p.tls.client, "Mode")
+	addr, cfg := p.adminAddr()
+	return srvrField(ctx, addr, cfg, "Mode")
+}
+
+// zxid is the last zxid the process has applied, from srvr, asked as mode
+// asks.
+func (p *zkProcess) zxid(ctx context.Context) (int64, error) {
+	addr, cfg := p.adminAddr()
+	z, err := srvrField(ctx, addr, cfg, "Zxid")
+	if err != nil {
+		return 0, err
 	}
-	return serverMode(ctx, p.addr)
+	return strconv.ParseInt(z, 0, 64)
+}
+
+// fourLetterWord sends word to the process as mode asks.
+func (p *zkProcess) fourLetterWord(ctx context.Context, word string) (string, error) {
+	addr, cfg := p.adminAddr()
+	return fourLetterWord(ctx, addr, cfg, word)
+}
+
+// adminAddr is where the four-letter words go: the plain client port, or
+// the secure one (with its client config) when there is no plain one.
+func (p *zkProcess) adminAddr() (string, *tls.Config) {
+	if p.addr == "" {
+		return p.secureAddr, p.tls.client
+	}
+	return p.addr, nil
 }
 
 // serverZxid is the last zxid the server at addr has applied, from srvr.

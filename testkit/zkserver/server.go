@@ -3,9 +3,9 @@
 // 127.0.0.1, run from Debian's libzookeeper-java jars with java (install
 // them with scripts/install-zookeeper.sh). It links no testing package, so
 // a program can use it (zkr server does); testkit's StartServer and
-// StartEnsemble are built on it. A standalone server can also serve a
-// secure client port, with keys made at launch (WithTLS), and have a super
-// user (WithSuperUser).
+// StartEnsemble are built on it. Servers can also serve a secure client
+// port, with keys made at launch (WithTLS), and have a super user
+// (WithSuperUser).
 package zkserver
 
 import (
@@ -211,6 +211,20 @@ func (s *Server) TLSConfig() *tls.Config {
 		return nil
 	}
 	return s.proc.tls.client.Clone()
+}
+
+// TLSServerConfig is a server config that presents the server's own
+// certificate (signed by the CA that TLSConfig trusts, for 127.0.0.1 and
+// localhost), or nil for a server without WithTLS: a proxy that
+// terminates TLS in front of the server (proxy.WithTLS) listens with it,
+// and clients given TLSConfig trust it as they trust the server. Each call
+// returns a new copy. It holds the server's private key: keep it in the
+// test.
+func (s *Server) TLSServerConfig() *tls.Config {
+	if s.proc.tls == nil {
+		return nil
+	}
+	return s.proc.tls.server.Clone()
 }
 
 // Stop kills the server (SIGKILL: clients see the connection drop, as when

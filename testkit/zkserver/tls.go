@@ -23,8 +23,11 @@ import (
 // certificate made for it at launch by a CA of its own, in PEM key and
 // trust stores in its directory. With plain false it has no plain-text
 // client port: Addr is "" and everything, srvr included, goes over TLS.
-// TLSAddr and TLSConfig tell clients where and what to trust. Default: no
-// TLS. LaunchEnsemble refuses it.
+// TLSAddr and TLSConfig tell clients where and what to trust;
+// TLSServerConfig lets a proxy in front of it present the same
+// certificate. For LaunchEnsemble every member gets a secure client port,
+// all with one certificate and CA (the quorum's own ports stay plain
+// text). Default: no TLS.
 func WithTLS(plain bool) Option {
 	return func(c *config) { c.tls, c.noPlain = true, !plain }
 }
@@ -48,6 +51,7 @@ func digestID(user, password string) string {
 type serverTLS struct {
 	keyStore, trustStore string      // PEM files in the server's directory
 	client               *tls.Config // RootCAs: the server's CA
+	server               *tls.Config // Certificates: the server's key and certificate
 }
 
 // makeTLS writes a CA, and a key and certificate for 127.0.0.1 and
@@ -113,6 +117,10 @@ func makeTLS(dir string) (*serverTLS, error) {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
 	s.client = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	s.server = &tls.Config{
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der, caDER}, PrivateKey: key}},
+		MinVersion:   tls.VersionTLS12,
+	}
 	return s, nil
 }
 
