@@ -36,9 +36,10 @@ type cluster struct {
 
 // client is one worker's connection and the proxy it goes through.
 type client struct {
-	name string
-	px   *testkit.EnsembleProxy
-	conn zk.Conn
+	name   string
+	px     *testkit.EnsembleProxy
+	conn   zk.Conn
+	access access
 	// prefix is the path its recipes create and delete under: reply faults
 	// are armed for requests on it.
 	prefix string
@@ -97,22 +98,34 @@ func (c *client) settled(mark []int) bool {
 	return true
 }
 
-// connect opens a session through a new proxy. The test's cleanup closes
-// both (the suite closes them itself before its final checks).
-func (c *cluster) connect(ctx context.Context, name, prefix string) *client {
+// connect opens a session through a new proxy, with access a: a secured
+// client's proxy terminates TLS in front of the members' secure ports,
+// and its prefix, which reply faults match in the proxy, is named as the
+// server names it, under the chroot. The test's cleanup closes both (the
+// suite closes them itself before its final checks).
+func (c *cluster) connect(ctx context.Context, name, prefix string, a access) *client {
 	c.t.Helper()
-	px, err := testkit.NewEnsembleProxy(c.ens.Addrs())
+	var (
+		px  *testkit.EnsembleProxy
+		err error
+	)
+	if a == securedAccess {
+		px, err = testkit.NewTLSEnsembleProxy(c.ens)
+		prefix = securedChroot + prefix
+	} else {
+		px, err = testkit.NewEnsembleProxy(c.ens.Addrs())
+	}
 	if err != nil {
 		c.t.Fatalf("proxy for %s: %v", name, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := zk.Connect(cctx, px.Addrs(), zk.WithSessionTimeout(sessionTimeout))
+	conn, err := zk.Connect(cctx, px.Addrs(), append(c.options(a), zk.WithSessionTimeout(sessionTimeout))...)
 	if err != nil {
 		px.Close()
 		c.t.Fatalf("connect %s: %v", name, err)
 	}
-	cl := &client{name: name, px: px, conn: conn, prefix: prefix}
+	cl := &client{name: name, px: px, conn: conn, prefix: prefix, access: a}
 	c.t.Cleanup(cl.close)
 	c.mu.Lock()
 	c.clients = append(c.clients, cl)
@@ -146,16 +159,18 @@ func (c *cluster) observer(ctx context.Context) zk.Conn {
 type faultKind int
 
 const (
-	fCut          faultKind = iota // every connection of a client cut
-	fStallShort                    // a client's traffic held, shorter than the session timeout
-	fStallLong                     // ... longer: the session expires
-	fLoseCreate                    // the reply to a create lost (applied, connection cut)
-	fLoseDelete                    // the reply to a delete lost
-	fLoseMulti                     // the reply to a multi lost (a queue's ack, a lock's release, a barrier's join)
-	fDelay                         // a reply held back for a while
-	fKillLeader                    // the ensemble's leader killed, then restarted
-	fKillFollower                  // a follower killed, then restarted
-	fExpire                        // a session closed on the server
+	fCut           faultKind = iota // every connection of a client cut
+	fStallShort                     // a client's traffic held, shorter than the session timeout
+	fStallLong                      // ... longer: the session expires
+	fLoseCreate                     // the reply to a create lost (applied, connection cut)
+	fLoseDelete                     // the reply to a delete lost
+	fLoseMulti                      // the reply to a multi lost (a queue's ack, a lock's release, a barrier's join)
+	fDelay                          // a reply held back for a while
+	fKillLeader                     // the ensemble's leader killed, then restarted
+	fKillFollower                   // a follower killed, then restarted
+	fExpire                         // a session closed on the server
+	fSecuredCut                     // a secured client's connections cut (see securedLock)
+	fSecuredExpire                  // a secured client's session closed on the server
 	numFaultKinds
 )
 
@@ -163,6 +178,7 @@ var faultNames = [numFaultKinds]string{
 	fCut: "cut", fStallShort: "stall<timeout", fStallLong: "stall>timeout", fLoseCreate: "lost-create-reply",
 	fLoseDelete: "lost-delete-reply", fLoseMulti: "lost-multi-reply", fDelay: "delayed-reply", fKillLeader: "kill-leader",
 	fKillFollower: "kill-follower", fExpire: "session-closed",
+	fSecuredCut: "secured-cut", fSecuredExpire: "secured-session-closed",
 }
 
 func (k faultKind) String() string { return faultNames[k] }
@@ -178,6 +194,7 @@ type injector struct {
 	c       *cluster
 	rng     *rand.Rand
 	targets []*client
+	secured []*client // the targets of the secured group (fSecuredCut, fSecuredExpire)
 
 	counts  [numFaultKinds]atomic.Int64
 	tried   [numFaultKinds]int
@@ -195,7 +212,13 @@ type injector struct {
 }
 
 func newInjector(t *testing.T, c *cluster, seed uint64, targets []*client) *injector {
-	return &injector{t: t, c: c, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), targets: targets}
+	in := &injector{t: t, c: c, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), targets: targets}
+	for _, cl := range targets {
+		if cl.access == securedAccess {
+			in.secured = append(in.secured, cl)
+		}
+	}
+	return in
 }
 
 func (in *injector) fail(format string, args ...any) {
@@ -271,6 +294,7 @@ func (in *injector) launch(ctx context.Context, kind faultKind) {
 	// always yields the same sequence of decisions.
 	var (
 		target       = in.targets[in.rng.IntN(len(in.targets))]
+		securedPick  = in.rng.IntN(max(len(in.secured), 1))
 		down         = between(in.rng, 300*time.Millisecond, 1500*time.Millisecond)
 		pickFollower = in.rng.IntN(2)
 		short        = between(in.rng, 200*time.Millisecond, sessionTimeout*5/6)
@@ -294,13 +318,20 @@ func (in *injector) launch(ctx context.Context, kind faultKind) {
 		return
 	}
 	cl := target
+	switch kind {
+	case fSecuredCut, fSecuredExpire:
+		if len(in.secured) == 0 {
+			return
+		}
+		cl = in.secured[securedPick]
+	}
 	if !cl.busy.CompareAndSwap(false, true) {
 		return
 	}
 	var do func()
 	switch kind {
-	case fCut:
-		do = func() { cl.px.Cut(); in.counts[fCut].Add(1) }
+	case fCut, fSecuredCut:
+		do = func() { cl.px.Cut(); in.counts[kind].Add(1) }
 	case fStallShort:
 		do = func() { in.stall(ctx, cl, kind, short) }
 	case fStallLong:
@@ -313,14 +344,14 @@ func (in *injector) launch(ctx context.Context, kind faultKind) {
 		do = func() { in.loseReply(ctx, cl, kind, testkit.OpMulti) }
 	case fDelay:
 		do = func() { in.delay(ctx, cl, delayOp, held) }
-	case fExpire:
+	case fExpire, fSecuredExpire:
 		if !in.ensBusy.CompareAndSwap(false, true) {
 			cl.busy.Store(false)
 			return
 		}
 		do = func() {
 			defer in.ensBusy.Store(false)
-			in.expire(ctx, cl)
+			in.expire(ctx, kind, cl)
 		}
 	}
 	in.goFault(func() {
@@ -414,7 +445,7 @@ func (in *injector) delay(ctx context.Context, cl *client, op testkit.OpKind, d 
 // client that still trusts its holds would be a fault no client library
 // can survive, and is what fencing tokens are for (the guarded writes are
 // checked for it).
-func (in *injector) expire(ctx context.Context, cl *client) {
+func (in *injector) expire(ctx context.Context, kind faultKind, cl *client) {
 	id := cl.conn.SessionID()
 	if id == 0 {
 		return
@@ -444,7 +475,7 @@ func (in *injector) expire(ctx context.Context, cl *client) {
 	err := cl.px.ExpireSession(ectx, id)
 	switch {
 	case err == nil:
-		in.counts[fExpire].Add(1)
+		in.counts[kind].Add(1)
 	case errors.Is(err, proxy.ErrSessionGone), ctx.Err() != nil:
 	default:
 		in.fail("expire %s: %v", cl.name, err)

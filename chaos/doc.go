@@ -17,6 +17,20 @@
 // the duration (for up to 30 s) until every kind was injected once, and
 // fails if one still was not.
 //
+// One worker group is secured (issue 35): the workers of the last lock
+// path connect over TLS (every member has a secure client port beside its
+// plain one, and their proxies terminate TLS: testkit.NewTLSEnsembleProxy),
+// authenticate with a digest identity and work under a chroot, so their
+// nodes carry CreatorAll plus world read, and take every fault the others
+// take. Two fault kinds of their own make sure that every run cuts one of
+// them and closes one's session on the server: after a connection loss
+// and after an expiry (a new session) they must keep working as the same
+// identity. An intruder of another identity tries all
+// along to delete, overwrite and create under their nodes; anything but a
+// refusal (zk.ErrNoAuth) or a node already gone is a violation. The checks
+// below apply to the group as to the rest, nodes left under its chroot
+// included.
+//
 // From the lifecycle events the handles publish and a ledger the workers
 // keep it checks that no two conflicting holds overlap, that semaphore
 // leases never exceed maxLeases, that guarded writes carry non-decreasing

@@ -23,6 +23,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/machines/semaphore"
 	"github.com/zkrecipes/zkrecipes/machines/twophase"
 	"github.com/zkrecipes/zkrecipes/testkit"
+	"github.com/zkrecipes/zkrecipes/testkit/zkserver"
 )
 
 // config says what one run of the suite does.
@@ -92,8 +93,9 @@ type suite struct {
 	workers []*worker
 	wg      sync.WaitGroup
 
-	countMu sync.Mutex
-	countsM map[string]int
+	countMu    sync.Mutex
+	countsM    map[string]int
+	intrusions []string // the intruder's writes the server let through
 
 	fenceMu sync.Mutex
 	fenced  []fencedWrite
@@ -124,8 +126,14 @@ type suite struct {
 // connect opens a worker's connection: through a proxy of its own to the
 // ensemble, or to the simulator.
 func (s *suite) connect(ctx context.Context, who, prefix string) *client {
+	return s.connectAs(ctx, who, prefix, plainAccess)
+}
+
+// connectAs is connect with access a to the ensemble; the simulator's
+// connections are all plain.
+func (s *suite) connectAs(ctx context.Context, who, prefix string, a access) *client {
 	if s.sim == nil {
-		return s.c.connect(ctx, who, prefix)
+		return s.c.connect(ctx, who, prefix, a)
 	}
 	cl := &client{name: who, conn: s.sim.Connect(), prefix: prefix}
 	s.simClients = append(s.simClients, cl)
@@ -158,7 +166,9 @@ func (s *suite) rng(i int) *rand.Rand {
 // runSuite runs the suite and returns what it found; it fails t itself
 // only when it cannot run.
 func runSuite(t *testing.T, cfg config) *report {
-	ens := testkit.StartEnsemble(t, testkit.WithContainerCheckInterval(200*time.Millisecond))
+	// Every member has a secure client port beside its plain one, for the
+	// secured group (see securedLock).
+	ens := testkit.StartEnsemble(t, testkit.WithContainerCheckInterval(200*time.Millisecond), zkserver.WithTLS(true))
 	ctx := t.Context()
 	s := &suite{t: t, cfg: cfg, c: &cluster{t: t, ens: ens}, rep: &report{lockHist: newHistory(), fifoHist: newHistory()},
 		countsM: map[string]int{}}
@@ -171,6 +181,7 @@ func runSuite(t *testing.T, cfg config) *report {
 	// The queue's node is persistent, as the queue itself now makes it
 	// (a reaped container reused item names: see the package doc).
 	mustCreate(t, ctx, obs, queuePath)
+	s.c.createSecuredFence(ctx)
 
 	runCtx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
@@ -178,6 +189,7 @@ func runSuite(t *testing.T, cfg config) *report {
 	defer stopProducers()
 
 	s.startLocks(runCtx)
+	s.startIntruder(runCtx)
 	if !cfg.locksOnly {
 		s.startElection(runCtx)
 		s.queue = s.startQueue(runCtx, prodCtx, queuePath, producers, consumers, false)
@@ -283,6 +295,12 @@ func runSuite(t *testing.T, cfg config) *report {
 	}
 	for _, v := range checkFencing(s.fenced) {
 		s.rep.violate("%s", v)
+	}
+	for _, v := range s.intrusions {
+		s.rep.violate("%s", v)
+	}
+	if n := s.countsM["intruder.more-intrusions"]; n > 0 {
+		s.rep.violate("intruder: %d more writes let through", n)
 	}
 	if s.queue != nil {
 		for _, v := range s.queue.ledger.check() {
@@ -394,9 +412,10 @@ func (s *suite) closeHandles() {
 	}
 }
 
-// checkNoNodesLeft waits (up to 15 s) until nothing is left under root but
-// the recipes' own directories and their parents (containers, which the
-// server reaps), and reports what is.
+// checkNoNodesLeft waits (up to 15 s) until nothing is left under root,
+// and under the secured group's chroot, but the recipes' own directories
+// and their parents (containers, which the server reaps), and reports what
+// is.
 func (s *suite) checkNoNodesLeft(ctx context.Context, obs zk.Conn) {
 	dirs := []string{electionP, queuePath, fifoPath, rwPath, semPath, semaphore.LeasesDir(semPath), barrierPath,
 		tpcRoot + "/tx", tpcRoot + "/participants"}
@@ -419,6 +438,14 @@ func (s *suite) checkNoNodesLeft(ctx context.Context, obs zk.Conn) {
 				left = append(left, p)
 			}
 		})
+		if err == nil && s.sim == nil {
+			// The secured group's, under its chroot (world-readable).
+			err = walk(ctx, obs, securedChroot+root, func(p string) {
+				if !allowed(strings.TrimPrefix(p, securedChroot)) {
+					left = append(left, p)
+				}
+			})
+		}
 		if err == nil && len(left) == 0 {
 			return
 		}
@@ -498,7 +525,11 @@ func (s *suite) startLocks(ctx context.Context) {
 	for i := range lockPaths * lockHolds {
 		p := i % lockPaths
 		who := fmt.Sprintf("lock%d.%d", p, i/lockPaths)
-		cl := s.connect(ctx, who, lockPath(p))
+		a := plainAccess
+		if p == securedLock {
+			a = securedAccess
+		}
+		cl := s.connectAs(ctx, who, lockPath(p), a)
 		var l locker
 		if s.cfg.brokenLock {
 			l = newBrokenLock(cl.conn, lockPath(p))
