@@ -187,11 +187,11 @@ func (h *handle) start(conn zk.Conn, path string, opts []Option, depthOK bool, c
 		Scope: ScopeName, Version: Version, Recipe: "cache", Path: path, Instance: o.id})
 	h.shell = runtime.Run(conn, m, runtime.Spec[input, command]{
 		Recipe: "cache", Path: path, Instance: o.id, Telemetry: h.tel,
-		Exec:     h.exec,
-		Session:  func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
-		Withdraw: func(_ input, req uint64) (input, bool) { return cancelReq{Req: req}, true },
-		Shutdown: func(req uint64) input { return shutdown{Req: req} },
-		HandOver: func(req uint64) input { return shutdown{Req: req} }, // never needed: nothing to delete
+		Exec:      h.exec,
+		Session:   func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
+		Withdraw:  func(_ input, req uint64) (input, bool) { return cancelReq{Req: req}, true },
+		Shutdown:  func(req uint64) input { return shutdown{Req: req} },
+		HandOver:  func(req uint64) input { return shutdown{Req: req} }, // never needed: nothing to delete
 		ErrorType: errorType, Closed: ErrClosed, CloseTimeout: o.closeTimeout,
 	})
 	return nil
