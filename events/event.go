@@ -84,6 +84,12 @@ const (
 	NodeAdded
 	NodeUpdated
 	NodeRemoved
+	// Group events: a member's node appeared (MEMBER_JOINED), its data
+	// changed (MEMBER_UPDATED) or it went (MEMBER_LEFT); each with the
+	// member's node (Node), Data and Version.
+	MemberJoined
+	MemberLeft
+	MemberUpdated
 )
 
 var typeNames = [...]string{
@@ -120,6 +126,9 @@ var typeNames = [...]string{
 	NodeAdded:         "NODE_ADDED",
 	NodeUpdated:       "NODE_UPDATED",
 	NodeRemoved:       "NODE_REMOVED",
+	MemberJoined:      "MEMBER_JOINED",
+	MemberLeft:        "MEMBER_LEFT",
+	MemberUpdated:     "MEMBER_UPDATED",
 }
 
 func (t Type) String() string {
