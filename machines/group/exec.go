@@ -37,9 +37,14 @@ func (m *Member) exec(sh *runtime.Shell[input, command], cmd command, op runtime
 		case watchNode:
 			r := watched{Cmd: c.Cmd}
 			var w <-chan zk.WatchEvent
-			op(ctx, "get", func(ctx context.Context) error {
+			op(runtime.Expect(ctx, zk.ErrNoNode), "get", func(ctx context.Context) error {
 				runtime.SetNode(ctx, c.Path)
-				r.Exists, w, r.Err = runtime.WatchDeletion(ctx, conn, c.Path)
+				var st zk.Stat
+				_, st, w, r.Err = conn.GetW(ctx, c.Path)
+				r.Exists, r.Owner = r.Err == nil, st.EphemeralOwner
+				if errors.Is(r.Err, zk.ErrNoNode) {
+					r.Err = nil
+				}
 				return r.Err
 			})
 			if w == nil {

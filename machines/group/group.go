@@ -348,7 +348,6 @@ func translate(err error) error {
 	return err
 }
 
-
 func errorType(err error) string {
 	for _, c := range []struct {
 		err  error

@@ -2,6 +2,7 @@ package group_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -132,7 +133,7 @@ func show(evs []events.Event) string {
 func node(ctx context.Context, t *testing.T, c zk.Conn, path string) (string, int64, bool) {
 	t.Helper()
 	d, st, err := c.Get(ctx, path)
-	if err == zk.ErrNoNode || (err != nil && strings.Contains(err.Error(), "no node")) {
+	if errors.Is(err, zk.ErrNoNode) {
 		return "", 0, false
 	}
 	if err != nil {

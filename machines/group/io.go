@@ -61,11 +61,12 @@ type deleted struct {
 	Err error
 }
 
-// watched is the reply to watchNode: whether our node exists (a watch was
-// left on it either way).
+// watched is the reply to watchNode: whether the node exists, and its
+// owner (a data watch was left on it when it does).
 type watched struct {
 	Cmd    uint64
 	Exists bool
+	Owner  int64
 	Err    error
 }
 
@@ -94,7 +95,7 @@ func (i created) String() string {
 func (i written) String() string { return fmt.Sprintf("written cmd=%d err=%v", i.Cmd, i.Err) }
 func (i deleted) String() string { return fmt.Sprintf("deleted cmd=%d err=%v", i.Cmd, i.Err) }
 func (i watched) String() string {
-	return fmt.Sprintf("watched cmd=%d exists=%t err=%v", i.Cmd, i.Exists, i.Err)
+	return fmt.Sprintf("watched cmd=%d exists=%t owner=%#x err=%v", i.Cmd, i.Exists, i.Owner, i.Err)
 }
 func (i fired) String() string { return fmt.Sprintf("watch cmd=%d %s", i.Cmd, i.Type) }
 

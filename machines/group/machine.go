@@ -328,9 +328,11 @@ func (m *machine) watched(o *out, i watched) {
 	}
 	m.watchCmd = 0
 	switch {
-	case i.Err == nil && i.Exists:
+	case i.Err == nil && i.Exists && i.Owner == m.session:
 		m.watching = i.Cmd
 	case i.Err == nil:
+		// Gone, or another session's: ours went (and theirs is not
+		// taken: making ours again finds it).
 		if m.present {
 			m.gone(o, nil)
 		}

@@ -1,0 +1,172 @@
+package group_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/machines/group"
+	"github.com/zkrecipes/zkrecipes/testkit"
+)
+
+// A create whose reply was lost made our node: Join finds it ours (this
+// session's) and takes it, with no second node and no ErrMemberExists.
+func TestLostCreateReply(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c := tg.Connect(t)
+		f := tg.LoseNextReply(t, c, testkit.OpCreate, "/g/x")
+		m := must[*group.Member](t)(group.Join(ctx, c, "/g", "x", []byte("d")))
+		closeOnCleanup(t, m)
+		select {
+		case <-f.Fired():
+		default:
+			t.Fatal("the create's reply was not lost")
+		}
+		if d, owner, ok := node(ctx, t, c, "/g/x"); !ok || d != "d" || owner != c.SessionID() {
+			t.Errorf("/g/x: %q owner %#x (there %t), want d, ours %#x", d, owner, ok, c.SessionID())
+		}
+		if m.State() != events.StateReady {
+			t.Errorf("state %s", m.State())
+		}
+	})
+}
+
+// A SetData made while the connection is down is written once it is
+// back, on the same node (the session lived).
+func TestSetDataAcrossDisconnect(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c, w := tg.Connect(t), tg.Connect(t)
+		m := must[*group.Member](t)(group.Join(ctx, c, "/g", "x", []byte("1")))
+		closeOnCleanup(t, m)
+		rec := record(t, m)
+		tg.Disconnect(t, c)
+		done := make(chan error, 1)
+		go func() { done <- m.SetData(ctx, []byte("2")) }()
+		rec.waitN(1, events.Suspended, "")
+		tg.Reconnect(t, c)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if d, owner, _ := node(ctx, t, w, "/g/x"); d != "2" || owner != c.SessionID() {
+			t.Errorf("/g/x: %q owner %#x, want 2 on %#x", d, owner, c.SessionID())
+		}
+		if n := rec.count(events.MemberJoined); n != 0 {
+			t.Errorf("%d MEMBER_JOINED after a disconnect: the node was made again", n)
+		}
+	})
+}
+
+// After the session's end our node is made again on the new session, with
+// the latest data; a watcher sees it leave and join again.
+func TestRejoinAfterExpiry(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c, w := tg.Connect(t), tg.Connect(t)
+		g := must[*group.Group](t)(group.Watch(w, "/g"))
+		closeOnCleanup(t, g)
+		grec := record(t, g)
+		m := must[*group.Member](t)(group.Join(ctx, c, "/g", "x", []byte("1")))
+		closeOnCleanup(t, m)
+		rec := record(t, m)
+		if err := m.SetData(ctx, []byte("latest")); err != nil {
+			t.Fatal(err)
+		}
+		grec.waitFor("the watcher to see latest", func(evs []events.Event) bool {
+			return slices.ContainsFunc(evs, func(e events.Event) bool { return string(e.Data) == "latest" && e.Version == 1 })
+		})
+		old := c.SessionID()
+		tg.Expire(t, c)
+		ev := rec.waitN(1, events.MemberJoined, "/g/x")
+		if string(ev.Data) != "latest" || ev.Term != 2 {
+			t.Errorf("made again with %q term %d, want latest, term 2", ev.Data, ev.Term)
+		}
+		if d, owner, ok := node(ctx, t, w, "/g/x"); !ok || d != "latest" || owner == old || owner != c.SessionID() {
+			t.Errorf("/g/x: %q owner %#x (there %t), want latest on the new session %#x (old %#x)", d, owner, ok, c.SessionID(), old)
+		}
+		if rec.count(events.Lost) != 1 {
+			t.Errorf("LOST %d times", rec.count(events.Lost))
+		}
+		grec.waitN(1, events.MemberLeft, "/g/x")
+		if ev := grec.waitN(2, events.MemberJoined, "/g/x"); string(ev.Data) != "latest" || ev.Version != 0 {
+			t.Errorf("the watcher saw it join again with %q v%d, want latest v0", ev.Data, ev.Version)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, ok := node(ctx, t, w, "/g/x"); ok {
+			t.Error("/g/x left after Close")
+		}
+	})
+}
+
+// Someone deletes our node: it is made again. Someone replaces it with a
+// node of theirs, at once (a multi): the member does not take it, and is
+// FAILED with ErrMemberExists; SetData says so; Close leaves their node.
+func TestDeletedAndTaken(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c, o := tg.Connect(t), tg.Connect(t)
+		m := must[*group.Member](t)(group.Join(ctx, c, "/g", "x", []byte("mine")))
+		closeOnCleanup(t, m)
+		rec := record(t, m)
+		if err := o.Delete(ctx, "/g/x", zk.AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitN(1, events.MemberJoined, "/g/x")
+		if d, owner, _ := node(ctx, t, o, "/g/x"); d != "mine" || owner != c.SessionID() {
+			t.Fatalf("/g/x after its deletion: %q owner %#x", d, owner)
+		}
+		if _, err := o.Multi(ctx, &zk.DeleteOp{Path: "/g/x", Version: zk.AnyVersion},
+			&zk.CreateOp{Path: "/g/x", Data: []byte("theirs"), Mode: zk.ModeEphemeral}); err != nil {
+			t.Fatal(err)
+		}
+		ev := rec.waitN(1, events.Failed, "/g/x")
+		if !errors.Is(ev.Err, group.ErrMemberExists) || m.State() != events.StateFailed {
+			t.Errorf("FAILED with %v, state %s; want ErrMemberExists, FAILED", ev.Err, m.State())
+		}
+		if err := m.SetData(ctx, []byte("again")); !errors.Is(err, group.ErrMemberExists) {
+			t.Errorf("SetData when FAILED: %v", err)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if d, owner, _ := node(ctx, t, o, "/g/x"); d != "theirs" || owner != o.SessionID() {
+			t.Errorf("their node after our Close: %q owner %#x", d, owner)
+		}
+	})
+}
+
+// Close while the connection is down hands our node to the connection's
+// janitor (ErrCleanupPending), which deletes it once the session is back.
+func TestCloseWhileDisconnected(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c, w := tg.Connect(t), tg.Connect(t)
+		m := must[*group.Member](t)(group.Join(ctx, c, "/g", "x", nil, group.WithCloseTimeout(50*time.Millisecond)))
+		tg.Disconnect(t, c)
+		if err := m.Close(); !errors.Is(err, group.ErrCleanupPending) {
+			t.Fatalf("Close while cut off: %v, want ErrCleanupPending", err)
+		}
+		if _, _, ok := node(ctx, t, w, "/g/x"); !ok {
+			t.Fatal("/g/x gone while the session is cut off")
+		}
+		ws := must[<-chan zk.WatchEvent](t)(func() (<-chan zk.WatchEvent, error) {
+			_, _, ch, err := w.GetW(ctx, "/g/x")
+			return ch, err
+		}())
+		tg.Reconnect(t, c)
+		select {
+		case ev := <-ws:
+			if ev.Type != zk.EventNodeDeleted {
+				t.Errorf("watch: %v", ev.Type)
+			}
+		case <-ctx.Done():
+			t.Fatal("the janitor did not delete /g/x")
+		}
+	})
+}
