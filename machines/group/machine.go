@@ -78,6 +78,7 @@ type machine struct {
 	cmds                          uint64
 	createCmd, setCmd, delCmd     uint64 // in flight (0: none)
 	createGen, setGen             uint64 // the data they write
+	createData, setData           []byte // the data createCmd, setCmd write
 	stale                         bool   // delCmd deletes a node of a session of ours that ended
 	watchCmd, watching            uint64 // the watch in flight, the one followed
 	term                          uint64 // our node's incarnations so far
@@ -225,14 +226,14 @@ func (m *machine) created(o *out, i created) {
 	m.createCmd = 0
 	switch {
 	case i.Err == nil:
-		m.made(o, m.createGen, 0)
+		m.made(o, m.createGen, 0, m.createData)
 	case errors.Is(i.Err, zk.ErrNodeExists) && i.Owner == m.session:
 		// Ours: a create of this session whose reply was lost.
 		gen := m.createGen
 		if !bytes.Equal(i.Data, m.data) {
 			gen = 0 // not the latest data: set it
 		}
-		m.made(o, gen, i.Version)
+		m.made(o, gen, i.Version, i.Data)
 	case errors.Is(i.Err, zk.ErrNodeExists) && m.ours[i.Owner]:
 		m.cmds++
 		m.delCmd, m.stale = m.cmds, true
@@ -245,15 +246,13 @@ func (m *machine) created(o *out, i created) {
 	}
 }
 
-// made: our node is there, with the data numbered gen, at version.
-func (m *machine) made(o *out, gen uint64, version int32) {
+// made: our node is there, with data (numbered gen; 0: not the latest),
+// at version. When we are leaving it is deleted next.
+func (m *machine) made(o *out, gen uint64, version int32, data []byte) {
 	m.present, m.shown, m.version = true, gen, version
-	if m.leaving {
-		return // Close came while it was made: delete it
-	}
 	m.fsm.Fire(trJoined)
 	m.event(o, events.Event{Type: events.MemberJoined, Phase: events.PhaseGranted, Node: m.node,
-		Data: m.data, Version: version})
+		Data: data, Version: version})
 	if m.joinReq != 0 {
 		o.Replies = append(o.Replies, runtime.Reply{Req: m.joinReq})
 		m.joinReq = 0
@@ -280,7 +279,7 @@ func (m *machine) written(o *out, i written) {
 	switch {
 	case i.Err == nil:
 		m.shown, m.version = m.setGen, i.Version
-		m.event(o, events.Event{Type: events.MemberUpdated, Node: m.node, Data: m.data, Version: i.Version})
+		m.event(o, events.Event{Type: events.MemberUpdated, Node: m.node, Data: m.setData, Version: i.Version})
 		m.answer(o)
 	case errors.Is(i.Err, zk.ErrNoNode):
 		if m.present {
@@ -365,11 +364,11 @@ func (m *machine) pump(o *out) {
 	switch {
 	case !m.present && !busy:
 		m.cmds++
-		m.createCmd, m.createGen = m.cmds, m.gen
+		m.createCmd, m.createGen, m.createData = m.cmds, m.gen, m.data
 		o.Commands = append(o.Commands, create{Cmd: m.cmds, Path: m.node, Data: m.data})
 	case m.present && m.setCmd == 0 && m.shown < m.gen:
 		m.cmds++
-		m.setCmd, m.setGen = m.cmds, m.gen
+		m.setCmd, m.setGen, m.setData = m.cmds, m.gen, m.data
 		o.Commands = append(o.Commands, setData{Cmd: m.cmds, Path: m.node, Data: m.data})
 	}
 	if m.present && m.watchCmd == 0 && m.watching == 0 {
