@@ -12,6 +12,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/machines/barrier"
 	"github.com/zkrecipes/zkrecipes/machines/cache"
 	"github.com/zkrecipes/zkrecipes/machines/election"
+	"github.com/zkrecipes/zkrecipes/machines/group"
 	"github.com/zkrecipes/zkrecipes/machines/lock"
 	"github.com/zkrecipes/zkrecipes/machines/queue"
 	"github.com/zkrecipes/zkrecipes/machines/rwlock"
@@ -133,6 +134,21 @@ var kinds = []kind{
 		tc, err := cache.NewTree(c, path, cache.WithID(id))
 		check(t, err)
 		return tc, map[string]func(context.Context) error{"Initialized": tc.Initialized}
+	}},
+	{"group.Member", group.ErrClosed, nil, func(t *testing.T, c zk.Conn, path, id string) (handle, map[string]func(context.Context) error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		m, err := group.Join(ctx, c, path, id, []byte("d"))
+		check(t, err)
+		return m, map[string]func(context.Context) error{
+			"SetData": func(ctx context.Context) error { return m.SetData(ctx, nil) },
+			"Leave":   m.Leave,
+		}
+	}},
+	{"group.Group", group.ErrClosed, nil, func(t *testing.T, c zk.Conn, path, id string) (handle, map[string]func(context.Context) error) {
+		g, err := group.Watch(c, path, group.WithID(id))
+		check(t, err)
+		return g, map[string]func(context.Context) error{"Initialized": g.Initialized}
 	}},
 	{"twophase.Coordinator", twophase.ErrClosed, nil, func(t *testing.T, c zk.Conn, path, id string) (handle, map[string]func(context.Context) error) {
 		co, err := twophase.NewCoordinator(c, path, twophase.WithID(id))

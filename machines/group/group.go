@@ -252,6 +252,9 @@ type Group struct {
 	cc   *cache.ChildrenCache
 	bus  *events.Bus
 	fwd  sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Watch follows the members of the group at path (a group whose path
@@ -329,10 +332,13 @@ func (g *Group) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
 
 // Close stops following the group: Members stays as it was, the
 // subscriptions end. A Group whose connection is closed stops by itself.
+// Every later call returns the first one's result.
 func (g *Group) Close() error {
-	err := g.cc.Close()
-	g.fwd.Wait()
-	return translate(err)
+	g.closeOnce.Do(func() {
+		g.closeErr = translate(g.cc.Close())
+		g.fwd.Wait()
+	})
+	return g.closeErr
 }
 
 // translate makes the cache's sentinels the group's.
