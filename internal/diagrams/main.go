@@ -16,6 +16,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/machines/barrier"
 	"github.com/zkrecipes/zkrecipes/machines/cache"
 	"github.com/zkrecipes/zkrecipes/machines/contention"
+	"github.com/zkrecipes/zkrecipes/machines/group"
 	"github.com/zkrecipes/zkrecipes/machines/queue"
 	"github.com/zkrecipes/zkrecipes/machines/twophase"
 )
@@ -33,6 +34,7 @@ var machines = []machine{
 	{"barrier", "Double barrier", "The machine behind barrier.DoubleBarrier: a member entering and leaving a round with the others.", barrier.Diagram},
 	{"cache", "Cache", "The machine behind cache.NodeCache, ChildrenCache and TreeCache: loading the nodes, then following their watches.", cache.Diagram},
 	{"contention", "Contention", "The engine behind lock, rwlock, semaphore and election: a contender's node in a sequence, from its offer to holding and back.", contention.Diagram},
+	{"group", "Group member", "The machine behind group.Member: its node made, kept (made again after an expiry or a deletion) and deleted when it leaves.", group.Diagram},
 	{"queue", "Queue", "The machine behind queue.Queue: one handle's cache of the queue's items, kept by listing and watching its children.", queue.Diagram},
 	{"twophase", "Two-phase commit participant", "The machine behind twophase.Participant: serving its inbox, each transaction from its vote to its decision's handling.", twophase.Diagram},
 }
