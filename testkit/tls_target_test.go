@@ -22,7 +22,9 @@ import (
 // server's, and the frames in between are read as on plain text.
 func TestTLSProxyFaults(t *testing.T) {
 	srv := StartServer(t, zkserver.WithTLS(false))
-	ctx := t.Context()
+	// A failed step must not leave the next one waiting for ever.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	p, err := NewTLSProxy(srv)
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +70,7 @@ func TestTLSProxyFaults(t *testing.T) {
 	})
 	t.Run("Block", func(t *testing.T) {
 		p.Block()
+		defer p.Unblock() // if the test fails first
 		p.Cut()
 		w.await(t, "Block", zk.StateSuspended)
 		if p.Carries(sid) {

@@ -268,7 +268,7 @@ func (p *Proxy) Carries(id int64) bool {
 	}
 	p.mu.Unlock()
 	for _, l := range links {
-		if l.session.Load() == id {
+		if l.session.Load() == id && !l.isClosed() {
 			return true
 		}
 	}
@@ -439,6 +439,14 @@ func (l *proxyLink) run() {
 	}()
 	l.forwardReplies(srv)
 	<-requests
+}
+
+// isClosed reports whether close was called: the link carries nothing
+// any more, though its goroutines may not have ended yet.
+func (l *proxyLink) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // close closes both connections; the forwarding loops then end.
