@@ -1,8 +1,10 @@
 package group_test
 
 import (
+	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,14 +14,33 @@ import (
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
 
+// deletes counts a Conn's deletes.
+type deletes struct {
+	zk.Conn
+	n atomic.Int32
+}
+
+func (c *deletes) Delete(ctx context.Context, path string, version int32) error {
+	c.n.Add(1)
+	return c.Conn.Delete(ctx, path, version)
+}
+
 // A create whose reply was lost made our node: Join finds it ours (this
-// session's) and takes it, with no second node and no ErrMemberExists.
+// session's) and takes it as it is: no delete, no second node, no
+// ErrMemberExists.
 func TestLostCreateReply(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := ctxT(t)
 		c := tg.Connect(t)
+		if _, err := c.Create(ctx, "/g", nil, zk.ModePersistent); err != nil {
+			t.Fatal(err) // the lost create is the one that makes /g/x
+		}
 		f := tg.LoseNextReply(t, c, testkit.OpCreate, "/g/x")
-		m := must[*group.Member](t)(group.Join(ctx, c, "/g", "x", []byte("d")))
+		dc := &deletes{Conn: c}
+		m := must[*group.Member](t)(group.Join(ctx, dc, "/g", "x", []byte("d")))
+		if n := dc.n.Load(); n != 0 {
+			t.Errorf("%d deletes: our node was made again, not taken", n)
+		}
 		closeOnCleanup(t, m)
 		select {
 		case <-f.Fired():
