@@ -128,3 +128,31 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("something was created: %q", ns)
 	}
 }
+
+// WithACL makes our node (and the group's missing path) with its ACL:
+// another identity may not write or delete it, and our SetData and
+// Leave work.
+func TestWithACL(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		alice := tg.Connect(t, zk.WithAuth("digest", []byte("alice:pw")))
+		other := tg.Connect(t)
+		m := must[*group.Member](t)(group.Join(ctx, alice, "/acl/g", "x", []byte("d"),
+			group.WithACL(zk.DigestACL(zk.PermAll, "alice", "pw")...)))
+		if _, err := other.Set(ctx, "/acl/g/x", []byte("theirs"), zk.AnyVersion); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("another identity's set: %v, want ErrNoAuth", err)
+		}
+		if _, err := other.Create(ctx, "/acl/g/y", nil, zk.ModeEphemeral); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("another identity's create in the group's path: %v, want ErrNoAuth", err)
+		}
+		if err := m.SetData(ctx, []byte("e")); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, ok := node(ctx, t, alice, "/acl/g/x"); ok {
+			t.Error("/acl/g/x left after Leave")
+		}
+	})
+}
