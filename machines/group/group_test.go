@@ -129,16 +129,21 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// WithACL makes our node (and the group's missing path) with its ACL:
-// another identity may not write or delete it, and our SetData and
-// Leave work.
+// WithACL makes our node (and the group's missing path) with its ACL,
+// in place of the connection's (alice's alone, others reading): bob, whom
+// it lets write, may set our node; another identity may not write, nor
+// create in the group's path; our SetData and Leave work.
 func TestWithACL(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		ctx := ctxT(t)
 		alice := tg.Connect(t, zk.WithAuth("digest", []byte("alice:pw")))
+		bob := tg.Connect(t, zk.WithAuth("digest", []byte("bob:pw")))
 		other := tg.Connect(t)
-		m := must[*group.Member](t)(group.Join(ctx, alice, "/acl/g", "x", []byte("d"),
-			group.WithACL(zk.DigestACL(zk.PermAll, "alice", "pw")...)))
+		acl := append(zk.DigestACL(zk.PermAll, "alice", "pw"), zk.DigestACL(zk.PermRead|zk.PermWrite, "bob", "pw")...)
+		m := must[*group.Member](t)(group.Join(ctx, alice, "/acl/g", "x", []byte("d"), group.WithACL(acl...)))
+		if _, err := bob.Set(ctx, "/acl/g/x", []byte("bob's"), zk.AnyVersion); err != nil {
+			t.Errorf("bob's set, which our ACL allows: %v", err)
+		}
 		if _, err := other.Set(ctx, "/acl/g/x", []byte("theirs"), zk.AnyVersion); !errors.Is(err, zk.ErrNoAuth) {
 			t.Errorf("another identity's set: %v, want ErrNoAuth", err)
 		}
