@@ -3,6 +3,7 @@ package group_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -188,6 +189,62 @@ func TestCloseWhileDisconnected(t *testing.T) {
 			}
 		case <-ctx.Done():
 			t.Fatal("the janitor did not delete /g/x")
+		}
+	})
+}
+
+// Join's ctx ends while its create is applied but unanswered: either
+// Join returns ctx's error and the node the create made is deleted once
+// its reply comes, or (the reply came with the ctx's end) Join returns
+// the member, whose node is ours. Never a node left without a member.
+func TestJoinCancelledDuringCreate(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		c, w := tg.Connect(t), tg.Connect(t)
+		if _, err := w.Create(ctx, "/g", nil, zk.ModePersistent); err != nil {
+			t.Fatal(err)
+		}
+		for round := range 3 {
+			id := fmt.Sprintf("x%d", round)
+			f := tg.HoldNextReply(t, c, testkit.OpCreate, "/g/"+id)
+			jctx, cancel := context.WithCancel(ctx)
+			type joined struct {
+				m   *group.Member
+				err error
+			}
+			done := make(chan joined, 1)
+			go func() {
+				m, err := group.Join(jctx, c, "/g", id, []byte("d"))
+				done <- joined{m, err}
+			}()
+			select {
+			case <-f.Fired():
+			case <-ctx.Done():
+				t.Fatal("the create was not made")
+			}
+			if _, _, ok := node(ctx, t, w, "/g/"+id); !ok {
+				t.Fatal("the held create did not make its node")
+			}
+			cancel()
+			f.Release()
+			j := <-done
+			_, owner, ok := node(ctx, t, w, "/g/"+id)
+			switch {
+			case errors.Is(j.err, context.Canceled):
+				if ok {
+					t.Errorf("round %d: /g/%s left after the cancelled Join returned", round, id)
+				}
+			case j.err == nil:
+				t.Logf("round %d: the reply came with the ctx's end: joined", round)
+				if !ok || owner != c.SessionID() {
+					t.Errorf("round %d: joined, but /g/%s is not ours (there %t)", round, id, ok)
+				}
+				if err := j.m.Close(); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				t.Fatalf("round %d: Join: %v, want nil or context.Canceled", round, j.err)
+			}
 		}
 	})
 }
