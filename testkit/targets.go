@@ -2,7 +2,6 @@ package testkit
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -187,79 +186,46 @@ func NewServerTarget(addr string) Target {
 // NewTLSServerTarget returns a Target named "zk-tls" on the secure client
 // port of srv, a server started with zkserver.WithTLS (WithTLS(false): no
 // plain-text port at all). It is NewServerTarget's, fault verbs included,
-// with every connection TLS end to end. The Proxy reads ZooKeeper's
-// frames, so it sits between two TLS legs of the target's own:
-//
-//	client ⇄TLS⇄ front ⇄ Proxy ⇄ back ⇄TLS⇄ srv's TLSAddr
-//
-// The client dials the front with zk.WithTLS, added before Connect's
-// options; the front presents a certificate for 127.0.0.1 made for the
-// target (the client trusts it, not srv's CA, which the target cannot sign
-// with), and the back dials srv trusting srv.TLSConfig(). Expire's
-// closeSession goes through the back too.
+// with every connection TLS end to end: each Connect dials a proxy of its
+// own that terminates TLS (NewTLSProxy) with zk.WithTLS(srv.TLSConfig()),
+// added before Connect's options.
 func NewTLSServerTarget(srv *Server) Target {
-	return &serverTarget{name: "zk-tls", addr: srv.TLSAddr(), serverTLS: srv.TLSConfig(), proxies: map[zk.Conn]*Proxy{}}
+	return &serverTarget{name: "zk-tls", addr: srv.TLSAddr(), tlsServer: srv, proxies: map[zk.Conn]*Proxy{}}
 }
 
 type serverTarget struct {
 	name      string
 	addr      string
-	serverTLS *tls.Config // nil: plain text; else the back's, to addr
-	front     struct {
-		once   sync.Once
-		server *tls.Config // the front's certificate
-		client *tls.Config // trusting it
-		err    error
-	}
-	mu      sync.Mutex
-	proxies map[zk.Conn]*Proxy
+	tlsServer *Server // nil: plain text
+	mu        sync.Mutex
+	proxies   map[zk.Conn]*Proxy
 }
 
 func (tg *serverTarget) Name() string { return tg.name }
 
 // Connect connects through a proxy of its own (the fault verbs cut it),
-// with the 2 s session timeout before opts (which may change it), and on
-// a TLS target through TLS legs of its own around the proxy.
+// with the 2 s session timeout before opts (which may change it).
 func (tg *serverTarget) Connect(t testing.TB, opts ...zk.Option) zk.Conn {
 	t.Helper()
+	preOpts := []zk.Option{zk.WithSessionTimeout(targetSessionTimeout)}
 	var (
-		dial    = tg.addr
-		preOpts = []zk.Option{zk.WithSessionTimeout(targetSessionTimeout)}
-		legs    []*tlsLeg
+		p   *Proxy
+		err error
 	)
-	if tg.serverTLS != nil {
-		back, err := newTLSLeg(tg.addr, nil, tg.serverTLS)
-		if err != nil {
-			t.Fatalf("testkit: TLS leg to %s: %v", tg.addr, err)
-		}
-		legs, dial = append(legs, back), back.addr()
+	if tg.tlsServer != nil {
+		p, err = NewTLSProxy(tg.tlsServer)
+		preOpts = append(preOpts, zk.WithTLS(tg.tlsServer.TLSConfig()))
+	} else {
+		p, err = NewProxy(tg.addr)
 	}
-	p, err := NewProxy(dial)
 	if err != nil {
-		closeLegs(legs)
 		t.Fatalf("testkit: proxy to %s: %v", tg.addr, err)
-	}
-	dial = p.Addr()
-	if tg.serverTLS != nil {
-		server, client, err := tg.frontTLS()
-		var front *tlsLeg
-		if err == nil {
-			front, err = newTLSLeg(p.Addr(), server, nil)
-		}
-		if err != nil {
-			p.Close()
-			closeLegs(legs)
-			t.Fatalf("testkit: TLS leg to the proxy: %v", err)
-		}
-		legs, dial = append(legs, front), front.addr()
-		preOpts = append(preOpts, zk.WithTLS(client))
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), targetWait)
 	defer cancel()
-	c, err := zk.Connect(ctx, []string{dial}, append(preOpts, opts...)...)
+	c, err := zk.Connect(ctx, []string{p.Addr()}, append(preOpts, opts...)...)
 	if err != nil {
 		p.Close()
-		closeLegs(legs)
 		t.Fatalf("testkit: connect to ZooKeeper %s: %v", tg.addr, err)
 	}
 	key := innermost(c)
@@ -270,7 +236,6 @@ func (tg *serverTarget) Connect(t testing.TB, opts ...zk.Option) zk.Conn {
 		p.Unblock() // let Close reach the server, which then drops the ephemerals at once
 		c.Close()
 		p.Close()
-		closeLegs(legs)
 		tg.mu.Lock()
 		delete(tg.proxies, key)
 		tg.mu.Unlock()
