@@ -44,25 +44,25 @@ type refusal struct {
 	// call makes bob's handle and returns the refused call's error, after
 	// which the tree must be as it was before the call (or at call's last
 	// snap()), and the handle's Close.
-	call func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, snap func()) (error, func() error)
+	call func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, snap func()) (func() error, error)
 }
 
 var refusals = []refusal{
-	{"lock.Acquire", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	{"lock.Acquire", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		l, err := lock.New(bob, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = l.Acquire(ctx)
-		return err, l.Close
+		return l.Close, err
 	}},
-	{"lock.TryAcquire", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	{"lock.TryAcquire", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		l, err := lock.New(bob, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, _, err = l.TryAcquire(ctx)
-		return err, l.Close
+		return l.Close, err
 	}},
 	// The first lock's directory is anyone's: bob takes it, then is
 	// refused the second, and gives the first back.
@@ -70,29 +70,29 @@ var refusals = []refusal{
 		if _, err := alice.CreateACL(ctx, dir+"/a", nil, zk.ModePersistent, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatal(err)
 		}
-	}, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	}, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		m, err := lock.NewMulti(bob, []string{dir + "/a", dir + "/b"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = m.Acquire(ctx)
-		return err, m.Close
+		return m.Close, err
 	}},
-	{"rwlock.ReadLock.Acquire", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	{"rwlock.ReadLock.Acquire", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		rw, err := rwlock.New(bob, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = rw.ReadLock().Acquire(ctx)
-		return err, rw.Close
+		return rw.Close, err
 	}},
-	{"rwlock.WriteLock.Acquire", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	{"rwlock.WriteLock.Acquire", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		rw, err := rwlock.New(bob, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = rw.WriteLock().Acquire(ctx)
-		return err, rw.Close
+		return rw.Close, err
 	}},
 	{"semaphore.Acquire", func(ctx context.Context, t *testing.T, alice zk.Conn, dir string) {
 		s, err := semaphore.New(alice, dir+"/s", 2) // records maxLeases at dir/s
@@ -104,55 +104,55 @@ var refusals = []refusal{
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-	}, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	}, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		s, err := semaphore.New(bob, dir+"/s", 2)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = s.Acquire(ctx)
-		return err, s.Close
+		return s.Close, err
 	}},
-	{"election.Campaign", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	{"election.Campaign", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		e, err := election.New(bob, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = e.Campaign(ctx)
-		return err, e.Close
+		return e.Close, err
 	}},
-	{"election.Run", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	{"election.Run", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		e, err := election.New(bob, dir, election.WithRequeue(true))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return e.Run(ctx, func(context.Context) error { return errors.New("bob led") }), e.Close
+		return e.Close, e.Run(ctx, func(context.Context) error { return errors.New("bob led") })
 	}},
-	{"queue.Offer", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	{"queue.Offer", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		q, err := queue.New(bob, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return q.Offer(ctx, []byte("x")), q.Close
+		return q.Close, q.Offer(ctx, []byte("x"))
 	}},
-	{"queue.Take", offerAsAlice, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	{"queue.Take", offerAsAlice, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		q, err := queue.New(bob, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = q.Take(ctx)
-		return err, q.Close
+		return q.Close, err
 	}},
-	{"queue.TakeItem", offerAsAlice, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	{"queue.TakeItem", offerAsAlice, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		q, err := queue.New(bob, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = q.TakeItem(ctx)
-		return err, q.Close
+		return q.Close, err
 	}},
 	// Anyone may add items to alice's queue, and claim them; only alice
 	// may remove them. Bob's item, taken by bob, cannot be acked by him.
-	{"queue.Ack", anyoneAdds, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, snap func()) (error, func() error) {
+	{"queue.Ack", anyoneAdds, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, snap func()) (func() error, error) {
 		q, err := queue.New(bob, dir, queue.WithACL(zk.WorldACL(zk.PermAll)...))
 		if err != nil {
 			t.Fatal(err)
@@ -165,15 +165,16 @@ var refusals = []refusal{
 			t.Fatal(err)
 		}
 		snap() // the item and our claim, which stays: Nack gives it back
-		return it.Ack(ctx), func() error {
+		err = it.Ack(ctx)
+		return func() error {
 			if err := it.Nack(ctx); err != nil {
 				return err
 			}
 			return q.Close()
-		}
+		}, err
 	}},
 	// Consume stops at the first refused ack, and gives the item back.
-	{"queue.Consume", anyoneAdds, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, snap func()) (error, func() error) {
+	{"queue.Consume", anyoneAdds, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, snap func()) (func() error, error) {
 		q, err := queue.New(bob, dir, queue.WithACL(zk.WorldACL(zk.PermAll)...))
 		if err != nil {
 			t.Fatal(err)
@@ -182,44 +183,44 @@ var refusals = []refusal{
 			t.Fatal(err)
 		}
 		snap()
-		return q.Consume(ctx, func(context.Context, []byte) error { return nil }), q.Close
+		return q.Close, q.Consume(ctx, func(context.Context, []byte) error { return nil })
 	}},
-	{"barrier.Set", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	{"barrier.Set", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		b, err := barrier.New(bob, dir+"/b")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return b.Set(ctx), b.Close
+		return b.Close, b.Set(ctx)
 	}},
 	{"barrier.Remove", func(ctx context.Context, t *testing.T, alice zk.Conn, dir string) {
 		b, err := barrier.New(alice, dir+"/b")
 		if err := open(t, b, err).Set(ctx); err != nil {
 			t.Fatal(err)
 		}
-	}, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	}, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		b, err := barrier.New(bob, dir+"/b")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return b.Remove(ctx), b.Close
+		return b.Close, b.Remove(ctx)
 	}},
 	{"barrier.DoubleBarrier.Enter", func(ctx context.Context, t *testing.T, alice zk.Conn, dir string) {
 		if _, err := alice.Create(ctx, dir+"/d", []byte(strconv.Itoa(2)), zk.ModePersistent); err != nil {
 			t.Fatal(err)
 		}
-	}, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	}, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		d, err := barrier.NewDouble(bob, dir+"/d", 2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return d.Enter(ctx), d.Close
+		return d.Close, d.Enter(ctx)
 	}},
-	{"twophase.Participant.Serve", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	{"twophase.Participant.Serve", nil, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		p, err := twophase.NewParticipant(bob, dir, "p1", handler{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return p.Serve(ctx), p.Close
+		return p.Close, p.Serve(ctx)
 	}},
 	{"twophase.Coordinator.Propose", func(ctx context.Context, t *testing.T, alice zk.Conn, dir string) {
 		p, err := twophase.NewParticipant(alice, dir, "p1", handler{})
@@ -231,13 +232,13 @@ var refusals = []refusal{
 		if err := twophase.WaitRegistered(ctx, alice, dir, "p1"); err != nil {
 			t.Fatal(err)
 		}
-	}, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (error, func() error) {
+	}, func(ctx context.Context, t *testing.T, bob zk.Conn, dir string, _ func()) (func() error, error) {
 		c, err := twophase.NewCoordinator(bob, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = c.Propose(ctx, "tx1", []byte("x"), []string{"p1"})
-		return err, c.Close
+		return c.Close, err
 	}},
 }
 
@@ -282,7 +283,7 @@ func TestNoAuth(t *testing.T) {
 				snap := func() { before = tree(ctx, t, alice, dir) }
 				snap()
 				start := time.Now()
-				err, closeHandle := r.call(ctx, t, bob, dir, snap)
+				closeHandle, err := r.call(ctx, t, bob, dir, snap)
 				if !errors.Is(err, zk.ErrNoAuth) {
 					t.Fatalf("got %v after %v, want an error matching zk.ErrNoAuth", err, time.Since(start).Round(time.Millisecond))
 				}
