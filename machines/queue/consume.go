@@ -102,10 +102,7 @@ func (q *Queue) Consume(ctx context.Context, handle func(ctx context.Context, da
 // timeout). While ctx lasts, the same multi claims the next item, if the
 // handle's cache has one, and endHandled returns it.
 func (q *Queue) endHandled(ctx context.Context, it *Item, herr error) (*Item, error) {
-	next := claimNothing
-	if ctx.Err() == nil {
-		next = claimForCall
-	}
+	next := ctx.Err() == nil
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.o.closeTimeout)
 	defer cancel()
 	return it.end(ctx, herr != nil, next)

@@ -37,7 +37,7 @@ func (q *Queue) exec(sh *runtime.Shell[input, command], cmd command, op runtime.
 				runtime.SetNode(ctx, item(c.Name))
 				var st zk.Stat
 				r.Data, st, r.Err = conn.Get(ctx, item(c.Name))
-				r.Claims = st.Cversion
+				r.Version = st.Version
 				return r.Err
 			})
 			return r, true
@@ -56,19 +56,20 @@ func (q *Queue) exec(sh *runtime.Shell[input, command], cmd command, op runtime.
 		sh.Go(func(ctx context.Context) (input, bool) {
 			r := claimed{Cmd: c.Cmd, Name: c.Name}
 			r.Session = onOneSession(conn, func() {
-				// node_exists: claimed by another; no_node: taken by another.
-				op(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode), "create", func(ctx context.Context) error {
+				// node_exists: claimed by another; no_node: taken by
+				// another; bad_version: claimed and given back since read.
+				op(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode, zk.ErrBadVersion), "multi", func(ctx context.Context) error {
 					runtime.SetNode(ctx, zk.Join(item(c.Name), ClaimName))
-					_, r.Err = conn.Create(ctx, zk.Join(item(c.Name), ClaimName), c.Data, zk.ModeEphemeral)
-					return r.Err
+					res, err := conn.Multi(ctx, q.claimOps(c.Name, c.Data, c.Item, c.Version)...)
+					_, r.Err = opErr(res, err)
+					if r.Err == nil {
+						r.Version = res[1].Stat.Version
+					}
+					return err
 				})
 			})
 			return r, true
 		})
-	case wait:
-		// A timer, not a goroutine: one is started per item claimed ahead.
-		// Once the actor has stopped, its post is dropped.
-		sh.After(c.For, waited{Cmd: c.Cmd})
 	case watchClaim:
 		sh.Go(func(ctx context.Context) (input, bool) {
 			r := claimWatched{Cmd: c.Cmd, Name: c.Name}
@@ -92,28 +93,15 @@ func (q *Queue) exec(sh *runtime.Shell[input, command], cmd command, op runtime.
 		})
 	case endClaim:
 		sh.Go(func(ctx context.Context) (input, bool) {
-			switch {
-			case conn.SessionID() != c.Session: // checked last thing before sending
-				return q.claimSessionEnded(ctx, sh, c), true
-			case c.Next != "":
+			if c.Next != "" {
 				return q.endClaimAndClaimNext(ctx, sh, c, op)
 			}
 			r := acked{Cmd: c.Cmd, Name: c.Name}
-			name := "multi"
-			if c.Nack {
-				name = "delete"
-			}
-			r.Session = onOneSession(conn, func() {
-				op(ctx, name, func(ctx context.Context) error {
-					claim := zk.Join(item(c.Name), ClaimName)
-					runtime.SetNode(ctx, item(c.Name))
-					if c.Nack {
-						r.Err = conn.Delete(ctx, claim, zk.AnyVersion)
-					} else {
-						_, r.Err = conn.Multi(ctx, q.endOps(c.Name, false)...)
-					}
-					return r.Err
-				})
+			op(ctx, "multi", func(ctx context.Context) error {
+				runtime.SetNode(ctx, item(c.Name))
+				res, err := conn.Multi(ctx, q.endOps(c.Name, c.Nack, c.Version)...)
+				_, r.Err = opErr(res, err)
+				return err
 			})
 			return r, true
 		})
@@ -245,7 +233,8 @@ func (q *Queue) check(ctx context.Context, c checkItem, op runtime.Op) checked {
 		if ok {
 			r.ClaimOwner = st.EphemeralOwner
 		}
-		_, r.ItemExists, r.Err = q.conn.Exists(ctx, item)
+		st, r.ItemExists, r.Err = q.conn.Exists(ctx, item)
+		r.Version = st.Version
 		return r.Err
 	})
 	return r
@@ -299,47 +288,49 @@ func (q *Queue) createOnce(ctx context.Context, prefix string, items [][]byte) (
 }
 
 // endClaimAndClaimNext makes endClaim c's one multi: our claim on c.Name
-// deleted (and the item with it, unless Nack), and our claim on c.Next
-// created. It posts acked and returns claimed. When an op fails, nothing
-// is applied: the part whose op failed gets that op's error and the other
-// part errNotApplied; when the request fails, both get its error.
+// ended (see endOps), and our claim on c.Next made (see claimOps). It
+// posts acked and returns claimed. When an op fails, nothing is applied:
+// the part whose op failed gets that op's error and the other part
+// errNotApplied; when the request fails, both get its error.
 func (q *Queue) endClaimAndClaimNext(ctx context.Context, sh *runtime.Shell[input, command], c endClaim, op runtime.Op) (input, bool) {
-	item := func(name string) string { return zk.Join(q.path, name) }
 	a, r := acked{Cmd: c.Cmd, Name: c.Name}, claimed{Cmd: c.Cmd, Name: c.Next}
-	ops := append(q.endOps(c.Name, c.Nack), &zk.CreateOp{Path: zk.Join(item(c.Next), ClaimName), Data: c.Data, Mode: zk.ModeEphemeral})
+	end := q.endOps(c.Name, c.Nack, c.Version)
+	ops := append(end, q.claimOps(c.Next, c.Data, c.NextData, c.NextVersion)...)
 	r.Session = onOneSession(q.conn, func() {
-		// node_exists, no_node on the next item's claim: claimed or taken
-		// by another consumer, an expected race.
-		op(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode), "multi", func(ctx context.Context) error {
-			runtime.SetNode(ctx, item(c.Name))
+		// node_exists, no_node, bad_version on the next item: claimed or
+		// taken by another consumer, an expected race.
+		op(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode, zk.ErrBadVersion), "multi", func(ctx context.Context) error {
+			runtime.SetNode(ctx, zk.Join(q.path, c.Name))
 			res, err := q.conn.Multi(ctx, ops...)
-			a.Err, r.Err = err, err
-			for i, res := range res {
-				if res.Err == nil || errors.Is(res.Err, zk.ErrRuntimeInconsistency) {
-					continue
-				}
-				if a.Err, r.Err = errNotApplied, res.Err; i < len(ops)-1 {
-					a.Err, r.Err = res.Err, errNotApplied
-				}
-				break
+			i, opErr := opErr(res, err)
+			a.Err, r.Err = opErr, opErr
+			switch {
+			case err == nil:
+				r.Version = res[len(ops)-1].Stat.Version
+			case i >= len(end):
+				a.Err = errNotApplied
+			case i >= 0:
+				r.Err = errNotApplied
 			}
 			return err
 		})
 	})
-	a.Session = r.Session
 	sh.Post(ctx, a, true)
 	return r, true
 }
 
-// claimSessionEnded answers endClaim c, not sent (see endClaim): acked
-// with errClaimSessionEnded and, with Next, claimed with errNotApplied.
-func (q *Queue) claimSessionEnded(ctx context.Context, sh *runtime.Shell[input, command], c endClaim) input {
-	a := acked{Cmd: c.Cmd, Name: c.Name, Err: errClaimSessionEnded, Session: c.Session}
-	if c.Next == "" {
-		return a
+// opErr is the error of a multi that failed (err) on one op: that op's
+// index in res and error (-1 and err when no op says).
+func opErr(res []zk.OpResult, err error) (int, error) {
+	if err == nil {
+		return -1, nil
 	}
-	sh.Post(ctx, a, true)
-	return claimed{Cmd: c.Cmd, Name: c.Next, Err: errNotApplied, Session: c.Session}
+	for i, r := range res {
+		if r.Err != nil && !errors.Is(r.Err, zk.ErrRuntimeInconsistency) {
+			return i, r.Err
+		}
+	}
+	return -1, err
 }
 
 // onOneSession runs f, which makes requests, and returns the session they
@@ -354,13 +345,23 @@ func onOneSession(conn zk.Conn, f func()) int64 {
 	return session
 }
 
-// endOps are the ops that end our claim on item name: the claim deleted,
-// and the item with it unless nack.
-func (q *Queue) endOps(name string, nack bool) []zk.Op {
+// claimOps are the ops of our claim on item name: the claim created, and
+// the item's data set to its own at the version read (see claimItem).
+func (q *Queue) claimOps(name string, claimData, data []byte, version int32) []zk.Op {
 	item := zk.Join(q.path, name)
-	ops := []zk.Op{&zk.DeleteOp{Path: zk.Join(item, ClaimName), Version: zk.AnyVersion}}
-	if !nack {
-		ops = append(ops, &zk.DeleteOp{Path: item, Version: zk.AnyVersion})
+	return []zk.Op{
+		&zk.CreateOp{Path: zk.Join(item, ClaimName), Data: claimData, Mode: zk.ModeEphemeral},
+		&zk.SetOp{Path: item, Data: data, Version: version},
 	}
-	return ops
+}
+
+// endOps are the ops that end our claim on item name, made at version:
+// the claim deleted, and the item with it unless nack; the item's version
+// is checked, so that the multi fails if another claim was made since.
+func (q *Queue) endOps(name string, nack bool, version int32) []zk.Op {
+	item := zk.Join(q.path, name)
+	if nack {
+		return []zk.Op{&zk.CheckOp{Path: item, Version: version}, &zk.DeleteOp{Path: zk.Join(item, ClaimName), Version: zk.AnyVersion}}
+	}
+	return []zk.Op{&zk.DeleteOp{Path: zk.Join(item, ClaimName), Version: zk.AnyVersion}, &zk.DeleteOp{Path: item, Version: version}}
 }

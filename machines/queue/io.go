@@ -2,7 +2,6 @@ package queue
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
@@ -57,20 +56,11 @@ type ackCall struct {
 	Name    string
 	Session int64
 	Nack    bool
-	Next    nextClaim // what the same multi claims besides
+	Next    bool
 	// Back: the machine's own give-back of a claim that an answer no
 	// caller took had given (see refused): no NACKED, not a redelivery.
 	Back bool
 }
-
-// nextClaim is what an ack's or nack's multi claims besides.
-type nextClaim uint8
-
-const (
-	claimNothing nextClaim = iota
-	claimForCall           // the next item, for this call (Consume's; see joinNext)
-	claimAheadOf           // the next item, for the handle's next TakeItem (Ack's; see claimAhead)
-)
 
 // cancelReq withdraws call Req: its caller stopped waiting.
 type cancelReq struct{ Req uint64 }
@@ -116,10 +106,9 @@ type dataRead struct {
 	Cmd  uint64
 	Name string
 	Data []byte
-	// Claims: the item's child changes (its cversion): every claim made
-	// of it and every claim gone add one each.
-	Claims int32
-	Err    error
+	// Version: the item's data version; every claim bumps it.
+	Version int32
+	Err     error
 }
 
 // removed is the reply to removeItem.
@@ -139,6 +128,7 @@ type claimed struct {
 	// sends what it had queued), and its reply reach the machine before
 	// the news of that session.
 	Session int64
+	Version int32 // the item's version our claim left
 	Err     error
 }
 
@@ -163,11 +153,7 @@ type claimGone struct {
 type acked struct {
 	Cmd  uint64
 	Name string
-	// Session is the session the ack or nack was made on, when it
-	// succeeded (0: the connection's session changed while it was in
-	// flight; see claimed).
-	Session int64
-	Err     error
+	Err  error
 }
 
 // checked is the reply to checkItem: whether the item and its claim exist,
@@ -177,6 +163,7 @@ type checked struct {
 	Name       string
 	ItemExists bool
 	ClaimOwner int64 // 0: no claim
+	Version    int32 // the item's version
 	// Session is the session the reads were made on (0: it changed while
 	// they were made). Its change may reach the machine after this reply.
 	Session int64
@@ -196,9 +183,6 @@ type restored struct {
 	Name string
 	Err  error
 }
-
-// waited answers wait: its time is up.
-type waited struct{ Cmd uint64 }
 
 // counted is the reply to countItems.
 type counted struct {
@@ -228,7 +212,6 @@ func (offered) isInput()         {}
 func (restored) isInput()        {}
 func (refused) isInput()         {}
 func (counted) isInput()         {}
-func (waited) isInput()          {}
 
 func (i takeCall) String() string { return fmt.Sprintf("Take req=%d kind=%s", i.Req, i.Kind) }
 func (i offerCall) String() string {
@@ -243,11 +226,8 @@ func (i ackCall) String() string {
 	if i.Back {
 		verb = "GiveBack"
 	}
-	switch i.Next {
-	case claimForCall:
+	if i.Next {
 		verb += "+Next"
-	case claimAheadOf:
-		verb += "+Ahead"
 	}
 	return fmt.Sprintf("%s req=%d item=%s session=%#x", verb, i.Req, i.Name, i.Session)
 }
@@ -272,17 +252,13 @@ func (i listed) String() string {
 }
 func (i childrenChanged) String() string { return fmt.Sprintf("ChildrenChanged cmd=%d", i.Cmd) }
 func (i dataRead) String() string {
-	claims := ""
-	if i.Claims != 0 {
-		claims = fmt.Sprintf(" claims=%d", i.Claims)
-	}
-	return fmt.Sprintf("Read cmd=%d item=%s data=%q%s%s", i.Cmd, i.Name, i.Data, claims, errText(i.Err))
+	return fmt.Sprintf("Read cmd=%d item=%s data=%q version=%d%s", i.Cmd, i.Name, i.Data, i.Version, errText(i.Err))
 }
 func (i removed) String() string {
 	return fmt.Sprintf("Removed cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
 }
 func (i claimed) String() string {
-	return fmt.Sprintf("Claimed cmd=%d item=%s session=%#x%s", i.Cmd, i.Name, i.Session, errText(i.Err))
+	return fmt.Sprintf("Claimed cmd=%d item=%s session=%#x version=%d%s", i.Cmd, i.Name, i.Session, i.Version, errText(i.Err))
 }
 func (i claimWatched) String() string {
 	return fmt.Sprintf("ClaimWatched cmd=%d item=%s exists=%t%s", i.Cmd, i.Name, i.Exists, errText(i.Err))
@@ -291,10 +267,10 @@ func (i claimGone) String() string {
 	return fmt.Sprintf("ClaimGone cmd=%d item=%s deleted=%t", i.Cmd, i.Name, i.Deleted)
 }
 func (i acked) String() string {
-	return fmt.Sprintf("Acked cmd=%d item=%s session=%#x%s", i.Cmd, i.Name, i.Session, errText(i.Err))
+	return fmt.Sprintf("Acked cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
 }
 func (i checked) String() string {
-	return fmt.Sprintf("Checked cmd=%d item=%s exists=%t claim=%#x session=%#x%s", i.Cmd, i.Name, i.ItemExists, i.ClaimOwner, i.Session, errText(i.Err))
+	return fmt.Sprintf("Checked cmd=%d item=%s exists=%t claim=%#x version=%d session=%#x%s", i.Cmd, i.Name, i.ItemExists, i.ClaimOwner, i.Version, i.Session, errText(i.Err))
 }
 func (i offered) String() string {
 	return fmt.Sprintf("Offered cmd=%d names=%v%s", i.Cmd, i.Names, errText(i.Err))
@@ -302,7 +278,6 @@ func (i offered) String() string {
 func (i restored) String() string {
 	return fmt.Sprintf("Restored cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
 }
-func (i waited) String() string { return fmt.Sprintf("Waited cmd=%d", i.Cmd) }
 func (i counted) String() string {
 	return fmt.Sprintf("Counted cmd=%d n=%d%s", i.Cmd, i.N, errText(i.Err))
 }
@@ -342,11 +317,19 @@ type removeItem struct {
 	Name string
 }
 
-// claimItem creates our ephemeral claim under an item.
+// claimItem creates our ephemeral claim under an item (with Data) and,
+// in the same multi, sets the item's data to Item, its own, at Version,
+// the version read with it: the claim bumps the item's version, so an
+// ack or nack of an older claim, which checks its own version, fails on
+// the server (a late one: sent on a session that ended, applied after
+// another consumer claimed the item). It fails itself if the item was
+// claimed and given back since the read.
 type claimItem struct {
-	Cmd  uint64
-	Name string
-	Data []byte
+	Cmd     uint64
+	Name    string
+	Data    []byte
+	Item    []byte
+	Version int32
 }
 
 // watchClaim watches another consumer's claim on an item.
@@ -356,20 +339,21 @@ type watchClaim struct {
 }
 
 // endClaim deletes our claim and, unless Nack, the item with it, in one
-// multi. With Next, the multi also creates our claim under item Next (with
-// Data): both are answered, acked first, then claimed; an op that failed
-// in the multi answers its own part, and the other part is answered with
-// errNotApplied. It is sent only on Session, the claim's: on another,
-// the claim is gone with its session, and the request would find another
-// consumer's claim of the item, if any, and delete it; it is answered
-// with errClaimSessionEnded, nothing sent.
+// multi that checks the item's Version, the one our claim left: it fails
+// (zk.ErrBadVersion) once another consumer claimed the item since. With
+// Next, the multi also claims item Next as claimItem does (Data,
+// NextData, NextVersion): both are answered, acked first, then claimed;
+// an op that failed in the multi answers its own part, and the other part
+// is answered with errNotApplied.
 type endClaim struct {
-	Cmd     uint64
-	Name    string
-	Nack    bool
-	Next    string
-	Data    []byte
-	Session int64
+	Cmd         uint64
+	Name        string
+	Nack        bool
+	Version     int32
+	Next        string
+	Data        []byte
+	NextData    []byte
+	NextVersion int32
 }
 
 // checkItem reads whether an item and its claim exist, after a request
@@ -398,14 +382,6 @@ type restoreItem struct {
 // countItems reads the number of the path's children.
 type countItems struct{ Cmd uint64 }
 
-// wait waits For (no request), then answers waited: the time an item
-// claimed ahead waits for a TakeItem, or a consumer for the holder of an
-// item it would go back for (see machine.goBack).
-type wait struct {
-	Cmd uint64
-	For time.Duration
-}
-
 func (c listItems) ID() uint64   { return c.Cmd }
 func (c readItem) ID() uint64    { return c.Cmd }
 func (c removeItem) ID() uint64  { return c.Cmd }
@@ -416,20 +392,21 @@ func (c checkItem) ID() uint64   { return c.Cmd }
 func (c createItems) ID() uint64 { return c.Cmd }
 func (c restoreItem) ID() uint64 { return c.Cmd }
 func (c countItems) ID() uint64  { return c.Cmd }
-func (c wait) ID() uint64        { return c.Cmd }
 
 func (c listItems) String() string {
 	return fmt.Sprintf("ListItems cmd=%d sync=%t watch=%t", c.Cmd, c.Sync, c.Watch)
 }
 func (c readItem) String() string   { return fmt.Sprintf("ReadItem cmd=%d item=%s", c.Cmd, c.Name) }
 func (c removeItem) String() string { return fmt.Sprintf("RemoveItem cmd=%d item=%s", c.Cmd, c.Name) }
-func (c claimItem) String() string  { return fmt.Sprintf("ClaimItem cmd=%d item=%s", c.Cmd, c.Name) }
+func (c claimItem) String() string {
+	return fmt.Sprintf("ClaimItem cmd=%d item=%s version=%d", c.Cmd, c.Name, c.Version)
+}
 func (c watchClaim) String() string { return fmt.Sprintf("WatchClaim cmd=%d item=%s", c.Cmd, c.Name) }
 func (c endClaim) String() string {
 	if c.Next != "" {
-		return fmt.Sprintf("EndClaim cmd=%d item=%s nack=%t next=%s session=%#x", c.Cmd, c.Name, c.Nack, c.Next, c.Session)
+		return fmt.Sprintf("EndClaim cmd=%d item=%s nack=%t version=%d next=%s next.version=%d", c.Cmd, c.Name, c.Nack, c.Version, c.Next, c.NextVersion)
 	}
-	return fmt.Sprintf("EndClaim cmd=%d item=%s nack=%t session=%#x", c.Cmd, c.Name, c.Nack, c.Session)
+	return fmt.Sprintf("EndClaim cmd=%d item=%s nack=%t version=%d", c.Cmd, c.Name, c.Nack, c.Version)
 }
 func (c checkItem) String() string { return fmt.Sprintf("CheckItem cmd=%d item=%s", c.Cmd, c.Name) }
 func (c createItems) String() string {
@@ -437,4 +414,3 @@ func (c createItems) String() string {
 }
 func (c restoreItem) String() string { return fmt.Sprintf("RestoreItem cmd=%d item=%s", c.Cmd, c.Name) }
 func (c countItems) String() string  { return fmt.Sprintf("CountItems cmd=%d", c.Cmd) }
-func (c wait) String() string        { return fmt.Sprintf("Wait cmd=%d for=%v", c.Cmd, c.For) }

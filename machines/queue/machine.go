@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
@@ -17,64 +16,7 @@ type config struct {
 	Path      string // the queue's path
 	ClaimData []byte // what our claims hold (the handle's id)
 	SessionID int64  // the connection's session when the machine starts
-	// ClaimAhead: how long the item an Ack claimed ahead (see claimAhead)
-	// waits for a TakeItem before it is given back; 0: Ack claims nothing.
-	ClaimAhead time.Duration
 }
-
-// Consumers racing for the head split the queue into blocks: an item's
-// block is its sequence number divided by blockSize, so a block is a run
-// of items offered one after another. A consumer that loses a race for an
-// item (its delete, claim or read finds it gone or claimed) avoids that
-// item's block from that item on, for its next blockMemory items, and
-// takes the oldest item it does not avoid: the next block no one took
-// from. So each block is taken by one consumer, in order, and consumers
-// stop deleting items others already took (their caches learn of those
-// only from a failed write or read, or a listing). A race lost on an item
-// that came again says nothing of its block (every consumer may race for
-// it, the holder too); one lost while our take or claim of a later item
-// of the block is in flight waits for that write's answer (see
-// writingPast); and a consumer that wins in a block it avoids (a write
-// sent before the loss) holds the block again, and finishes it.
-//
-// A consumer never goes back: it takes only items after the last one it
-// took or claimed (its mark), so it gets items in the queue's order, and
-// each producer's in the order offered. Items before its mark are in the
-// blocks of consumers behind it, which take them. Exceptions: an item
-// that came again (a claim gone, a nack), one of its own that went to no
-// one (put back, given back, a write not applied), the rest of a block it
-// won back, and a block whose holder stopped taking (below). A loss
-// answered for an item before the mark is old news and changes nothing.
-//
-// A consumer left with nothing it may take lists the queue again and
-// steals the upper half of the block with the most items after its mark,
-// if that is stealMin items or more: it takes the block from that half's
-// first item on, and the holder, which loses that item's race, stops
-// there. Both keep their order: the holder takes the lower half, the
-// thief the upper. (Stealing a lane of every eighth item from its oldest
-// item instead, the thief took a backlog after later items: 4 producers
-// and 4 consumers on one real server, 1 item in 100 reached its consumer
-// after a later one of its producer. Stealing such a lane from the
-// thief's mark, a consumer ran ahead of every holder and could not help
-// them: 4 consumers drained a queue four times slower than one.) A block
-// with fewer items left is its holder's for waitThief: a thief would meet
-// the holder on the items it reads ahead; then the idle consumer takes
-// its oldest item, still after its own mark. An item behind our mark
-// that stayed the oldest for waitHolder, whether or not we have items
-// after the mark, has no holder taking it (closed, or no longer taking,
-// or its session lost for that long, or its claim gone unseen): the
-// consumer goes back for it, and takes the rest of its block (see
-// stuck). Listing again to learn which items are gone costs more than the
-// failed writes it saves (measured: a listing per 16 items passed over
-// made 4 consumers slower than one). Without a lost race nothing is
-// avoided: a lone consumer takes the head, in order.
-const (
-	blockSize   = 32
-	blockMemory = 2 * blockSize
-	stealMin    = 2 * readBatch
-	waitHolder  = time.Second
-	waitThief   = 10 * time.Millisecond
-)
 
 // readBatch: how many items' data a consumer reads ahead at once (see
 // readAhead). It bounds the data cached ahead: readBatch items.
@@ -102,10 +44,11 @@ var transitions = []runtime.Transition{
 
 // machine is one queue handle's consumer and producer: a pure machine,
 // (state, input) → (state, commands, events, replies). It keeps a sorted
-// cache of the queue's items, fed by one child watch, and gives the head
-// to its waiting calls: a take deletes it (the consumer whose delete
-// succeeds owns it), a claim creates an ephemeral claim under it. The next
-// item's data is read while the head's delete or claim is in flight.
+// cache of the queue's items, fed by one child watch, and gives its
+// waiting calls the next item by the consumer rule (see candidate): a take
+// deletes it (the consumer whose delete succeeds owns it), a claim creates
+// an ephemeral claim under it and bumps its version. The next items' data
+// is read while an item is taken.
 type machine struct {
 	cfg config
 	// fsm is a *runtime.FSM (an interface: the tests record what it fires).
@@ -119,68 +62,37 @@ type machine struct {
 	nextCmd   uint64
 
 	entries    map[string]*entry
-	order      []*entry           // entries, sorted by compareItems, and some dead ones
-	head       int                // order[:head] are dead
-	dead       int                // dead entries in order
-	gone       map[string]uint64  // items known gone → the listing count when learnt
-	dir        int64              // the queue node's czxid at the last listing (0: unknown)
-	lists      uint64             // listings issued
-	listing    bool               // a listing is in flight
-	listSynced bool               // the listing in flight was made after a sync
-	freshNext  bool               // a takers wants a listing made after a sync
-	listed     bool               // a listing completed: the cache means something
-	watchArmed bool               // our child watch is set
-	stale      bool               // the children changed since the last listing
-	blocks     map[uint32]*belief // what we believe of the blocks others hold, by block
-	wins       uint64             // items we took or claimed
-	mark       itemName           // the last of them, in the queue's order (see blockSize)
-	marked     bool               // mark is set
-	marks      map[int64]uint32   // our marks in the priorities other than mark's
-	// back: the block we went back to (see goBack): its items from
-	// backFrom on are not behind our mark.
-	back, backFrom uint32
-	backSet        bool
-	// exceptHint: an item that came again, or of ours that went to no one,
-	// may be before our mark (see scanFrom); set with those flags.
+	order      []*entry          // entries, sorted by compareItems, and some dead ones
+	head       int               // order[:head] are dead
+	dead       int               // dead entries in order
+	gone       map[string]uint64 // items known gone → the listing count when learnt
+	dir        int64             // the queue node's czxid at the last listing (0: unknown)
+	lists      uint64            // listings issued
+	listing    bool              // a listing is in flight
+	listSynced bool              // the listing in flight was made after a sync
+	freshNext  bool              // a taker wants a listing made after a sync
+	listed     bool              // a listing completed: the cache means something
+	watchArmed bool              // our child watch is set
+	stale      bool              // the children changed since the last listing
+	// marks: per priority, the sequence number of the last item we took
+	// or claimed (see candidate).
+	marks map[int64]uint32
+	// exceptHint: an exempt item (see entry.exempt) may be before our
+	// mark (see scanFrom).
 	exceptHint bool
-	// lagFor: the item we would take once its holder has had waitThief to
-	// take it (see overdue), as the last pump found it; lagArmed: as it
-	// was when the wait lagWait began; lagDue: the item whose wait ended
-	// with it still there.
-	lagFor, lagArmed, lagDue string
-	lagWait                  uint64
-	// stuckFor: the oldest item cached, when it is behind our mark, as the
-	// last pump found it; stuckArmed: as it was when the wait stuckWait
-	// began. stuckDue: the item still the oldest when that wait ended;
-	// stuckListed: a listing made since shows it still there (stuckLists:
-	// the listings issued when the wait ended). See stuck.
-	stuckFor, stuckArmed, stuckDue string
-	stuckWait, stuckLists          uint64
-	stuckListed                    bool
 
-	takers []*taker         // calls waiting for an item, in arrival order
-	claims map[string]int64 // our claims: item → the session they were made on
-	acks   map[string]ackOp // endClaim in flight, by item
-	// heldAcks: acks and nacks asked while the connection was down. Sent
-	// then, a request waits in the client and goes out on whatever session
-	// comes next: after an expiry, on a new one, where its delete of the
-	// claim node would delete another consumer's claim of the same item
-	// (and the item with it). They go once the same session is back, and
-	// are refused (ErrClaimLost) when it is lost.
-	heldAcks []ackCall
-	joints   map[uint64]*joint // calls whose ack went in one multi with the next claim
-	// ahead: the item an Ack claimed for the next TakeItem (see
-	// claimAhead), claimed and read, that no call has taken yet; aheadWait
-	// is the wait whose end gives it back.
-	ahead     *entry
-	aheadWait uint64
-	uncert    map[string]bool   // items whose last write of ours has an unknown outcome
-	offers    map[uint64]uint64 // createItems in flight → the call
-	counts    map[uint64]uint64 // countItems in flight → the call
-	owed      int               // writes in flight the shutdown waits for
-	closing   uint64            // the shutdown call, once one came
-	connGone  bool              // the connection was closed
-	restore   map[string][]byte // items taken for a withdrawn call, to put back
+	takers []*taker          // calls waiting for an item, in arrival order
+	claims map[string]claim  // our claims, by item
+	acks   map[string]ackOp  // endClaim in flight, by item
+	joints map[uint64]*joint // calls whose ack went in one multi with the next claim
+	uncert map[string]bool   // items whose last write of ours has an unknown outcome
+	offers map[uint64]uint64 // createItems in flight → the call
+	counts map[uint64]uint64 // countItems in flight → the call
+	owed   int               // writes in flight the shutdown waits for
+	// closing: the shutdown call, once one came.
+	closing  uint64
+	connGone bool              // the connection was closed
+	restore  map[string][]byte // items taken for a withdrawn call, to put back
 	// restoreLater: put-backs the connection failed, sent again once it
 	// is up.
 	restoreLater []string
@@ -192,19 +104,22 @@ type entry struct {
 	data    []byte
 	hasData bool
 	reading bool
-	// claimRead: the read sent behind our claim (0: none). Only its data
-	// is delivered with the claim: a read sent before it may be of
-	// another item of the same name (see Queue.create).
-	claimRead uint64
-	taker     *taker // the call it is being taken or claimed for
-	busy      bool   // our remove or claim of it is in flight
-	mine      bool   // we hold its claim (an Item is out)
-	others    bool   // another consumer holds its claim
-	watching  bool   // our watch on that claim is set
-	again     bool   // its claim went away: the next delivery is a redelivery
-	// ours: we took or claimed it and it went to no one: put back for a
-	// withdrawn take, given back unclaimed, or our write not applied. Not
-	// behind our mark: it is ours to take again (see behind).
+	// version: the item's data version as last read, or as our claim
+	// left it. Every claim bumps it (see claimItem), so an ack or nack
+	// that checks it cannot match a newer claim.
+	version int32
+	taker   *taker // the call it is being taken or claimed for
+	busy    bool   // our remove or claim of it is in flight
+	mine    bool   // we hold its claim (an Item is out)
+	others  bool   // another consumer holds its claim
+	// watching: our watch on that claim is set.
+	watching bool
+	again    bool // its claim went away: the next delivery is a redelivery
+	// ours: it went to no one and is back at its place (put back for a
+	// withdrawn take, given back unclaimed, our write not applied, a take
+	// cancelled before its write): ours to take again wherever our mark
+	// is. A listing that shows an item for the first time behind our mark
+	// marks it so too: another consumer put it back.
 	ours bool
 	dead bool // gone from the queue (and from entries)
 	// retried: our delete, claim or ack of it is made again after a lost
@@ -214,21 +129,19 @@ type entry struct {
 	retried bool
 }
 
-// belief is what a consumer believes of a block another consumer holds
-// (see blockSize): its items from from on, and before to (0: to the
-// block's end), are avoided while wins < until.
-type belief struct {
-	from, to uint32
-	until    uint64
+// claim is one of our claims: the session it was made on and the item's
+// version it left.
+type claim struct {
+	session int64
+	version int32
 }
 
 // ackOp is an endClaim in flight: for the call req (0: the machine's own,
 // giving back a claim no one waits for).
 type ackOp struct {
-	req     uint64
-	nack    bool
-	back    bool  // the give-back of an item claimed ahead that no call took: no NACKED, no redelivery
-	session int64 // the claim's session when it was sent
+	req  uint64
+	nack bool
+	back bool // the give-back of a claim no call took: no NACKED, no redelivery
 }
 
 // joint is an ack (or nack) call with Next whose ack went out in one multi
@@ -248,17 +161,10 @@ const claimPart = 1 << 63
 // failed on the other part's op: nothing of it was applied.
 var errNotApplied = errors.New("not applied: the multi failed on another op")
 
-// errClaimSessionEnded answers an endClaim not sent because the
-// connection's session is no longer the claim's: the claim went with its
-// session, as when the multi finds it gone (zk.ErrNoNode), and nothing
-// was applied.
-var errClaimSessionEnded = fmt.Errorf("%w: the claim's session ended; not sent", zk.ErrNoNode)
-
 // taker is a waiting call.
 type taker struct {
 	req       uint64
 	kind      takeKind
-	ahead     bool   // no call yet: an Ack's claim of the next item (see claimAhead)
 	fresh     bool   // a listing made after a sync completed since it came
 	wantFresh bool   // it needs one
 	freshList uint64 // the synced listing in flight it waits for
@@ -284,8 +190,8 @@ func newMachine(cfg config) (*machine, error) {
 	}
 	return &machine{
 		cfg: cfg, fsm: f, session: cfg.SessionID, connected: cfg.SessionID != 0,
-		entries: make(map[string]*entry), gone: make(map[string]uint64), blocks: make(map[uint32]*belief),
-		claims: make(map[string]int64), acks: make(map[string]ackOp), uncert: make(map[string]bool), joints: make(map[uint64]*joint),
+		entries: make(map[string]*entry), gone: make(map[string]uint64), marks: make(map[int64]uint32),
+		claims: make(map[string]claim), acks: make(map[string]ackOp), uncert: make(map[string]bool), joints: make(map[uint64]*joint),
 		offers: make(map[uint64]uint64), counts: make(map[uint64]uint64), restore: make(map[string][]byte),
 	}, nil
 }
@@ -316,12 +222,6 @@ func (m *machine) Step(in input) out {
 			m.reply(&o, i.Req, nil, errs.closed)
 			break
 		}
-		if m.adopt(i) || i.Kind == kindClaim && m.takeAhead(&o, i.Req) {
-			break
-		}
-		if i.Kind != kindClaim {
-			m.giveAheadBack(&o) // a plain take, poll or peek: it comes to it like any other item
-		}
 		m.takers = append(m.takers, &taker{req: i.Req, kind: i.Kind})
 	case offerCall:
 		if m.closing != 0 {
@@ -339,7 +239,7 @@ func (m *machine) Step(in input) out {
 	case ackCall:
 		m.ack(&o, i)
 	case cancelReq:
-		m.cancel(&o, i.Req)
+		m.cancel(i.Req)
 	case refused:
 		m.refused(&o, i.Taken)
 	case shutdown:
@@ -380,15 +280,6 @@ func (m *machine) Step(in input) out {
 		m.offered(&o, i)
 	case restored:
 		m.restored(&o, i)
-	case waited:
-		switch i.Cmd {
-		case m.aheadWait:
-			m.aheadWaited(&o)
-		case m.lagWait:
-			m.lagWaited()
-		case m.stuckWait:
-			m.stuckWaited()
-		}
 	case counted:
 		req := m.counts[i.Cmd]
 		delete(m.counts, i.Cmd)
@@ -399,10 +290,7 @@ func (m *machine) Step(in input) out {
 	// A take's delete or claim is the write its caller waits for: it goes
 	// last. The shell starts one goroutine per command, in order, and the
 	// one started last runs first (see runtime.Shell.apply), so the write
-	// leaves ahead of the reads made with it: a take's delete is not
-	// queued behind the read of the next item, and a claim's read goes
-	// out behind the claim, as it should (see advance). (Goroutines on
-	// two processors may still swap them: the order is likely, not sure.)
+	// is likely to leave ahead of the reads made with it.
 	slices.SortStableFunc(o.Commands, func(a, b command) int {
 		wa, wb := takeWrite(a), takeWrite(b)
 		switch {
@@ -416,26 +304,33 @@ func (m *machine) Step(in input) out {
 	return o
 }
 
+// takeWrite: c is the delete or claim of an item for a take.
+func takeWrite(c command) bool {
+	switch c := c.(type) {
+	case removeItem, claimItem:
+		return true
+	case endClaim:
+		return c.Next != ""
+	}
+	return false
+}
+
 // pump gives the waiting calls what the cache has, and asks for what it
 // lacks: a listing, an item's data, a watch.
 func (m *machine) pump(o *out) {
 	if m.closing != 0 || !m.connected {
 		return
 	}
-	m.lagFor = ""
-	defer m.waitLag(o)
 	needList := !m.listed && len(m.takers) > 0
 	// An item on its way back to its place comes before the item any
 	// taker would get now: they wait for it.
 	givingBack := m.givingBack()
 	for _, t := range slices.Clone(m.takers) {
 		if e := t.entry; e != nil {
-			m.read(o, e) // again, if a lost connection failed it
+			m.advance(o, e) // again, if a lost connection failed its read
 			continue
 		}
-		if t.withdrawn || t.ahead {
-			// An Ack's claim ahead that did not go through is not tried
-			// again: a TakeItem claims for itself.
+		if t.withdrawn {
 			m.dropTaker(t)
 			continue
 		}
@@ -459,9 +354,6 @@ func (m *machine) pump(o *out) {
 				t.wantFresh, m.freshNext = true, true
 				continue
 			}
-			if m.aheadOut() {
-				continue // not empty: the item claimed ahead comes back
-			}
 			m.dropTaker(t)
 			m.reply(o, t.req, nil, errs.empty)
 		case e == nil:
@@ -478,54 +370,69 @@ func (m *machine) pump(o *out) {
 				m.read(o, e)
 			}
 		default:
-			m.bind(e, t)
+			e.taker, t.entry = t, e
 			m.advance(o, e)
 		}
 	}
-	// Read ahead: the next items' data comes while the head is taken. A
-	// claim reads behind itself (see advance): claims alone read nothing
-	// ahead.
-	if slices.ContainsFunc(m.takers, func(t *taker) bool { return t.kind != kindClaim }) {
+	if len(m.takers) > 0 {
 		m.readAhead(o)
 	}
-	m.watchStuck(o)
 	switch {
 	case m.listing:
 	case m.freshNext:
 		m.list(o, true)
-	case needList, m.stuckDue != "" && !m.stuckListed && len(m.takers) > 0:
+	case needList:
 		m.list(o, false)
 	}
 }
 
-// readAhead reads the data of the next readBatch items a take would get,
-// once the next one has none and none is being read. A read sent beside a
-// take's delete delays that delete on the server (about a sixth of a
-// delete's round trip here, measured): read one at a time, every delete
-// pays it; read in batches, one take in readBatch does, and the others'
-// deletes go alone.
-func (m *machine) readAhead(o *out) {
-	next := m.candidate(nil)
-	if next == nil || next.hasData || next.reading {
-		return
+// The consumer rule. Each consumer walks its sorted cache forward from
+// its mark in the item's priority (the last item it took or claimed) and
+// takes or claims the first item not known to be taken: not gone, not
+// claimed by another consumer, with no write of ours in flight on it.
+// When it loses the race (its delete or claim finds the item gone or
+// claimed) it moves on to the next; a claim it meets is watched, and when
+// that claim goes (acked: the item is gone; nacked or gone with its
+// session: the item is there again) the item is exempt, taken wherever it
+// is (a redelivery). So a consumer never goes back: each takes the items
+// of a priority in the queue's order, and each producer's in the order
+// offered, with several consumers as with one. Every item after a
+// consumer's mark is tried by it until it is taken, and an item it passed
+// was taken, claimed (watched), or being written by it (then ours again if
+// not taken): none is left behind every consumer. The exempt items are
+// those that came again and those that went to no one (see entry.ours);
+// they come first. An item is never passed over for one of a larger
+// priority number: when only items behind the mark are left in the lowest
+// priority, the oldest of them is the candidate (it is being taken by
+// another consumer, whose race decides). A poll with only items behind its
+// mark takes the oldest (an empty answer would be false); a take waits for
+// the watch.
+//
+// candidate is the item t gets next by that rule (nil: none cached). With
+// t nil, the item the next take would get (for reading ahead).
+func (m *machine) candidate(t *taker) *entry {
+	first := m.firstFree()
+	if first == nil || t != nil && t.kind == kindPeek {
+		return first
 	}
-	// The next item, and those after it that are neither in another
-	// consumer's block nor behind our mark.
-	avoiding := m.avoiding()
-	for i, n := m.search(next.prio, next.seq), 0; i < len(m.order) && n < readBatch; i++ {
-		if e := m.order[i]; e == next || m.free(e) && !(avoiding && m.avoided(e)) && !m.behind(e) {
-			m.read(o, e)
-			n++
+	for i := m.scanFrom(first); i < len(m.order); i++ {
+		switch e := m.order[i]; {
+		case !m.free(e):
+		case e.prio != first.prio:
+			return first // never pass over an item of a lower priority
+		case !m.behind(e):
+			return e
 		}
 	}
+	if t != nil && t.kind == kindPoll {
+		return first
+	}
+	return nil
 }
 
 // free: e may be given to a take: in the queue, not being taken, claimed
 // by no one, and with no write of ours of unknown outcome on it, nor an
-// ack or nack of ours in flight. (An ack sent on a session that ended
-// meanwhile fails on the claim gone with it; a claim of ours made on the
-// next session before that reply would be taken for the lost one, and
-// held by no one.)
+// ack or nack of ours in flight.
 func (m *machine) free(e *entry) bool {
 	if e.dead || e.taker != nil || e.mine || e.others {
 		return false
@@ -543,114 +450,8 @@ func (m *machine) free(e *entry) bool {
 	return true
 }
 
-// takeWrite: c is the delete or claim of an item for a take.
-func takeWrite(c command) bool {
-	switch c := c.(type) {
-	case removeItem, claimItem:
-		return true
-	case endClaim:
-		return c.Next != ""
-	}
-	return false
-}
-
-// advance takes the next step for an entry bound to a take or claim.
-func (m *machine) advance(o *out, e *entry) {
-	if e.busy || m.uncert[e.name] {
-		return
-	}
-	switch {
-	case e.taker.kind == kindClaim:
-		m.owed++
-		m.claimWith(o, e, claimItem{Cmd: m.cmd(), Name: e.name, Data: m.cfg.ClaimData})
-	case !e.hasData:
-		m.read(o, e)
-	default:
-		e.busy = true
-		m.owed++
-		o.Commands = append(o.Commands, removeItem{Cmd: m.cmd(), Name: e.name})
-	}
-}
-
-// candidate is the item t gets next (nil: none cached, or none it may
-// take until a listing says which are left, or until a holder has had
-// its wait): the head, or after a lost race the oldest item it neither
-// avoids nor would go back for (see blockSize). With t nil, the item the
-// next take would get (for reading ahead).
-func (m *machine) candidate(t *taker) *entry {
-	first := m.firstFree()
-	if first == nil || t != nil && t.kind == kindPeek {
-		return first
-	}
-	if t != nil && m.stuck(first) {
-		return first
-	}
-	// Items before our mark are behind it, but for the exceptions: start
-	// at the mark, or at the first exception before it.
-	from := m.scanFrom(first)
-	blockPick := m.avoiding()
-	var passed []*entry // items avoided, after our mark, in the queue's order
-	for i := from; i < len(m.order); i++ {
-		e := m.order[i]
-		switch {
-		case !m.free(e):
-			continue
-		case e.prio != first.prio:
-			return first // never pass over an item of a lower priority
-		case m.behind(e):
-		case blockPick && m.avoided(e):
-			passed = append(passed, e)
-		default:
-			return e
-		}
-	}
-	// An item that came again, or went to no one, before our mark: the
-	// hint that sends the scan there is set where such an item turns up,
-	// but one can turn free later (a check answered, a write failed).
-	// Nothing else to take, look for one.
-	for i := m.head; i < from; i++ {
-		if e := m.order[i]; m.free(e) && e.exempt() {
-			return e
-		}
-	}
-	switch {
-	case t == nil:
-		return nil
-	case m.stale || m.listing:
-		return nil // list again: the items passed over may be long gone
-	}
-	// A listing made since the last change shows only items we avoid or
-	// would go back for.
-	if e := m.stealHalf(passed); e != nil {
-		return e
-	}
-	switch {
-	case len(passed) > 0:
-		// Taking the oldest we avoid keeps our order: it comes first.
-		if !m.overdue(t, passed[0]) {
-			return nil
-		}
-		delete(m.blocks, passed[0].seq/blockSize)
-		return passed[0]
-	case t.kind == kindPoll && m.behind(first):
-		// Only items behind our mark: a poll takes the oldest at once
-		// (an empty answer would be false); a take waits until it is
-		// stuck.
-		m.goBack(first)
-		return first
-	}
-	return nil
-}
-
-// goBack takes e, behind our mark, and the rest of its block from e on,
-// as if they were after it: their holder is not taking them.
-func (m *machine) goBack(e *entry) {
-	m.back, m.backFrom, m.backSet = e.seq/blockSize, e.seq, true
-	delete(m.blocks, e.seq/blockSize)
-}
-
-// firstFree is the oldest item that may be given to a take (see free),
-// whatever its block; nil if none is cached.
+// firstFree is the oldest item that may be given to a take (see free);
+// nil if none is cached.
 func (m *machine) firstFree() *entry {
 	for i := m.head; i < len(m.order); i++ {
 		e := m.order[i]
@@ -664,51 +465,27 @@ func (m *machine) firstFree() *entry {
 	return nil
 }
 
-// scanFrom is where the search for first's successor starts in order: at
-// our mark in first's priority, or before it at the part of the block we
-// went back to, or at an item that came again or went to no one
-// (exceptHint says one may be there), which are not behind the mark.
+// scanFrom is where the walk for first's priority starts in order: at our
+// mark, or before it at an exempt item (exceptHint says one may be there).
 func (m *machine) scanFrom(first *entry) int {
-	mark, ok := m.markOf(first.prio)
+	mark, ok := m.marks[first.prio]
 	if !ok {
 		return m.head
 	}
 	from := max(m.head, m.search(first.prio, mark))
-	if m.backSet {
-		// The block is done once a listing shows items past it and none
-		// of it left (its items are listed before any later one).
-		i := max(m.head, m.search(first.prio, m.backFrom))
-		j := i
-		for j < len(m.order) && m.order[j].seq/blockSize == m.back && m.order[j].dead {
-			j++
-		}
-		switch {
-		case j < len(m.order) && m.order[j].seq/blockSize == m.back:
-			from = min(from, j)
-		case j < len(m.order):
-			m.backSet = false
-		}
-	}
 	if m.exceptHint {
+		// Cleared only when no exempt item is left before the mark: one
+		// being taken now may be free again later.
 		m.exceptHint = false
 		for i := m.head; i < from; i++ {
-			if e := m.order[i]; m.free(e) && e.exempt() {
-				m.exceptHint = true // until it is taken
-				return i
+			if e := m.order[i]; !e.dead && e.exempt() {
+				if m.exceptHint = true; m.free(e) {
+					return i
+				}
 			}
 		}
 	}
 	return from
-}
-
-// markOf is our mark in priority prio, if we took or claimed an item of
-// it.
-func (m *machine) markOf(prio int64) (uint32, bool) {
-	if m.marked && m.mark.prio == prio {
-		return m.mark.seq, true
-	}
-	seq, ok := m.marks[prio]
-	return seq, ok
 }
 
 // search is the index of the first entry of order at or after the item
@@ -719,238 +496,59 @@ func (m *machine) search(prio int64, seq uint32) int {
 	return i
 }
 
-// stealHalf takes over the upper half of the block with the most items
-// in passed (items we avoid, after our mark, in the queue's order), if it
-// has stealMin or more, and returns that half's first item; nil if none.
-func (m *machine) stealHalf(passed []*entry) *entry {
-	var best []*entry
-	for i := 0; i < len(passed); {
-		j := i + 1
-		for j < len(passed) && passed[j].seq/blockSize == passed[i].seq/blockSize && passed[j].prio == passed[i].prio {
-			j++
-		}
-		if j-i > len(best) {
-			best = passed[i:j]
-		}
-		i = j
-	}
-	if len(best) < stealMin {
-		return nil
-	}
-	e := best[len(best)/2]
-	m.blocks[e.seq/blockSize].to = e.seq
-	return e
-}
-
-// overdue: e, the oldest item of a block we avoid, after our mark, may
-// be taken now. Its holder gets waitThief to take it (taking it keeps our
-// order; the wait only spares the holder a race for its next item). A
-// poll does not wait.
-func (m *machine) overdue(t *taker, e *entry) bool {
-	switch {
-	case t.kind == kindPoll:
-		return true
-	case m.lagDue == e.name:
-		m.lagDue = ""
-		return true
-	}
-	m.lagFor = e.name
-	return false
-}
-
-// waitLag starts the wait for the item whose holder lags (see overdue),
-// unless one is on.
-func (m *machine) waitLag(o *out) {
-	if m.lagFor == "" || m.lagWait != 0 {
-		return
-	}
-	m.lagWait, m.lagArmed = m.cmd(), m.lagFor
-	o.Commands = append(o.Commands, wait{Cmd: m.lagWait, For: waitThief})
-}
-
-// lagWaited: the wait for a lagging holder is over; if the item it was
-// for is still the one we would take, the next candidate takes it.
-func (m *machine) lagWaited() {
-	m.lagWait = 0
-	if m.lagFor == m.lagArmed {
-		m.lagDue = m.lagFor
-	}
-}
-
-// stuck: first, the oldest item cached and behind our mark, stayed the
-// oldest for waitHolder, and a listing made after that shows it still
-// there: its block's holder is not taking it. Its claim went with a
-// session no other consumer watched (a redelivery), or its holder stopped
-// taking, or is gone. Consumers never go back, so without this it would
-// wait until one had nothing after its mark: in a queue that never runs
-// dry, forever. We go back for it and the rest of its block (see
-// goBack); a race lost there (the holder was taking after all, or its
-// claim is still there) makes us avoid the block again. The wait costs a
-// listing a waitHolder at most. (A poll with nothing else to take does
-// not wait: see candidate.)
-func (m *machine) stuck(first *entry) bool {
-	if m.stuckDue != first.name || !m.stuckListed || !m.behind(first) {
-		return false
-	}
-	m.stuckFor, m.stuckDue = "", ""
-	m.goBack(first)
-	return true
-}
-
-// watchStuck times the oldest item cached while it is behind our mark
-// (see stuck): one wait at a time, started while a call waits, so an item
-// that becomes the oldest during another's wait waits up to two.
-func (m *machine) watchStuck(o *out) {
-	first := m.firstFree()
-	if first == nil || !m.behind(first) {
-		m.stuckFor, m.stuckDue = "", ""
-		return
-	}
-	if first.name != m.stuckFor {
-		m.stuckFor, m.stuckDue = first.name, ""
-	}
-	if m.stuckWait == 0 && m.stuckDue == "" && len(m.takers) > 0 {
-		m.stuckWait, m.stuckArmed = m.cmd(), first.name
-		o.Commands = append(o.Commands, wait{Cmd: m.stuckWait, For: waitHolder})
-	}
-}
-
-// stuckWaited: the oldest item's wait is over; if it is still the oldest,
-// it is due, once a listing shows it there (now, if nothing changed since
-// the last one).
-func (m *machine) stuckWaited() {
-	m.stuckWait = 0
-	if m.stuckFor == "" || m.stuckFor != m.stuckArmed {
-		return
-	}
-	m.stuckDue, m.stuckLists = m.stuckFor, m.lists
-	m.stuckListed = m.watchArmed && !m.stale && !m.listing
-}
-
 // exempt: e is taken out of the queue's order wherever it is: it came
-// again, or it was ours and went to no one.
+// again, or it went to no one.
 func (e *entry) exempt() bool { return e.again || e.ours }
 
-// behind: taking e would go back, before the last item we won of its
-// priority (our mark). An item that came again, one of ours that went to
-// no one, and one of the block we went back to from there on, is not
-// behind.
+// behind: taking e would go back, before our mark in its priority.
 func (m *machine) behind(e *entry) bool {
-	if e.exempt() || m.backSet && e.seq/blockSize == m.back && e.seq >= m.backFrom {
-		return false
-	}
-	mark, ok := m.markOf(e.prio)
-	return ok && e.seq < mark
+	mark, ok := m.marks[e.prio]
+	return ok && !e.exempt() && e.seq < mark
 }
 
-// won notes an item we took or claimed: our mark moves up to it, and a
-// block we avoided where we won it is ours; not for an item that came
-// again.
+// won notes an item we took or claimed: our mark moves up to it, unless
+// it came again (out of the queue's order wherever it is).
 func (m *machine) won(e *entry) {
-	m.wins++
-	if e.again {
-		// A redelivery is out of the queue's order wherever it is: one
-		// after our mark would move the mark past the rest of our block,
-		// which no one else takes.
+	if mark, ok := m.marks[e.prio]; !e.again && (!ok || e.seq > mark) {
+		m.marks[e.prio] = e.seq
+	}
+}
+
+// readAhead reads the data of the next readBatch items a take would get,
+// once the next one has none and none is being read. A read sent beside a
+// take's delete delays that delete on the server: read in batches, one
+// take in readBatch pays it, and the others' writes go alone.
+func (m *machine) readAhead(o *out) {
+	next := m.candidate(nil)
+	if next == nil || next.hasData || next.reading {
 		return
 	}
-	if m.avoided(e) {
-		// A write sent before the race we lost there landed: the block
-		// is ours after all, and its items after e are ours to take even
-		// if we took later ones meanwhile (for another call, believing
-		// the block lost): no one else takes them.
-		delete(m.blocks, e.seq/blockSize)
-		m.back, m.backFrom, m.backSet = e.seq/blockSize, e.seq, true
+	for i, n := m.search(next.prio, next.seq), 0; i < len(m.order) && n < readBatch; i++ {
+		if e := m.order[i]; e == next || m.free(e) && !m.behind(e) {
+			m.read(o, e)
+			n++
+		}
 	}
+}
+
+// advance takes the next step for an entry bound to a take or claim: its
+// data first, then the delete or the claim (which sets the data it read
+// at the version it read, see claimItem).
+func (m *machine) advance(o *out, e *entry) {
 	switch {
-	case !m.marked:
-		m.mark, m.marked = e.itemName, true
-		return
-	case e.prio != m.mark.prio:
-		// Keep the mark of the priority left; take up e's.
-		if m.marks == nil {
-			m.marks = make(map[int64]uint32)
-		}
-		m.marks[m.mark.prio] = m.mark.seq
-		m.mark = itemName{prio: e.prio, seq: m.marks[e.prio]}
-		delete(m.marks, e.prio)
-	}
-	if e.seq >= m.mark.seq {
-		m.mark = e.itemName
+	case e.busy || m.uncert[e.name]:
+	case !e.hasData:
+		m.read(o, e)
+	case e.taker.kind == kindClaim:
+		e.busy = true
+		m.owed++
+		o.Commands = append(o.Commands, claimItem{Cmd: m.cmd(), Name: e.name, Data: m.cfg.ClaimData, Item: e.data, Version: e.version})
+	default:
+		e.busy = true
+		m.owed++
+		o.Commands = append(o.Commands, removeItem{Cmd: m.cmd(), Name: e.name})
 	}
 }
-
-// avoiding: some block is avoided, in part or whole.
-func (m *machine) avoiding() bool {
-	for _, b := range m.blocks {
-		if b.until > m.wins {
-			return true
-		}
-	}
-	return false
-}
-
-// avoided: e is in a part of a block another consumer holds. An item
-// that came again, or one of ours that went to no one, is not.
-func (m *machine) avoided(e *entry) bool {
-	if e.exempt() {
-		return false
-	}
-	b := m.blocks[e.seq/blockSize]
-	return b != nil && b.until > m.wins && e.seq >= b.from && (b.to == 0 || e.seq < b.to)
-}
-
-// lostRace notes that another consumer took or claimed e first: its
-// block, from e on, is avoided for a while (to the block's end, even in
-// a half we stole: its holder took it back). A loss of an item before
-// our mark is old news, and one of an item that came again (or of ours
-// that went to no one) says nothing of who holds its block: every
-// consumer may race for it, the holder too.
-func (m *machine) lostRace(e *entry) {
-	if e.exempt() || m.behind(e) || m.writingPast(e) {
-		return
-	}
-	n := e.seq / blockSize
-	b := m.blocks[n]
-	if b == nil || b.until <= m.wins {
-		m.forgetBlocks()
-		b = &belief{from: e.seq}
-		m.blocks[n] = b
-	}
-	b.from, b.to, b.until = min(b.from, e.seq), 0, m.wins+blockMemory
-}
-
-// writingPast: a take or claim of ours of a later item of e's block is in
-// flight. We may hold the block past e: the loss waits for that write's
-// answer, which says (a loss there is a loss of the block). Believed at
-// once, the block is avoided while our write lands in it: a call after
-// that takes from the next block, our mark moves there, and the rest of
-// the block is left behind the marks of both consumers that took from it.
-func (m *machine) writingPast(e *entry) bool {
-	for _, t := range m.takers {
-		if w := t.entry; w != nil && w.busy && w.prio == e.prio && w.seq > e.seq && w.seq/blockSize == e.seq/blockSize {
-			return true
-		}
-	}
-	return false
-}
-
-// forgetBlocks drops the beliefs that expired, once there are many.
-func (m *machine) forgetBlocks() {
-	if len(m.blocks) < 16 {
-		return
-	}
-	for n, b := range m.blocks {
-		if b.until <= m.wins {
-			delete(m.blocks, n)
-		}
-	}
-}
-
-func (m *machine) bound(t *taker) bool { return t.entry != nil }
-
-// bind gives e to t.
-func (m *machine) bind(e *entry, t *taker) { e.taker, t.entry = t, e }
 
 // unbind takes e back from its taker, which waits for another item.
 func (m *machine) unbind(e *entry) {
@@ -982,9 +580,13 @@ func (m *machine) list(o *out, synced bool) {
 	}
 	m.fsm.Fire(trList)
 	o.Commands = append(o.Commands, listItems{Cmd: m.cmd(), Sync: synced, Watch: !m.watchArmed})
-	if !m.watchArmed {
-		m.watchArmed = true // a second one would fire twice
-	}
+	m.watchArmed = true // a second watch would fire twice
+}
+
+// kept: e stays cached whatever a listing says: a write of ours is bound
+// to it.
+func (m *machine) kept(e *entry) bool {
+	return e.taker != nil || e.mine || e.busy || m.uncert[e.name]
 }
 
 func (m *machine) listedItems(o *out, i listed) {
@@ -1005,9 +607,6 @@ func (m *machine) listedItems(o *out, i listed) {
 	}
 	m.watchArmed = i.Watched
 	m.stale, m.listed = false, true
-	if m.stuckDue != "" && m.lists > m.stuckLists {
-		m.stuckListed = true
-	}
 	m.fsm.Fire(trListed)
 	if i.Dir != 0 {
 		if m.dir != 0 && i.Dir != m.dir {
@@ -1016,10 +615,9 @@ func (m *machine) listedItems(o *out, i listed) {
 			// over, and the names we know are those of old items. Forget
 			// them, but for those a write of ours is bound to.
 			clear(m.gone)
-			m.marked, m.marks, m.backSet = false, nil, false
-			clear(m.blocks)
+			clear(m.marks)
 			for name, e := range m.entries {
-				if e.taker == nil && !e.mine && !e.busy && !m.uncert[name] {
+				if !m.kept(e) {
 					delete(m.entries, name)
 				}
 			}
@@ -1036,10 +634,16 @@ func (m *machine) listedItems(o *out, i listed) {
 		if _, gone := m.gone[c]; gone || m.entries[c] != nil {
 			continue
 		}
-		m.entries[c] = &entry{itemName: n}
+		e := &entry{itemName: n}
+		if m.behind(e) {
+			// Sequence numbers grow: an item first seen behind our mark
+			// was taken and put back at its place (see restoreItem).
+			e.ours, m.exceptHint = true, true
+		}
+		m.entries[c] = e
 	}
 	for name, e := range m.entries {
-		if !present[name] && e.taker == nil && !e.mine && !e.busy && !m.uncert[name] {
+		if !present[name] && !m.kept(e) {
 			delete(m.entries, name)
 		}
 	}
@@ -1048,20 +652,16 @@ func (m *machine) listedItems(o *out, i listed) {
 			delete(m.gone, name)
 		}
 	}
-	m.sortOrder()
-	for _, t := range m.takers {
-		if synced && t.freshList == m.lists {
-			t.fresh = true
-		}
-	}
-}
-
-func (m *machine) sortOrder() {
 	m.order, m.head, m.dead = m.order[:0], 0, 0
 	for _, e := range m.entries {
 		m.order = append(m.order, e)
 	}
 	slices.SortFunc(m.order, func(a, b *entry) int { return compareItems(a.itemName, b.itemName) })
+	for _, t := range m.takers {
+		if synced && t.freshList == m.lists {
+			t.fresh = true
+		}
+	}
 }
 
 // markGone forgets an item that is no longer in the queue.
@@ -1079,40 +679,19 @@ func (m *machine) markGone(e *entry) {
 
 func (m *machine) dataRead(o *out, i dataRead) {
 	e := m.entries[i.Name]
-	if e == nil || e.claimRead != 0 && i.Cmd != e.claimRead {
-		return // gone, or read ahead before our claim, whose read comes behind
+	if e == nil {
+		return
 	}
-	claimRead := e.claimRead != 0
-	e.reading, e.claimRead = false, 0
+	e.reading = false
 	switch {
 	case i.Err == nil:
-		e.data, e.hasData = i.Data, true
-		if claimRead && !e.ours && i.Claims > 1 {
-			// Read behind our claim, which made one change: the others
-			// are a claim before ours and its end, whether we saw them or
-			// not (a claim of a consumer whose session ended, that we
-			// never raced for). Delivered again. (Not when it was our own
-			// claim: one of ours that went to no one was never out.)
-			e.again = true
-		}
+		e.data, e.hasData, e.version = i.Data, true, i.Version
 	case errors.Is(i.Err, zk.ErrNoNode):
 		if e.busy || e.mine || m.uncert[e.name] {
 			return // our own remove, claim or ack took it; its reply says the rest
 		}
-		if e.taker != nil {
-			m.unbind(e)
-		}
-		m.lostRace(e)
+		m.unbind(e)
 		m.markGone(e)
-		return
-	default:
-		return // read again when the connection is back
-	}
-	switch {
-	case e.mine && e.taker != nil: // claimed before the data came
-		m.deliverClaim(o, e)
-	case e.taker != nil:
-		m.advance(o, e)
 	}
 }
 
@@ -1130,9 +709,8 @@ func (m *machine) removed(o *out, i removed) {
 		m.deliverTaken(o, e, nil)
 	case errors.Is(i.Err, zk.ErrNoNode) && e.retried:
 		m.uncertain(o, e) // gone with our first delete, perhaps, landed since
-	case errors.Is(i.Err, zk.ErrNoNode):
+	case errors.Is(i.Err, zk.ErrNoNode): // another consumer took it: move on
 		m.unbind(e)
-		m.lostRace(e)
 		m.markGone(e)
 	case errors.Is(i.Err, zk.ErrNotEmpty): // claimed by an acknowledged consumer
 		m.unbind(e)
@@ -1150,6 +728,7 @@ func (m *machine) removed(o *out, i removed) {
 func (m *machine) denied(o *out, e *entry, err error) {
 	t := e.taker
 	m.unbind(e)
+	e.ours, m.exceptHint = true, true
 	if t != nil {
 		m.dropTaker(t)
 		m.reply(o, t.req, nil, err)
@@ -1185,8 +764,18 @@ func (m *machine) restored(o *out, i restored) {
 	m.owed--
 	switch {
 	case i.Err == nil || errors.Is(i.Err, zk.ErrNodeExists):
-		m.cacheAgain(i.Name, m.restore[i.Name])
+		// In the cache at once, with its data: the takes that waited for
+		// it (givingBack) get it first, with no listing.
+		data := m.restore[i.Name]
 		delete(m.restore, i.Name)
+		delete(m.gone, i.Name)
+		if n, ok := parseItem(i.Name); ok && m.entries[i.Name] == nil {
+			e := &entry{itemName: n, data: data, hasData: true, ours: true}
+			m.entries[i.Name], m.exceptHint = e, true
+			at := m.search(n.prio, n.seq)
+			m.order = slices.Insert(m.order, at, e)
+			m.head = min(m.head, at)
+		}
 	case errors.Is(i.Err, zk.ErrConnectionLoss) || errors.Is(i.Err, zk.ErrSessionExpired):
 		if m.connected {
 			m.restoreItem(o, i.Name, m.restore[i.Name])
@@ -1199,35 +788,10 @@ func (m *machine) restored(o *out, i restored) {
 	}
 }
 
-// cacheAgain puts an item we put back into the cache at once, with its
-// data: the takes that waited for it (givingBack) get it first, with no
-// listing.
-func (m *machine) cacheAgain(name string, data []byte) {
-	delete(m.gone, name)
-	n, ok := parseItem(name)
-	if !ok || m.entries[name] != nil {
-		return
-	}
-	m.entries[name] = &entry{itemName: n, data: data, hasData: true, ours: true}
-	m.exceptHint = true
-	m.sortOrder()
-}
-
-// restoreAgain sends again, once connected, the put-backs the connection
-// failed.
-func (m *machine) restoreAgain(o *out) {
-	later := m.restoreLater
-	m.restoreLater = nil
-	for _, name := range later {
-		m.restoreItem(o, name, m.restore[name])
-	}
-}
-
 // refused gives back what an answer no caller took had given (see
 // runtime.Spec.Refused): the item a take removed is put back at its
 // place; the claim a TakeItem, or an ack's next claim, made is given back
-// like a claim ahead no one took (no NACKED, not a redelivery; takes wait
-// for it).
+// (no NACKED, not a redelivery; takes wait for it).
 func (m *machine) refused(o *out, t taken) {
 	if t.Session == 0 {
 		m.restoreItem(o, t.Name, t.Data)
@@ -1248,29 +812,23 @@ func (m *machine) claimed(o *out, i claimed) {
 		// Made on another session than the machine's: asked on the one
 		// that ended, it went out on the next (the client sends what it
 		// had queued), whose news has not come yet; or the session
-		// changed while it was in flight. Recorded under the machine's
-		// session, it would be forgotten when that session's end is
-		// handled, and the item then waited on as another consumer's for
-		// as long as ours lived. Whose it is, is asked once the session
-		// is known (see checked).
+		// changed while it was in flight. Whose it is, is asked once the
+		// session is known (see checked).
 		m.uncertain(o, e)
 	case i.Err == nil:
-		m.won(e)
-		e.mine, e.retried = true, false
-		m.claims[e.name] = m.session
-		if e.hasData {
-			m.deliverClaim(o, e)
-		}
+		m.claimedOurs(o, e, i.Version)
 	case errors.Is(i.Err, zk.ErrNodeExists) && e.retried:
 		m.uncertain(o, e) // ours, perhaps: the first claim, landed since
-	case errors.Is(i.Err, zk.ErrNodeExists):
+	case errors.Is(i.Err, zk.ErrNodeExists): // another consumer's: move on
 		m.unbind(e)
-		m.lostRace(e)
 		m.othersClaim(o, e)
 	case errors.Is(i.Err, zk.ErrNoNode):
 		m.unbind(e)
-		m.lostRace(e)
 		m.markGone(e)
+	case errors.Is(i.Err, zk.ErrBadVersion):
+		// Claimed and given back since we read it: read it again (its
+		// data may be another item's of the same name), then claim.
+		e.hasData = false
 	case errors.Is(i.Err, errNotApplied): // the ack failed the multi
 		e.ours, m.exceptHint = true, true
 		m.unbind(e)
@@ -1281,36 +839,29 @@ func (m *machine) claimed(o *out, i claimed) {
 	}
 }
 
-// deliverClaim gives a claimed item to its caller, or gives the claim
-// back when the caller stopped waiting.
-func (m *machine) deliverClaim(o *out, e *entry) {
+// claimedOurs notes our claim of e, which left the item at version, and
+// delivers it. A version above 1 means a claim before ours: the item
+// comes again (unless it went to no one).
+func (m *machine) claimedOurs(o *out, e *entry, version int32) {
+	m.won(e)
+	if version > 1 && !e.ours {
+		e.again = true
+	}
+	e.mine, e.retried, e.version = true, false, version
+	m.claims[e.name] = claim{session: m.session, version: version}
 	t := e.taker
 	m.unbind(e)
 	m.dropTaker(t)
-	switch {
-	case t.ahead && !t.withdrawn && !m.plainWaiting():
-		m.ahead = e
-		m.waitAhead(o)
-		return
-	case t.ahead: // the handle is closing, or a plain take, poll or peek waits (see giveAheadBack)
-		m.endClaim(o, e.name, ackOp{nack: true, back: true})
-		return
-	case t.withdrawn: // never out: given back as a claim ahead is
+	if t.withdrawn { // never out: given back
 		m.endClaim(o, e.name, ackOp{nack: true, back: true})
 		return
 	}
-	m.handOut(o, e, t.req)
-}
-
-// handOut gives our claim of e to call req: CLAIMED (and REDELIVERED when
-// it came again).
-func (m *machine) handOut(o *out, e *entry, req uint64) {
 	if e.again {
 		m.event(o, events.Redelivered, m.node(e.name), nil)
 		e.again = false
 	}
 	m.event(o, events.Claimed, m.node(e.name), nil)
-	m.reply(o, req, taken{Name: e.name, Data: e.data, Session: m.claims[e.name]}, nil)
+	m.reply(o, t.req, taken{Name: e.name, Data: e.data, Session: m.session}, nil)
 }
 
 // othersClaim notes that another consumer holds e's claim, and watches it.
@@ -1352,38 +903,35 @@ func (m *machine) checked(o *out, i checked) {
 		// Read on another session than the machine's (the news of the
 		// change still to come, or already handled), or while it
 		// changed: judged against our claims, the reads could take our
-		// own claim for another consumer's, or another's ack for ours.
-		// The change brings a check again (see recheck).
+		// own claim for another consumer's. The change brings a check
+		// again (see recheck).
 		return
 	}
 	delete(m.uncert, i.Name)
 	if a, ok := m.acks[i.Name]; ok { // an ack or nack whose reply was lost
 		delete(m.acks, i.Name)
-		req, nack := a.req, a.nack
-		// No session ended since the claim.
-		ours := m.claims[e.name] == m.session
+		c := m.claims[e.name]
+		live := c.session == m.session // no session ended since the claim
 		switch {
 		// While our claim lived, no one else could remove the item or
-		// claim it: gone means our ack went through. Once the session has
-		// ended, someone else may have claimed and acked it since: the
-		// ack is not counted as ours (the item may come again).
-		case ours && !i.ItemExists && !nack, ours && nack && i.ClaimOwner != m.session:
-			m.claimEnded(o, i.Name, e, a, nil)
-		case i.ClaimOwner == m.session && m.claims[e.name] == m.session:
+		// claim it: gone means our ack went through.
+		case live && !i.ItemExists && !a.nack, live && a.nack && i.ClaimOwner != m.session:
+			m.claimEnded(o, i.Name, e, a)
+		case live && i.ClaimOwner == m.session && i.Version == c.version:
 			e.retried = true
 			m.endClaim(o, e.name, a)
-		case !nack && !i.ItemExists:
-			// Gone for good: removed by our ack, or by another
-			// consumer's after a redelivery; it will not come again.
+		case !a.nack && !i.ItemExists:
+			// Gone for good, by our ack or, after our session ended, by
+			// another consumer's: it will not come again.
 			delete(m.claims, e.name)
 			e.mine = false
 			m.markGone(e)
-			m.reply(o, req, nil, fmt.Errorf("%w: %s: the ack's reply was lost with the session", ErrUncertain, m.node(e.name)))
+			m.reply(o, a.req, nil, fmt.Errorf("%w: %s: the ack's reply was lost with the session", ErrUncertain, m.node(e.name)))
 		default:
 			// The claim went with its session: the item comes again.
 			delete(m.claims, e.name)
 			e.mine, e.again, m.exceptHint = false, true, true
-			m.reply(o, req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(e.name)))
+			m.reply(o, a.req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(e.name)))
 		}
 		return
 	}
@@ -1396,11 +944,7 @@ func (m *machine) checked(o *out, i checked) {
 	switch t := e.taker; {
 	case t == nil:
 	case t.kind == kindClaim && i.ClaimOwner == m.session:
-		e.mine = true
-		m.claims[e.name] = m.session
-		if e.hasData {
-			m.deliverClaim(o, e)
-		}
+		m.claimedOurs(o, e, i.Version)
 	case t.kind != kindClaim && !i.ItemExists:
 		// Our delete may have been the one that removed it, or another
 		// consumer's: we cannot tell, and an item is never lost, so it is
@@ -1414,185 +958,55 @@ func (m *machine) checked(o *out, i checked) {
 		m.othersClaim(o, e)
 	default:
 		e.retried, e.ours, m.exceptHint = true, true, true
-		m.unbind(e) // not applied: try again
+		e.hasData = e.hasData && i.Version == e.version // a claim's set needs the version it read
+		m.unbind(e)                                     // not applied: try again
 	}
 }
 
 func (m *machine) ack(o *out, i ackCall) {
-	session, ok := m.claims[i.Name]
+	c, ok := m.claims[i.Name]
 	switch {
-	case !ok || session != i.Session || session != m.session:
+	case !ok || c.session != i.Session || c.session != m.session:
 		m.reply(o, i.Req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(i.Name)))
-	case m.acks[i.Name] != (ackOp{}) || slices.ContainsFunc(m.heldAcks, func(h ackCall) bool { return h.Name == i.Name }):
+	case m.acks[i.Name] != (ackOp{}):
 		m.reply(o, i.Req, nil, fmt.Errorf("%w: %s: an ack or nack is in flight", ErrAcked, m.node(i.Name)))
-	case !m.connected:
-		m.heldAcks = append(m.heldAcks, i)
-	case i.Next == claimForCall && m.joinNext(o, i):
-	case i.Next == claimAheadOf && !i.Nack && m.claimAhead(o, i):
+	case i.Next && m.joinNext(o, i):
 	default:
 		m.endClaim(o, i.Name, ackOp{req: i.Req, nack: i.Nack, back: i.Back})
 	}
 }
 
 // joinNext sends ack call i's endClaim in one multi with the claim of the
-// item a TakeItem would get now (see claimNext), for the call: it answers
-// with both.
+// item a TakeItem would get now, for the call: it answers with both. It
+// sends nothing when that item's data is not cached yet, or when it has
+// a priority (choosing one needs a listing after a sync first), or once
+// the machine is shutting down.
 func (m *machine) joinNext(o *out, i ackCall) bool {
-	if !m.claimNext(o, i, &taker{req: i.Req | claimPart, kind: kindClaim}) {
-		return false
-	}
-	m.joints[i.Req] = &joint{}
-	return true
-}
-
-// claimAhead sends Ack call i's multi with the claim of the item the next
-// TakeItem would get, for no call yet: TakeItem then Ack cost two writes
-// in turn, and with the next claim made by the Ack, a caller that takes
-// again costs one. The Ack answers once its own part is applied. The item
-// claimed ahead goes to the next TakeItem (see takeAhead), or, when none
-// comes within config.ClaimAhead, is given back (see aheadWaited) with no
-// NACKED event: it was never out. Meanwhile no other consumer can take it,
-// as with any claim. Not when a claim ahead is already out or in flight.
-func (m *machine) claimAhead(o *out, i ackCall) bool {
-	if m.cfg.ClaimAhead <= 0 || m.aheadOut() {
-		return false
-	}
-	return m.claimNext(o, i, &taker{kind: kindClaim, ahead: true})
-}
-
-// claimNext sends ack call i's endClaim in one multi with the claim of the
-// item a TakeItem would get now, for taker t, and the read of that item
-// behind it. It sends nothing when there is no such item in the cache, or
-// when it has a priority (choosing one needs a listing after a sync
-// first), or once the machine is shutting down.
-func (m *machine) claimNext(o *out, i ackCall, t *taker) bool {
-	if m.closing != 0 || m.givingBack() {
+	t := &taker{req: i.Req | claimPart, kind: kindClaim}
+	if m.closing != 0 || m.givingBack() || !m.connected {
 		return false
 	}
 	e := m.candidate(t)
-	if e == nil || e.prio > 0 || e.busy {
+	if e == nil || e.prio > 0 || !e.hasData {
 		return false
 	}
 	m.takers = append(m.takers, t)
-	m.bind(e, t)
-	session := m.beginAck(i.Name, ackOp{req: i.Req, nack: i.Nack})
+	e.taker, t.entry, e.busy = t, e, true
+	m.acks[i.Name] = ackOp{req: i.Req, nack: i.Nack}
+	m.joints[i.Req] = &joint{}
 	m.owed += 2 // answered as acked and claimed
-	m.claimWith(o, e, endClaim{Cmd: m.cmd(), Name: i.Name, Nack: i.Nack, Next: e.name, Data: m.cfg.ClaimData, Session: session})
+	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: i.Name, Nack: i.Nack, Version: m.claims[i.Name].version,
+		Next: e.name, Data: m.cfg.ClaimData, NextData: e.data, NextVersion: e.version})
 	return true
 }
 
-// takeAhead gives TakeItem call req the item an Ack claimed ahead: at
-// once when its claim and read are done, else when they are. Not while
-// the connection is down: the session, and the claim with it, may be
-// ending, and a call given the item then would hold an item another
-// consumer may get; such a call waits, and gets it once the same session
-// is back (see aheadToTaker).
-func (m *machine) takeAhead(o *out, req uint64) bool {
-	if e := m.ahead; e != nil {
-		if !m.connected {
-			return false
-		}
-		m.ahead = nil
-		m.handOut(o, e, req)
-		return true
-	}
-	if t := m.aheadInFlight(); t != nil && !t.withdrawn {
-		t.ahead, t.req = false, req
-		return true
-	}
-	return false
-}
-
-// aheadInFlight is the claim ahead whose multi or read is in flight (nil:
-// none).
-func (m *machine) aheadInFlight() *taker {
-	for _, t := range m.takers {
-		if t.ahead {
-			return t
-		}
-	}
-	return nil
-}
-
-// dropAheadInFlight drops, as its session ends, the claim ahead still in
-// flight: its claim goes with the session and no call waits for it. Kept,
-// it would be claimed again on the next session once its read came back,
-// and hold the item from every other consumer until its wait ended. When
-// its multi is still out, the multi's reply unbinds it (a claim whose
-// session is unknown is checked, then found not ours), and pump drops it.
-func (m *machine) dropAheadInFlight() {
-	t := m.aheadInFlight()
-	if t == nil {
-		return
-	}
-	t.withdrawn = true
-	if e := t.entry; e != nil {
-		if e.busy || m.uncert[e.name] {
-			return
-		}
-		// Never out: not a redelivery when it comes again, but ours to
-		// take, wherever our mark is now.
-		e.mine, e.ours, m.exceptHint = false, true, true
-		m.unbind(e)
-	}
-	m.dropTaker(t)
-}
-
-// aheadToTaker gives the item claimed ahead to the first TakeItem that
-// came while the connection was down, now that the same session is back.
-func (m *machine) aheadToTaker(o *out) {
-	if m.ahead == nil {
-		return
-	}
-	for _, t := range m.takers {
-		if t.kind == kindClaim && t.entry == nil && !t.withdrawn && t.req&claimPart == 0 {
-			e := m.ahead
-			m.ahead = nil
-			m.dropTaker(t)
-			m.handOut(o, e, t.req)
-			return
-		}
-	}
-}
-
-// aheadWaited: the item claimed ahead waited config.ClaimAhead and no
-// TakeItem came: its claim is given back. While the connection is down it
-// waits again (a request sent now could go out on the next session, see
-// heldAcks).
-func (m *machine) aheadWaited(o *out) {
-	e := m.ahead
-	switch {
-	case e == nil:
-	case !m.connected:
-		m.waitAhead(o)
-	default:
-		m.ahead = nil
-		m.endClaim(o, e.name, ackOp{nack: true, back: true})
-	}
-}
-
-// giveAheadBack gives back the item claimed ahead, now: a plain take,
-// poll or peek came, which a claimed item is hidden from. (While the
-// connection is down it stays until its wait ends; see aheadWaited.)
-func (m *machine) giveAheadBack(o *out) {
-	if e := m.ahead; e != nil && m.connected {
-		m.ahead = nil
-		m.endClaim(o, e.name, ackOp{nack: true, back: true})
-	}
-}
-
-// plainWaiting: a take, poll or peek waits.
-func (m *machine) plainWaiting() bool {
-	return slices.ContainsFunc(m.takers, func(w *taker) bool { return w.kind != kindClaim })
-}
-
 // givingBack: an item that was never out is on its way back to its
-// place: a claim ahead or a claim no caller took being given back, an
-// item a take removed for no caller being put back, or the delete or
-// claim of a withdrawn call still in flight (what it brings is given
-// back). It comes before the items a take would get now: until it is
-// back, takes and claims wait, or they would hand the items out of order.
-// (A nacked item was out: it comes again later, as any redelivery does.)
+// place: a claim no caller took being given back, an item a take removed
+// for no caller being put back, or the delete or claim of a withdrawn
+// call still in flight (what it brings is given back). It comes before
+// the items a take would get now: until it is back, takes and claims
+// wait, or they would hand the items out of order. (A nacked item was
+// out: it comes again later, as any redelivery does.)
 func (m *machine) givingBack() bool {
 	if len(m.restore) > 0 {
 		return true
@@ -1605,76 +1019,18 @@ func (m *machine) givingBack() bool {
 	return slices.ContainsFunc(m.takers, func(t *taker) bool { return t.withdrawn && t.entry != nil })
 }
 
-// adopt gives take call i the item whose delete or claim a withdrawn call
-// of the same kind left in flight: the item is the head, and it goes to
-// i once the write is through, as it would have to that call (given
-// back, it would come later than the items after it). Not a claim
-// ahead's (see takeAhead), nor a joint's.
-func (m *machine) adopt(i takeCall) bool {
-	if i.Kind == kindPeek {
-		return false
-	}
-	for _, t := range m.takers {
-		if t.withdrawn && t.entry != nil && !t.ahead && t.req&claimPart == 0 && (t.kind == kindClaim) == (i.Kind == kindClaim) {
-			t.withdrawn, t.req, t.kind = false, i.Req, i.Kind
-			return true
-		}
-	}
-	return false
-}
-
-// aheadOut: an item claimed ahead is held, or its claim or read is in
-// flight.
-func (m *machine) aheadOut() bool {
-	return m.ahead != nil || m.aheadInFlight() != nil
-}
-
-// waitAhead starts the wait of the item claimed ahead.
-func (m *machine) waitAhead(o *out) {
-	m.aheadWait = m.cmd()
-	o.Commands = append(o.Commands, wait{Cmd: m.aheadWait, For: m.cfg.ClaimAhead})
-}
-
-// claimWith sends write, the request that claims e, and the read of e's
-// data behind it: the claim and the read go out together, the read
-// behind, so its data is the claimed node's, whatever was read ahead.
-func (m *machine) claimWith(o *out, e *entry, write command) {
-	e.busy = true
-	o.Commands = append(o.Commands, write)
-	e.data, e.hasData, e.reading = nil, false, true
-	e.claimRead = m.cmd()
-	o.Commands = append(o.Commands, readItem{Cmd: e.claimRead, Name: e.name})
-}
-
-// releaseAcks sends the held acks (the session is back) or refuses them
-// (it is lost: m.claims is empty, so ack says ErrClaimLost).
-func (m *machine) releaseAcks(o *out) {
-	held := m.heldAcks
-	m.heldAcks = nil
-	for _, i := range held {
-		m.ack(o, i)
-	}
-}
-
-// beginAck notes a, the ack or nack of our claim on item name, in flight,
-// with the claim's session, which it returns.
-func (m *machine) beginAck(name string, a ackOp) int64 {
-	a.session = m.claims[name]
-	m.acks[name] = a
-	return a.session
-}
-
 // onOurSession: a request made on session (0: while the session changed)
 // was made on the session the machine knows.
 func (m *machine) onOurSession(session int64) bool {
 	return session != 0 && session == m.session
 }
 
-// endClaim acks or nacks our claim on item name, as a says.
+// endClaim acks or nacks our claim on item name, as a says, at the
+// version our claim left: a newer claim's item does not match.
 func (m *machine) endClaim(o *out, name string, a ackOp) {
-	session := m.beginAck(name, a)
+	m.acks[name] = a
 	m.owed++
-	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: name, Nack: a.nack, Session: session})
+	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: name, Nack: a.nack, Version: m.claims[name].version})
 }
 
 func (m *machine) acked(o *out, i acked) {
@@ -1684,71 +1040,51 @@ func (m *machine) acked(o *out, i acked) {
 		return
 	}
 	e := m.entries[i.Name]
-	req, nack := a.req, a.nack
-	switch {
+	switch lost := errors.Is(i.Err, zk.ErrNoNode) || errors.Is(i.Err, zk.ErrBadVersion); {
 	case errors.Is(i.Err, errNotApplied): // the next claim failed the multi: the ack alone
 		m.endClaim(o, i.Name, a)
 	case i.Err == nil:
 		delete(m.acks, i.Name)
-		var other error
-		if s := a.session; i.Session != s {
-			// Asked as the connection was lost, it went out on the next
-			// session (see claimed), where our claim was gone: the claim
-			// it deleted may be another consumer's, which had the item
-			// since. Nothing undoes that; the event says so.
-			on := fmt.Sprintf("on session %#x", i.Session)
-			if i.Session == 0 {
-				on = "while the session changed"
-			}
-			other = fmt.Errorf("%w: %s: made %s, the claim on %#x: another consumer's claim of the item may have gone with it", ErrUncertain, m.node(i.Name), on, s)
-		}
-		m.claimEnded(o, i.Name, e, a, other)
-	case errors.Is(i.Err, zk.ErrNoNode) && e != nil && e.retried:
+		m.claimEnded(o, i.Name, e, a)
+	case lost && e != nil && e.retried:
 		// Our claim was gone, and nothing of this multi applied; but the
 		// first one, sent before the check that saw the claim, may have
-		// landed since and taken the item with the claim (a chaos run on
-		// the ensemble saw it, see package chaos). Look again: gone with
-		// our session's claim, the item is acked.
+		// landed since and taken the item with the claim. Look again.
 		m.uncertain(o, e)
-	case errors.Is(i.Err, zk.ErrNoNode): // our claim was gone: nothing was applied
+	case lost:
+		// Our claim was gone with its session (whose end we may learn
+		// only after this reply), or the item claimed by another since:
+		// nothing was applied, and the item comes again.
 		delete(m.acks, i.Name)
 		delete(m.claims, i.Name)
 		if e != nil {
-			// Gone with its session, whose end we may learn only after
-			// this reply (sessionLost then finds the item not ours): the
-			// item comes again.
 			e.mine, e.again, m.exceptHint = false, true, true
 		}
-		m.reply(o, req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(i.Name)))
+		m.reply(o, a.req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(i.Name)))
 	case errors.Is(i.Err, zk.ErrNoAuth): // refused: nothing was applied, our claim stays
 		delete(m.acks, i.Name)
-		m.reply(o, req, nil, i.Err)
+		m.reply(o, a.req, nil, i.Err)
 	case e != nil:
 		// The reply was lost (perhaps with the session): the write may
 		// have been applied. checked tells once the item is looked at.
 		m.uncertain(o, e)
-	case !nack && (errors.Is(i.Err, zk.ErrConnectionLoss) || errors.Is(i.Err, zk.ErrSessionExpired)):
-		delete(m.acks, i.Name)
-		delete(m.claims, i.Name)
-		m.reply(o, req, nil, fmt.Errorf("%w: %s: the ack's reply was lost with the session", ErrUncertain, m.node(i.Name)))
 	default:
 		delete(m.acks, i.Name)
-		m.reply(o, req, nil, i.Err)
+		delete(m.claims, i.Name)
+		m.reply(o, a.req, nil, i.Err)
 	}
 }
 
 // claimEnded: our ack (the item is gone) or nack (the item is back at its
-// place) went through; its event carries uncertain, when not nil.
-func (m *machine) claimEnded(o *out, name string, e *entry, a ackOp, uncertain error) {
+// place) went through.
+func (m *machine) claimEnded(o *out, name string, e *entry, a ackOp) {
 	delete(m.claims, name)
 	switch {
-	case a.back && uncertain != nil:
-		m.event(o, events.Failed, m.node(name), uncertain)
 	case a.back:
 	case a.nack:
-		m.event(o, events.Nacked, m.node(name), uncertain)
+		m.event(o, events.Nacked, m.node(name), nil)
 	default:
-		m.event(o, events.Acked, m.node(name), uncertain)
+		m.event(o, events.Acked, m.node(name), nil)
 	}
 	switch {
 	case e != nil && a.nack:
@@ -1774,7 +1110,10 @@ func (m *machine) offered(o *out, i offered) {
 	m.reply(o, req, i.Names, i.Err)
 }
 
-func (m *machine) cancel(o *out, req uint64) {
+// cancel withdraws call req. A take whose write is in flight is marked
+// withdrawn: what the write brings is given back (see givingBack); one
+// whose write was not sent leaves its item where it was.
+func (m *machine) cancel(req uint64) {
 	delete(m.joints, req) // its ack goes on; no one waits for the answer
 	for _, t := range m.takers {
 		if t.req&^claimPart != req {
@@ -1782,10 +1121,13 @@ func (m *machine) cancel(o *out, req uint64) {
 		}
 		if e := t.entry; e != nil {
 			if e.busy || m.uncert[e.name] || e.mine {
-				t.withdrawn = true // its remove or claim is in flight: what it brings is given back
+				t.withdrawn = true
 				return
 			}
 			m.unbind(e)
+			if e.exempt() || m.behind(e) { // a later item of ours may be taken meanwhile
+				e.ours, m.exceptHint = true, true
+			}
 		}
 		m.dropTaker(t)
 		return
@@ -1800,11 +1142,9 @@ func (m *machine) sessionChange(o *out, i sessionChange) {
 	case zk.StateReconnected:
 		m.connected = true
 		m.event(o, events.Reconnected, "", nil)
-		m.releaseAcks(o)
 		m.recheck(o)
 		m.restoreAgain(o)
 		m.giveBackClaims(o)
-		m.aheadToTaker(o)
 		for _, e := range m.order {
 			if !e.dead && e.others && !e.watching {
 				m.othersClaim(o, e)
@@ -1825,9 +1165,7 @@ func (m *machine) sessionChange(o *out, i sessionChange) {
 		}
 	case zk.StateClosed:
 		m.connected, m.connGone = false, true
-		m.ahead = nil
 		clear(m.claims) // gone with the session
-		m.releaseAcks(o)
 		m.failTakers(o, errs.closed)
 	}
 }
@@ -1841,6 +1179,16 @@ func (m *machine) recheck(o *out) {
 	}
 }
 
+// restoreAgain sends again, once connected, the put-backs the connection
+// failed.
+func (m *machine) restoreAgain(o *out) {
+	later := m.restoreLater
+	m.restoreLater = nil
+	for _, name := range later {
+		m.restoreItem(o, name, m.restore[name])
+	}
+}
+
 // sessionLost: the session ended, and with it our claims (their items
 // come again, to us or to another consumer) and our watches.
 func (m *machine) sessionLost(o *out) {
@@ -1850,12 +1198,6 @@ func (m *machine) sessionLost(o *out) {
 	m.session = 0
 	m.fsm.Fire(trLost)
 	m.event(o, events.Lost, "", errs.sessionLost)
-	if m.ahead != nil {
-		// Never out: not a redelivery when it comes again.
-		m.ahead.mine, m.ahead.ours, m.ahead = false, true, nil
-		m.exceptHint = true
-	}
-	m.dropAheadInFlight()
 	for _, e := range m.order {
 		if e.mine || e.others {
 			e.again, m.exceptHint = true, true // it comes again, claimed by no one
@@ -1863,13 +1205,12 @@ func (m *machine) sessionLost(o *out) {
 		e.mine, e.others, e.watching = false, false, false
 	}
 	clear(m.claims)
-	m.releaseAcks(o)
 	m.watchArmed, m.stale = false, true
 }
 
 func (m *machine) failTakers(o *out, err error) {
 	for _, t := range slices.Clone(m.takers) {
-		if m.bound(t) {
+		if t.entry != nil {
 			continue
 		}
 		m.dropTaker(t)
@@ -1895,10 +1236,6 @@ func (m *machine) shutdown(o *out, req uint64) {
 		t.withdrawn = true
 	}
 	m.failTakers(o, errs.closed)
-	for _, i := range m.heldAcks {
-		m.reply(o, i.Req, nil, errs.closed) // the claim is given back when the session is
-	}
-	m.heldAcks = nil
 	m.giveBackClaims(o)
 }
 
@@ -1910,11 +1247,7 @@ func (m *machine) giveBackClaims(o *out) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.claims)) {
 		if _, ending := m.acks[name]; !ending {
-			a := ackOp{nack: true}
-			if m.ahead != nil && m.ahead.name == name {
-				m.ahead, a.back = nil, true
-			}
-			m.endClaim(o, name, a)
+			m.endClaim(o, name, ackOp{nack: true})
 		}
 	}
 }
@@ -1934,8 +1267,8 @@ func (m *machine) finishShutdown(o *out) {
 // handover answers with what is left to delete: our claims.
 func (m *machine) handover(o *out, req uint64) {
 	l := runtime.Leftovers{Session: m.session}
-	for name, s := range m.claims {
-		if s == m.session {
+	for name, c := range m.claims {
+		if c.session == m.session {
 			l.Nodes = append(l.Nodes, zk.Join(m.node(name), ClaimName))
 		}
 	}

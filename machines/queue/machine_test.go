@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
@@ -20,11 +19,11 @@ const sess = 0x100
 type transcript struct {
 	*golden.Transcript
 	m     *machine
-	waits []wait // the waits the machine started, in order
+	sent  []command // the commands the machine sent, in order
 }
 
 func newTranscript(t *testing.T) *transcript {
-	m, err := newMachine(config{Path: "/app/q", ClaimData: []byte("me"), SessionID: sess, ClaimAhead: 100 * time.Millisecond})
+	m, err := newMachine(config{Path: "/app/q", ClaimData: []byte("me"), SessionID: sess})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,77 +62,80 @@ func newTranscript(t *testing.T) *transcript {
 func (tr *transcript) step(in input) runtime.Output[command] {
 	out := tr.m.Step(in)
 	golden.Record(tr.Transcript, in.String(), out)
-	tr.waits = append(tr.waits, commands[wait](out)...)
+	tr.sent = append(tr.sent, out.Commands...)
 	return out
 }
 
-// claimHead has TakeItem (req 1) claim the head of qn-0000000001,
-// qn-0000000002 and the items more, and read its data, "a" (commands 1 to
-// 3).
+// last is the id of the last command of type C the machine sent for item
+// name ("" for a command with no item).
+func last[C command](tr *transcript, name string) uint64 {
+	tr.T.Helper()
+	for i := len(tr.sent) - 1; i >= 0; i-- {
+		if c, ok := tr.sent[i].(C); ok && itemOf(c) == name {
+			return c.ID()
+		}
+	}
+	var c C
+	tr.T.Fatalf("no %T sent for %q", c, name)
+	return 0
+}
+
+// itemOf is the item a command is about ("" for none).
+func itemOf(c command) string {
+	switch c := c.(type) {
+	case readItem:
+		return c.Name
+	case removeItem:
+		return c.Name
+	case claimItem:
+		return c.Name
+	case watchClaim:
+		return c.Name
+	case endClaim:
+		return c.Name
+	case checkItem:
+		return c.Name
+	case restoreItem:
+		return c.Name
+	}
+	return ""
+}
+
+// claimHead has TakeItem (req 1) list qn-0000000001, qn-0000000002 and
+// the items more, read them, and claim the head, "a" (version 1 after the
+// claim).
 func (tr *transcript) claimHead(more ...string) {
 	tr.step(takeCall{Req: 1, Kind: kindClaim})
 	tr.step(listed{Cmd: 1, Children: append([]string{"qn-0000000001", "qn-0000000002"}, more...), Watched: true})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000001", Session: sess})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
-}
-
-// claimAheadB has the Ack (req 2) of the head claimed by claimHead claim
-// qn-0000000002 ahead, its data "b" read behind the claim (commands 4 and
-// 5): the item waits for a TakeItem (WaitAhead, command 6). more are
-// further items in the listing.
-func (tr *transcript) claimAheadB(more ...string) {
-	tr.claimHead(more...)
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess})
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
-	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
-}
-
-// takeBOnTheNewSession has TakeItem (req 3) claim qn-0000000002 on the
-// session after sess, read it, and get it as a first delivery: the claim
-// ahead it had on sess was never out.
-func (tr *transcript) takeBOnTheNewSession() {
-	tr.T.Helper()
-	out := tr.step(takeCall{Req: 3, Kind: kindClaim})
-	claim, read := commands[claimItem](out), commands[readItem](out)
-	if len(claim) != 1 || claim[0].Name != "qn-0000000002" {
-		tr.T.Fatalf("TakeItem on the new session: %v, want a claim of qn-0000000002", out.Commands)
-	}
-	tr.step(claimed{Cmd: claim[0].Cmd, Name: "qn-0000000002", Session: sess + 1})
-	out = tr.step(dataRead{Cmd: read[0].Cmd, Name: "qn-0000000002", Data: []byte("b")})
-	if r, ok := replied(out, 3); !ok || slices.ContainsFunc(out.Events, func(e events.Event) bool { return e.Type == events.Redelivered }) {
-		tr.T.Fatalf("TakeItem: %+v, want item b, not as a redelivery", out)
-	} else if r.Value.(taken).Session != sess+1 {
-		tr.T.Fatalf("claim session %#x, want the new one", r.Value.(taken).Session)
-	}
+	tr.step(dataRead{Cmd: last[readItem](tr, "qn-0000000002"), Name: "qn-0000000002", Data: []byte("b")})
+	tr.step(dataRead{Cmd: last[readItem](tr, "qn-0000000001"), Name: "qn-0000000001", Data: []byte("a")})
+	tr.step(claimed{Cmd: last[claimItem](tr, "qn-0000000001"), Name: "qn-0000000001", Session: sess, Version: 1})
 }
 
 // ackReplyLost claims the head (see claimHead) and acks it (request 2);
-// the ack's reply is lost, and a check of the item is asked (command 5).
+// the ack's reply is lost, and a check of the item is asked.
 func (tr *transcript) ackReplyLost() {
 	tr.claimHead()
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Err: zk.ErrConnectionLoss})
+	tr.step(acked{Cmd: last[endClaim](tr, "qn-0000000001"), Name: "qn-0000000001", Err: zk.ErrConnectionLoss})
 }
 
 // takeHead has Take (req 1) list qn-0000000001 and qn-0000000002 and
-// read their data, "a" and "b" (commands 1 to 3): the delete of the head
-// (command 4) is in flight.
+// read their data, "a" and "b": the delete of the head is in flight.
 func (tr *transcript) takeHead() {
 	tr.step(takeCall{Req: 1, Kind: kindTake})
 	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
-	tr.step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
+	tr.step(dataRead{Cmd: last[readItem](tr, "qn-0000000001"), Name: "qn-0000000001", Data: []byte("a")})
+	tr.step(dataRead{Cmd: last[readItem](tr, "qn-0000000002"), Name: "qn-0000000002", Data: []byte("b")})
 }
 
 // claimInFlight has TakeItem (req 1) list item alone and read its data,
 // "a": the claim it returns is in flight.
 func (tr *transcript) claimInFlight(item string) claimItem {
 	tr.step(takeCall{Req: 1, Kind: kindClaim})
-	out := tr.step(listed{Cmd: 1, Children: []string{item}, Watched: true})
-	claim, read := commands[claimItem](out)[0], commands[readItem](out)[0]
-	tr.step(dataRead{Cmd: read.Cmd, Name: item, Data: []byte("a")})
-	return claim
+	tr.step(listed{Cmd: 1, Children: []string{item}, Watched: true})
+	out := tr.step(dataRead{Cmd: last[readItem](tr, item), Name: item, Data: []byte("a")})
+	return commands[claimItem](out)[0]
 }
 
 // replies returns the replies of out to req.
@@ -145,61 +147,69 @@ func replied(out runtime.Output[command], req uint64) (runtime.Reply, bool) {
 	}
 	return runtime.Reply{}, false
 }
-
-// One take: listed, the head's data read (and the next one's ahead), the
+// One take: listed, the head's data read (and the next ones' ahead), the
 // head deleted; the next take finds the next item's data already there.
 func TestTranscriptTakeReadsAhead(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(takeCall{Req: 1, Kind: kindTake})
 	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000002", "qn-0000000001", "lock"}, Watched: true})
-	tr.step(dataRead{Cmd: 2, Name: "qn-0000000001", Data: []byte("a")})
+	tr.step(dataRead{Cmd: last[readItem](tr, "qn-0000000001"), Name: "qn-0000000001", Data: []byte("a")})
 	tr.step(takeCall{Req: 2, Kind: kindTake})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000002", Data: []byte("b")})
-	out := tr.step(removed{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(dataRead{Cmd: last[readItem](tr, "qn-0000000002"), Name: "qn-0000000002", Data: []byte("b")})
+	out := tr.step(removed{Cmd: last[removeItem](tr, "qn-0000000001"), Name: "qn-0000000001"})
 	if r, ok := replied(out, 1); !ok || string(r.Value.(taken).Data) != "a" {
 		t.Fatalf("the first take got %v", out.Replies)
 	}
-	tr.step(removed{Cmd: 5, Name: "qn-0000000002"})
+	tr.step(removed{Cmd: last[removeItem](tr, "qn-0000000002"), Name: "qn-0000000002"})
 	tr.Check("take_reads_ahead")
 }
-
 // Our claim's session ends before the ack: the ack is refused with
 // ErrClaimLost, and the item comes again (here to us, after a listing).
 func TestTranscriptClaimLost(t *testing.T) {
 	tr := newTranscript(t)
-	tr.step(takeCall{Req: 1, Kind: kindClaim})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001"}, Watched: true})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000001", Session: sess})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("job")})
+	claim := tr.claimInFlight("qn-0000000001")
+	tr.step(claimed{Cmd: claim.Cmd, Name: "qn-0000000001", Session: sess, Version: 1})
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	tr.step(sessionChange{State: zk.StateLost})
 	tr.step(childrenChanged{Cmd: 1})
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: 0x200})
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
-	tr.step(listed{Cmd: 4, Children: []string{"qn-0000000001"}, Watched: true})
-	tr.step(takeCall{Req: 3, Kind: kindClaim})
-	tr.step(claimed{Cmd: 5, Name: "qn-0000000001", Session: 0x200})
-	tr.step(dataRead{Cmd: 6, Name: "qn-0000000001", Data: []byte("job")})
+	tr.step(listed{Cmd: last[listItems](tr, ""), Children: []string{"qn-0000000001"}, Watched: true})
+	out := tr.step(takeCall{Req: 3, Kind: kindClaim})
+	if c := commands[claimItem](out); len(c) != 1 || c[0].Version != 1 {
+		t.Fatalf("TakeItem: %v, want a claim of the item at version 1", out.Commands)
+	}
+	out = tr.step(claimed{Cmd: last[claimItem](tr, "qn-0000000001"), Name: "qn-0000000001", Session: 0x200, Version: 2})
+	if len(out.Events) != 2 || out.Events[0].Type != events.Redelivered {
+		t.Fatalf("events %v, want REDELIVERED and CLAIMED", out.Events)
+	}
 	tr.Check("claim_lost")
 }
-
 // Another consumer holds the head's claim; when its claim goes (nack or
 // expiry), our waiting claim gets the item: REDELIVERED, then CLAIMED.
+// The claim that failed bumped nothing; ours is made at the version read
+// again.
 func TestTranscriptRedelivery(t *testing.T) {
 	tr := newTranscript(t)
-	tr.step(takeCall{Req: 1, Kind: kindClaim})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001"}, Watched: true})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000001", Err: zk.ErrNodeExists})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("job")})
-	tr.step(claimWatched{Cmd: 4, Name: "qn-0000000001", Exists: true})
-	tr.step(claimGone{Cmd: 4, Name: "qn-0000000001", Deleted: true})
-	tr.step(claimed{Cmd: 5, Name: "qn-0000000001", Session: sess})
-	tr.step(dataRead{Cmd: 6, Name: "qn-0000000001", Data: []byte("job")})
+	claim := tr.claimInFlight("qn-0000000001")
+	tr.step(claimed{Cmd: claim.Cmd, Name: "qn-0000000001", Err: zk.ErrNodeExists})
+	tr.step(claimWatched{Cmd: last[watchClaim](tr, "qn-0000000001"), Name: "qn-0000000001", Exists: true})
+	out := tr.step(claimGone{Cmd: last[watchClaim](tr, "qn-0000000001"), Name: "qn-0000000001", Deleted: true})
+	if c := commands[claimItem](out); len(c) != 1 {
+		t.Fatalf("the claim gone: %v, want our claim", out.Commands)
+	}
+	tr.step(claimed{Cmd: last[claimItem](tr, "qn-0000000001"), Name: "qn-0000000001", Err: zk.ErrBadVersion})
+	tr.step(dataRead{Cmd: last[readItem](tr, "qn-0000000001"), Name: "qn-0000000001", Data: []byte("a"), Version: 1})
+	tr.step(claimed{Cmd: last[claimItem](tr, "qn-0000000001"), Name: "qn-0000000001", Session: sess, Version: 2})
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
-	tr.step(acked{Cmd: 7, Name: "qn-0000000001", Session: sess})
+	if c := commands[endClaim](tr.step(acked{Cmd: last[endClaim](tr, "qn-0000000001"), Name: "qn-0000000001"})); len(c) != 0 {
+		t.Fatal(c)
+	}
+	if c, _ := tr.sent[len(tr.sent)-1].(endClaim); c.Version != 2 {
+		t.Fatalf("the ack checks version %d, want 2 (our claim's)", c.Version)
+	}
 	tr.Check("redelivery")
 }
-
 // An item of a higher priority arrives while a take chooses among cached
 // items of a lower one: the take syncs and lists before it chooses, and
 // gets the new item.
@@ -208,33 +218,32 @@ func TestTranscriptPriorityArrivesDuringTake(t *testing.T) {
 	tr.step(takeCall{Req: 1, Kind: kindTake})
 	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000005-0000000001", "qn-0000000005-0000000002"}, Watched: true})
 	// Offered meanwhile, priority 1; the watch has not fired yet.
-	tr.step(listed{Cmd: 4, Children: []string{"qn-0000000005-0000000001", "qn-0000000005-0000000002", "qn-0000000001-0000000003"}})
-	tr.step(dataRead{Cmd: 5, Name: "qn-0000000001-0000000003", Data: []byte("urgent")})
-	out := tr.step(removed{Cmd: 6, Name: "qn-0000000001-0000000003"})
+	tr.step(listed{Cmd: last[listItems](tr, ""), Children: []string{"qn-0000000005-0000000001", "qn-0000000005-0000000002", "qn-0000000001-0000000003"}})
+	tr.step(dataRead{Cmd: last[readItem](tr, "qn-0000000001-0000000003"), Name: "qn-0000000001-0000000003", Data: []byte("urgent")})
+	out := tr.step(removed{Cmd: last[removeItem](tr, "qn-0000000001-0000000003"), Name: "qn-0000000001-0000000003"})
 	if r, ok := replied(out, 1); !ok || string(r.Value.(taken).Data) != "urgent" {
 		t.Fatalf("the take got %v, want the urgent item", out.Replies)
 	}
 	tr.Check("priority_arrives_during_take")
 }
-
 // The reply to our claim comes after the session was lost and before the
 // next one is known: the claim may live on either session (a request sent
 // while disconnected is made on the next session). It is asked about once
 // the session is back, and found ours on the new one: delivered with it,
-// so that its Ack deletes it (it once stayed, holding the item for as long
-// as that session lived).
+// and with the version the check read, so that its Ack deletes it.
 func TestTranscriptClaimReplyBetweenSessions(t *testing.T) {
 	tr := newTranscript(t)
-	tr.step(takeCall{Req: 1, Kind: kindClaim})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001"}, Watched: true})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("a")})
+	claim := tr.claimInFlight("qn-0000000001")
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000001", Session: sess + 1})
+	tr.step(claimed{Cmd: claim.Cmd, Name: "qn-0000000001", Session: sess + 1, Version: 1})
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
-	out := tr.step(checked{Cmd: 4, Name: "qn-0000000001", Session: sess + 1, ItemExists: true, ClaimOwner: sess + 1})
+	out := tr.step(checked{Cmd: last[checkItem](tr, "qn-0000000001"), Name: "qn-0000000001", Session: sess + 1, ItemExists: true, ClaimOwner: sess + 1, Version: 1})
 	r, ok := replied(out, 1)
 	if !ok || r.Err != nil || r.Value.(taken).Session != sess+1 {
 		t.Fatalf("the claim = %+v, want it delivered on session %#x", r, sess+1)
+	}
+	if end := commands[endClaim](tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess + 1})); len(end) != 1 || end[0].Version != 1 {
+		t.Fatalf("the ack: %v, want a multi at version 1", end)
 	}
 	tr.Check("claim_reply_between_sessions")
 }
@@ -278,7 +287,6 @@ func TestItemNames(t *testing.T) {
 		t.Error("a wrapped sequence sorts before the ones before the wrap")
 	}
 }
-
 // The queue's node, an empty container, was reaped and created again by
 // the next offers: its sequence numbers started over, so the new head has
 // the name of an item we acked before. The listing tells by the node's
@@ -289,55 +297,21 @@ func TestTranscriptQueueNodeRecreated(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(takeCall{Req: 1, Kind: kindClaim})
 	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000000"}, Watched: true, Dir: 0x10})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000000", Session: sess})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000000", Data: []byte("old")})
+	tr.step(dataRead{Cmd: last[readItem](tr, "qn-0000000000"), Name: "qn-0000000000", Data: []byte("old")})
+	tr.step(claimed{Cmd: last[claimItem](tr, "qn-0000000000"), Name: "qn-0000000000", Session: sess, Version: 1})
 	tr.step(ackCall{Req: 2, Name: "qn-0000000000", Session: sess})
-	tr.step(acked{Cmd: 4, Name: "qn-0000000000", Session: sess})
+	tr.step(acked{Cmd: last[endClaim](tr, "qn-0000000000"), Name: "qn-0000000000"})
 	tr.step(childrenChanged{Cmd: 1})
 	tr.step(takeCall{Req: 3, Kind: kindClaim})
-	out := tr.step(listed{Cmd: 5, Children: []string{"qn-0000000001", "qn-0000000000"}, Watched: true, Dir: 0x20})
-	var first string
-	for _, c := range out.Commands {
-		if ci, ok := c.(claimItem); ok && first == "" {
-			first = ci.Name
-		}
+	out := tr.step(listed{Cmd: last[listItems](tr, ""), Children: []string{"qn-0000000001", "qn-0000000000"}, Watched: true, Dir: 0x20})
+	if r := commands[readItem](out); len(r) == 0 || r[0].Name != "qn-0000000000" {
+		t.Fatalf("the take after the queue node was recreated reads %v first, want the new head qn-0000000000", r)
 	}
-	if first != "qn-0000000000" {
-		t.Errorf("the take after the queue node was recreated claims %q first, want the new head qn-0000000000", first)
+	out = tr.step(dataRead{Cmd: last[readItem](tr, "qn-0000000000"), Name: "qn-0000000000", Data: []byte("new")})
+	if c := commands[claimItem](out); len(c) != 1 || c[0].Name != "qn-0000000000" || string(c[0].Item) != "new" {
+		t.Fatalf("claims %v, want the new head with its new data", c)
 	}
 	tr.Check("queue_node_recreated")
-}
-
-// A claim delivers the data read behind it, not data read before: the
-// item read may since have been taken, the queue's node reaped and made
-// again, and a new item made under the same name (the chaos suite
-// delivered old items' data under reused names this way). Here a plain
-// take reads qn-2 ahead as "old"; a claim of qn-2 later delivers "new",
-// read behind the claim.
-func TestTranscriptClaimDeliversTheDataReadBehindIt(t *testing.T) {
-	tr := newTranscript(t)
-	tr.step(takeCall{Req: 1, Kind: kindTake})
-	out := tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
-	reads := commands[readItem](out)
-	if len(reads) != 2 {
-		t.Fatalf("want qn-1 read and qn-2 read ahead: %v", out.Commands)
-	}
-	tr.step(dataRead{Cmd: reads[1].Cmd, Name: "qn-0000000002", Data: []byte("old")})
-	out = tr.step(dataRead{Cmd: reads[0].Cmd, Name: "qn-0000000001", Data: []byte("first")})
-	tr.step(removed{Cmd: commands[removeItem](out)[0].Cmd, Name: "qn-0000000001"})
-	out = tr.step(takeCall{Req: 2, Kind: kindClaim})
-	claims, reads := commands[claimItem](out), commands[readItem](out)
-	if len(claims) != 1 || len(reads) != 1 || claims[0].Name != "qn-0000000002" {
-		t.Fatalf("want a claim of qn-2 and a read behind it: %v", out.Commands)
-	}
-	if out := tr.step(claimed{Cmd: claims[0].Cmd, Name: "qn-0000000002", Session: sess}); len(out.Replies) != 0 {
-		t.Fatalf("delivered before the read behind the claim: %+v", out.Replies)
-	}
-	out = tr.step(dataRead{Cmd: reads[0].Cmd, Name: "qn-0000000002", Data: []byte("new")})
-	if len(out.Replies) != 1 || string(out.Replies[0].Value.(taken).Data) != "new" {
-		t.Fatalf("delivered %+v, want the data read behind the claim", out.Replies)
-	}
-	tr.Check("claim_delivers_the_data_read_behind_it")
 }
 
 // commands are out's commands of type C, in order.
@@ -350,66 +324,30 @@ func commands[C any](o out) []C {
 	}
 	return cs
 }
-
-// An ack asked while the connection is down is held, not sent: sent then,
-// it would wait in the client and could go out on the next session, where
-// its delete of the claim node would delete another consumer's claim of
-// the item (the chaos suite saw items delivered again after their ack
-// succeeded). It goes once the same session is back; when the session is
-// lost it is refused (ErrClaimLost), and the item comes again.
-func TestTranscriptAckHeldWhileDisconnected(t *testing.T) {
-	tr := newTranscript(t)
-	tr.step(takeCall{Req: 1, Kind: kindClaim})
-	tr.step(listed{Cmd: 1, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
-	tr.step(claimed{Cmd: 2, Name: "qn-0000000001", Session: sess})
-	tr.step(dataRead{Cmd: 3, Name: "qn-0000000001", Data: []byte("one")})
-	tr.step(takeCall{Req: 2, Kind: kindClaim})
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
-	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("two")})
-
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	if out := tr.step(ackCall{Req: 3, Name: "qn-0000000001", Session: sess}); len(out.Commands) != 0 || len(out.Replies) != 0 {
-		t.Fatalf("an ack while disconnected: %+v", out)
-	}
-	out := tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
-	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000001" {
-		t.Fatalf("the held ack not sent once the session was back: %v", out.Commands)
-	}
-
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	tr.step(ackCall{Req: 4, Name: "qn-0000000002", Session: sess})
-	out = tr.step(sessionChange{State: zk.StateLost})
-	if len(commands[endClaim](out)) != 0 || len(out.Replies) != 1 || !errors.Is(out.Replies[0].Err, ErrClaimLost) {
-		t.Fatalf("the held ack after the session was lost: %+v", out)
-	}
-	tr.Check("ack_held_while_disconnected")
-}
-
 // Consume's ack claims the next item in the same multi (one write round
-// trip for both): the call answers once the ack is through and the next
-// item is claimed and its data read behind the claim.
+// trip for both), at the version read ahead: the call answers once the
+// ack is through and the next item is claimed, with its data.
 func TestTranscriptAckClaimsNextInOneMulti(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimHead()
-	out := tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimForCall})
-	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "qn-0000000002" {
+	out := tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: true})
+	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "qn-0000000002" || ends[0].Version != 1 || string(ends[0].NextData) != "b" {
 		t.Fatalf("the ack's commands %v, want one EndClaim with the next claim", out.Commands)
 	}
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess})
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
-	out = tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
+	end := last[endClaim](tr, "qn-0000000001")
+	tr.step(acked{Cmd: end, Name: "qn-0000000001"})
+	out = tr.step(claimed{Cmd: end, Name: "qn-0000000002", Session: sess, Version: 1})
 	if r, ok := replied(out, 2); !ok || r.Err != nil || string(r.Value.(taken).Data) != "b" {
 		t.Fatalf("the joint call = %+v, want acked and item b", out.Replies)
 	}
 	// Nothing next in the cache: the ack alone, answered with no item.
-	out = tr.step(ackCall{Req: 3, Name: "qn-0000000002", Session: sess, Next: claimForCall})
+	out = tr.step(ackCall{Req: 3, Name: "qn-0000000002", Session: sess, Next: true})
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "" {
 		t.Fatalf("the ack's commands %v, want one EndClaim alone", out.Commands)
 	}
-	tr.step(acked{Cmd: 6, Name: "qn-0000000002", Session: sess})
+	tr.step(acked{Cmd: last[endClaim](tr, "qn-0000000002"), Name: "qn-0000000002"})
 	tr.Check("ack_claims_next_in_one_multi")
 }
-
 // The next item was claimed by another consumer first: the multi fails on
 // its claim, so nothing of it is applied; the ack is sent again alone, the
 // other's claim is watched, and the call answers with no next item once
@@ -417,37 +355,36 @@ func TestTranscriptAckClaimsNextInOneMulti(t *testing.T) {
 func TestTranscriptJointClaimLostToAnother(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimHead()
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimForCall})
-	if out := tr.step(acked{Cmd: 4, Name: "qn-0000000001", Err: errNotApplied}); len(out.Replies) != 0 {
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: true})
+	end := last[endClaim](tr, "qn-0000000001")
+	if out := tr.step(acked{Cmd: end, Name: "qn-0000000001", Err: errNotApplied}); len(out.Replies) != 0 {
 		t.Fatalf("answered before the ack went through: %v", out.Replies)
 	}
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Err: zk.ErrNodeExists})
-	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
-	out := tr.step(acked{Cmd: 6, Name: "qn-0000000001", Session: sess})
+	tr.step(claimed{Cmd: end, Name: "qn-0000000002", Err: zk.ErrNodeExists})
+	out := tr.step(acked{Cmd: last[endClaim](tr, "qn-0000000001"), Name: "qn-0000000001"})
 	if r, ok := replied(out, 2); !ok || r.Err != nil || r.Value.(taken).Name != "" {
 		t.Fatalf("the joint call = %+v, want acked and no item", out.Replies)
 	}
 	tr.Check("joint_claim_lost_to_another")
 }
-
 // An ack with Next asked while the handle shuts down claims nothing: the
 // ack goes alone (a claim made now would outlive the shutdown, which
-// gives the claims back). Here the connection is down when both come: the
-// ack is held until it is back, then sent alone.
+// gives the claims back), sent at once though the connection is down: it
+// checks our claim's version, so on another session it cannot end
+// another consumer's claim.
 func TestTranscriptNoJointClaimWhileClosing(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimHead()
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	tr.step(shutdown{Req: 2})
-	tr.step(ackCall{Req: 3, Name: "qn-0000000001", Session: sess, Next: claimForCall})
-	out := tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
-	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "" || ends[0].Nack {
+	out := tr.step(ackCall{Req: 3, Name: "qn-0000000001", Session: sess, Next: true})
+	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "" || ends[0].Nack || ends[0].Version != 1 {
 		t.Fatalf("commands %v, want the ack alone", out.Commands)
 	}
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess})
+	tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	tr.step(acked{Cmd: last[endClaim](tr, "qn-0000000001"), Name: "qn-0000000001"})
 	tr.Check("no_joint_claim_while_closing")
 }
-
 // Two checks of one claim whose reply was lost are in flight (one sent at
 // once, one at RECONNECTED). The first finds the claim not made, and the
 // claim goes again; the second, answered after that new claim was made,
@@ -462,250 +399,41 @@ func TestTranscriptStaleCheckDuringANewClaim(t *testing.T) {
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	second := commands[checkItem](tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess}))[0]
 	out := tr.step(checked{Cmd: first.Cmd, Name: item, Session: sess, ItemExists: true})
-	claim, read := commands[claimItem](out)[0], commands[readItem](out)[0]
-	if out := tr.step(checked{Cmd: second.Cmd, Name: item, Session: sess, ItemExists: true, ClaimOwner: sess}); len(out.Replies) != 0 {
+	claim = commands[claimItem](out)[0]
+	if out := tr.step(checked{Cmd: second.Cmd, Name: item, Session: sess, ItemExists: true, ClaimOwner: sess, Version: 1}); len(out.Replies) != 0 {
 		t.Fatalf("a stale check settled the claim in flight: %+v", out.Replies)
 	}
-	tr.step(dataRead{Cmd: read.Cmd, Name: item, Data: []byte("a")})
-	out = tr.step(claimed{Cmd: claim.Cmd, Name: item, Session: sess})
+	out = tr.step(claimed{Cmd: claim.Cmd, Name: item, Session: sess, Version: 1})
 	if r, ok := replied(out, 1); !ok || r.Err != nil || string(r.Value.(taken).Data) != "a" {
 		t.Fatalf("the claim's reply delivered %+v, want the item", out.Replies)
 	}
 	tr.Check("stale_check_during_a_new_claim")
 }
-
 // An ack with Next goes out, and the session ends before its reply. On
 // the next session the acked item is free again (its claim went with the
-// session), but a take does not claim it while the ack is in flight: that
-// ack, applied on the new session, fails on the old claim, and its reply
-// used to clear the bookkeeping of the new claim, which the consumer then
-// took for another's and watched for good (the item stayed claimed by a
-// live session: TestPropertyConsume's queue that did not drain). Once the
-// ack's reply says the claim was lost, the item is claimed again.
+// session), but a take does not claim it while the ack is in flight: its
+// reply would clear the bookkeeping of the new claim. Once the ack's
+// reply says the claim was lost, the item is claimed again.
 func TestTranscriptNoClaimWhileItsAckIsInFlight(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimHead()
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimForCall}) // cmd 4, read cmd 5
+	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: true})
+	end := last[endClaim](tr, "qn-0000000001")
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
-	tr.step(listed{Cmd: 6, Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
+	tr.step(listed{Cmd: last[listItems](tr, ""), Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
 	out := tr.step(takeCall{Req: 3, Kind: kindClaim})
 	for _, c := range commands[claimItem](out) {
 		if c.Name == "qn-0000000001" {
 			t.Fatalf("commands %v: qn-0000000001 claimed while its ack is in flight", out.Commands)
 		}
 	}
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Err: zk.ErrNoNode})
-	out = tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Err: errNotApplied})
+	tr.step(acked{Cmd: end, Name: "qn-0000000001", Err: zk.ErrNoNode})
+	out = tr.step(claimed{Cmd: end, Name: "qn-0000000002", Err: errNotApplied})
 	if r, ok := replied(out, 2); !ok || !errors.Is(r.Err, errs.claimLost) {
 		t.Fatalf("the ack = %+v, want claim lost", out.Replies)
 	}
 	tr.Check("no_claim_while_its_ack_is_in_flight")
-}
-
-// An Ack claims the next cached item in its own multi, for the handle's
-// next TakeItem: the Ack answers once its part is through; the claimed
-// item, once read, waits (WaitAhead), and the next TakeItem gets it at
-// once, with no request. The wait's end then finds nothing to give back.
-func TestTranscriptAckClaimsAhead(t *testing.T) {
-	tr := newTranscript(t)
-	tr.claimHead()
-	out := tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
-	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "qn-0000000002" {
-		t.Fatalf("the ack's commands %v, want one EndClaim with the next claim", out.Commands)
-	}
-	if r, ok := replied(tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess}), 2); !ok || r.Err != nil {
-		t.Fatalf("the Ack is not answered once its part is through")
-	}
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
-	out = tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
-	if len(commands[wait](out)) != 1 || len(out.Events) != 0 {
-		t.Fatalf("the item claimed ahead: %+v, want a WaitAhead and no event", out)
-	}
-	out = tr.step(takeCall{Req: 3, Kind: kindClaim})
-	if r, ok := replied(out, 3); !ok || string(r.Value.(taken).Data) != "b" || len(out.Commands) != 0 {
-		t.Fatalf("TakeItem after the Ack = %+v, want item b at once, with no request", out)
-	}
-	if out := tr.step(waited{Cmd: 6}); len(out.Commands)+len(out.Events) != 0 {
-		t.Fatalf("the wait's end after the item was taken: %+v, want nothing", out)
-	}
-	// Nothing next in the cache: the ack alone.
-	out = tr.step(ackCall{Req: 4, Name: "qn-0000000002", Session: sess, Next: claimAheadOf})
-	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "" {
-		t.Fatalf("the ack's commands %v, want one EndClaim alone", out.Commands)
-	}
-	tr.Check("ack_claims_ahead")
-}
-
-// No TakeItem comes for the item claimed ahead: when its wait ends, its
-// claim is given back with no NACKED event, and the next TakeItem claims
-// it again as a first delivery (no REDELIVERED: it was never out).
-func TestTranscriptClaimAheadGivenBack(t *testing.T) {
-	tr := newTranscript(t)
-	tr.claimAheadB()
-	out := tr.step(waited{Cmd: 6})
-	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000002" || !ends[0].Nack {
-		t.Fatalf("the wait's end: %v, want the claim of qn-0000000002 given back", out.Commands)
-	}
-	if out := tr.step(acked{Cmd: 7, Name: "qn-0000000002", Session: sess}); len(out.Events)+len(out.Replies) != 0 {
-		t.Fatalf("the give-back: %+v, want no event and no reply", out)
-	}
-	out = tr.step(takeCall{Req: 3, Kind: kindClaim})
-	claim, read := commands[claimItem](out), commands[readItem](out)
-	if len(claim) != 1 || claim[0].Name != "qn-0000000002" {
-		t.Fatalf("TakeItem: %v, want a claim of qn-0000000002", out.Commands)
-	}
-	tr.step(claimed{Cmd: claim[0].Cmd, Name: "qn-0000000002", Session: sess})
-	out = tr.step(dataRead{Cmd: read[0].Cmd, Name: "qn-0000000002", Data: []byte("b")})
-	for _, e := range out.Events {
-		if e.Type == events.Redelivered {
-			t.Fatalf("events %v: an item claimed ahead and given back is not a redelivery", out.Events)
-		}
-	}
-	tr.Check("claim_ahead_given_back")
-}
-
-// A TakeItem that comes while the Ack's multi is in flight gets the item
-// it claims, once claimed and read.
-func TestTranscriptTakeDuringTheClaimAhead(t *testing.T) {
-	tr := newTranscript(t)
-	tr.claimHead()
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
-	if out := tr.step(takeCall{Req: 3, Kind: kindClaim}); len(out.Commands) != 0 {
-		t.Fatalf("TakeItem during the claim ahead sent %v, want nothing", out.Commands)
-	}
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess})
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
-	out := tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Data: []byte("b")})
-	if r, ok := replied(out, 3); !ok || string(r.Value.(taken).Data) != "b" || len(commands[wait](out)) != 0 {
-		t.Fatalf("the claim ahead came back: %+v, want item b for TakeItem and no wait", out)
-	}
-	tr.Check("take_during_the_claim_ahead")
-}
-
-// The item claimed ahead when the session ends is not ours any more and
-// was never out: the next TakeItem, on the new session, claims it as a
-// first delivery. Claimed ahead again, it is given back at shutdown with
-// no NACKED event.
-func TestTranscriptClaimAheadAcrossSessionsAndClose(t *testing.T) {
-	tr := newTranscript(t)
-	tr.claimAheadB()
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
-	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
-	tr.step(listed{Cmd: 7, Children: []string{"qn-0000000002", "qn-0000000003"}, Watched: true})
-	tr.takeBOnTheNewSession()
-	out := tr.step(ackCall{Req: 4, Name: "qn-0000000002", Session: sess + 1, Next: claimAheadOf})
-	end := commands[endClaim](out)[0]
-	tr.step(acked{Cmd: end.Cmd, Name: "qn-0000000002", Session: sess + 1})
-	tr.step(claimed{Cmd: end.Cmd, Name: "qn-0000000003", Session: sess + 1})
-	tr.step(dataRead{Cmd: commands[readItem](out)[0].Cmd, Name: "qn-0000000003", Data: []byte("c")})
-	out = tr.step(shutdown{Req: 5})
-	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000003" || !ends[0].Nack {
-		t.Fatalf("shutdown: %v, want the claim ahead given back", out.Commands)
-	}
-	out = tr.step(acked{Cmd: commands[endClaim](out)[0].Cmd, Name: "qn-0000000003", Session: sess + 1})
-	if r, ok := replied(out, 5); !ok || slices.ContainsFunc(out.Events, func(e events.Event) bool { return e.Type == events.Nacked }) {
-		t.Fatalf("the give-back at shutdown: %+v, want the shutdown answered and no NACKED", out)
-	} else if r.Err != nil {
-		t.Fatal(r.Err)
-	}
-	tr.Check("claim_ahead_across_sessions_and_close")
-}
-
-// A TakeItem that comes while the connection is down does not get the
-// item claimed ahead (the claim may be ending with the session): it waits,
-// and gets it once the same session is back.
-func TestTranscriptClaimAheadWhileDisconnected(t *testing.T) {
-	tr := newTranscript(t)
-	tr.claimAheadB()
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	if out := tr.step(takeCall{Req: 3, Kind: kindClaim}); len(out.Replies) != 0 {
-		t.Fatalf("TakeItem while disconnected got %+v, want it to wait", out.Replies)
-	}
-	if out := tr.step(waited{Cmd: 6}); len(commands[endClaim](out)) != 0 {
-		t.Fatalf("the wait's end while disconnected: %v, want no request", out.Commands)
-	}
-	out := tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
-	if r, ok := replied(out, 3); !ok || string(r.Value.(taken).Data) != "b" || len(commands[claimItem](out)) != 0 {
-		t.Fatalf("RECONNECTED: %+v, want item b for the waiting TakeItem", out)
-	}
-	tr.Check("claim_ahead_while_disconnected")
-}
-
-// A Poll on the handle that holds an item claimed ahead does not find the
-// queue empty: the claim is given back at once, and the Poll then takes
-// the item like any other, with a plain delete.
-func TestTranscriptPollGetsTheItemClaimedAhead(t *testing.T) {
-	tr := newTranscript(t)
-	tr.claimAheadB()
-	out := tr.step(takeCall{Req: 3, Kind: kindPoll})
-	if ends := commands[endClaim](out); len(ends) != 1 || !ends[0].Nack || len(out.Replies) != 0 {
-		t.Fatalf("Poll: %+v, want the claim ahead given back and no answer yet", out)
-	}
-	out = tr.step(acked{Cmd: 7, Name: "qn-0000000002", Session: sess})
-	if rm := commands[removeItem](out); len(rm) != 1 || rm[0].Name != "qn-0000000002" || len(out.Replies) != 0 {
-		t.Fatalf("the give-back's reply: %+v, want the Poll's delete of qn-0000000002", out)
-	}
-	out = tr.step(removed{Cmd: commands[removeItem](out)[0].Cmd, Name: "qn-0000000002"})
-	if r, ok := replied(out, 3); !ok || r.Err != nil || string(r.Value.(taken).Data) != "b" {
-		t.Fatalf("Poll = %+v, want b", out.Replies)
-	}
-	tr.Check("poll_gets_the_item_claimed_ahead")
-}
-
-// A claim ahead whose read had not come back when the session ended is
-// dropped: its claim went with the session and no call waits for it. It is
-// not made again on the next session, where it would hold the item from
-// every other consumer for as long as the handle waits for a TakeItem.
-func TestTranscriptClaimAheadReadLostWithTheSession(t *testing.T) {
-	tr := newTranscript(t)
-	tr.claimHead()
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: claimAheadOf})
-	tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess})
-	tr.step(claimed{Cmd: 4, Name: "qn-0000000002", Session: sess})
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
-	tr.step(dataRead{Cmd: 5, Name: "qn-0000000002", Err: zk.ErrSessionExpired})
-	connected := tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
-	out := tr.step(listed{Cmd: commands[listItems](connected)[0].Cmd, Children: []string{"qn-0000000002"}, Watched: true})
-	if n := len(commands[readItem](connected)) + len(commands[claimItem](out)) + len(commands[readItem](out)); n != 0 {
-		t.Fatalf("the next session: %v, then %v; want no claim nor read for the claim ahead gone with the session", connected.Commands, out.Commands)
-	}
-	tr.takeBOnTheNewSession()
-	tr.Check("claim_ahead_read_lost_with_the_session")
-}
-
-// A TakeItem that comes while the claim ahead is being given back waits
-// for the give-back: the item goes back to its place at the head, and a
-// take of the next one meanwhile would hand the items out of order.
-func TestTranscriptTakeWaitsForTheGiveBack(t *testing.T) {
-	tr := newTranscript(t)
-	tr.claimAheadB("qn-0000000003")
-	tr.step(waited{Cmd: 6})
-	if out := tr.step(takeCall{Req: 3, Kind: kindClaim}); len(commands[claimItem](out))+len(commands[endClaim](out)) != 0 {
-		t.Fatalf("TakeItem during the give-back: %v, want it to wait for the give-back", out.Commands)
-	}
-	out := tr.step(acked{Cmd: 7, Name: "qn-0000000002", Session: sess})
-	if claim := commands[claimItem](out); len(claim) != 1 || claim[0].Name != "qn-0000000002" {
-		t.Fatalf("the give-back's reply: %v, want the claim of qn-0000000002, the head", out.Commands)
-	}
-	tr.Check("take_waits_for_the_give_back")
-}
-
-// A plain Take on the handle that holds a claim ahead gives the claim back
-// and waits for the give-back before it deletes the head, the item it gave
-// back, not the one after it.
-func TestTranscriptPlainTakeWaitsForTheGiveBack(t *testing.T) {
-	tr := newTranscript(t)
-	tr.claimAheadB("qn-0000000003")
-	out := tr.step(takeCall{Req: 3, Kind: kindTake})
-	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Name != "qn-0000000002" || len(commands[removeItem](out)) != 0 {
-		t.Fatalf("Take: %v, want the claim ahead given back and no delete yet", out.Commands)
-	}
-	out = tr.step(acked{Cmd: commands[endClaim](out)[0].Cmd, Name: "qn-0000000002", Session: sess})
-	if rm := commands[removeItem](out); len(rm) != 1 || rm[0].Name != "qn-0000000002" {
-		t.Fatalf("the give-back's reply: %v, want the delete of qn-0000000002, the head", out.Commands)
-	}
-	tr.Check("plain_take_waits_for_the_give_back")
 }
 
 // A take's answer that no caller took (its ctx ended as the answer came:
@@ -715,7 +443,7 @@ func TestTranscriptPlainTakeWaitsForTheGiveBack(t *testing.T) {
 func TestTranscriptRefusedTakePutsTheItemBack(t *testing.T) {
 	tr := newTranscript(t)
 	tr.takeHead()
-	tr.step(removed{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(removed{Cmd: last[removeItem](tr, "qn-0000000001"), Name: "qn-0000000001"})
 	out := tr.step(refused{Taken: taken{Name: "qn-0000000001", Data: []byte("a")}})
 	put := commands[restoreItem](out)
 	if len(put) != 1 || put[0].Name != "qn-0000000001" || string(put[0].Data) != "a" {
@@ -732,10 +460,9 @@ func TestTranscriptRefusedTakePutsTheItemBack(t *testing.T) {
 	tr.step(restored{Cmd: commands[restoreItem](out)[0].Cmd, Name: "qn-0000000001", Err: zk.ErrNodeExists}) // the first one was applied
 	tr.Check("refused_take_puts_the_item_back")
 }
-
-// A TakeItem's answer that no caller took gives its claim back as a claim
-// ahead no one took is given back: no NACKED, and a TakeItem coming
-// meanwhile waits for it and claims that item, the head, not the next.
+// A TakeItem's answer that no caller took gives its claim back: no
+// NACKED, and a TakeItem coming meanwhile waits for it and claims that
+// item, the head, not the next.
 func TestTranscriptRefusedClaimIsGivenBack(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimHead("qn-0000000003")
@@ -747,49 +474,30 @@ func TestTranscriptRefusedClaimIsGivenBack(t *testing.T) {
 	if out := tr.step(takeCall{Req: 2, Kind: kindClaim}); len(commands[claimItem](out)) != 0 {
 		t.Fatalf("TakeItem during the give-back: %v, want it to wait", out.Commands)
 	}
-	out = tr.step(acked{Cmd: ends[0].Cmd, Name: "qn-0000000001", Session: sess})
+	out = tr.step(acked{Cmd: ends[0].Cmd, Name: "qn-0000000001"})
 	if claim := commands[claimItem](out); len(claim) != 1 || claim[0].Name != "qn-0000000001" {
 		t.Fatalf("given back: %v, want the claim of qn-0000000001, the head", out.Commands)
 	}
 	tr.Check("refused_claim_is_given_back")
 }
-
-// A Take withdrawn while its delete is in flight leaves the item to the
-// next take of the handle, which adopts the delete: it gets the head, not
-// the item after it (given back, the head would come after that one).
-func TestTranscriptWithdrawnTakeAdoptedByTheNext(t *testing.T) {
-	tr := newTranscript(t)
-	tr.takeHead()
-	tr.step(cancelReq{Req: 1})
-	if out := tr.step(takeCall{Req: 2, Kind: kindTake}); len(out.Commands) != 0 {
-		t.Fatalf("the next Take: %v, want it to wait for the delete in flight", out.Commands)
-	}
-	out := tr.step(removed{Cmd: 4, Name: "qn-0000000001"})
-	if r, ok := replied(out, 2); !ok || string(r.Value.(taken).Data) != "a" || len(commands[restoreItem](out)) != 0 {
-		t.Fatalf("the delete's reply: %+v, want item a for the next Take, nothing put back", out)
-	}
-	tr.Check("withdrawn_take_adopted_by_the_next")
-}
-
 // A TakeItem coming while an item taken for no caller is being put back
 // waits for it, and claims it: the item is back at its place, in the
 // cache, with no listing.
 func TestTranscriptClaimWaitsForThePutBack(t *testing.T) {
 	tr := newTranscript(t)
 	tr.takeHead()
-	tr.step(removed{Cmd: 4, Name: "qn-0000000001"})
+	tr.step(removed{Cmd: last[removeItem](tr, "qn-0000000001"), Name: "qn-0000000001"})
 	tr.step(refused{Taken: taken{Name: "qn-0000000001", Data: []byte("a")}})
 	if out := tr.step(takeCall{Req: 2, Kind: kindClaim}); len(out.Commands) != 0 {
 		t.Fatalf("TakeItem during the put-back: %v, want it to wait", out.Commands)
 	}
-	out := tr.step(restored{Cmd: 5, Name: "qn-0000000001"})
+	out := tr.step(restored{Cmd: last[restoreItem](tr, "qn-0000000001"), Name: "qn-0000000001"})
 	if claim := commands[claimItem](out); len(claim) != 1 || claim[0].Name != "qn-0000000001" {
 		t.Fatalf("put back: %v, want the claim of qn-0000000001, the head", out.Commands)
 	}
-	tr.step(claimed{Cmd: 6, Name: "qn-0000000001", Session: sess})
+	tr.step(claimed{Cmd: last[claimItem](tr, "qn-0000000001"), Name: "qn-0000000001", Session: sess, Version: 1})
 	tr.Check("claim_waits_for_the_put_back")
 }
-
 // An ack's reply is lost; the check finds our claim still there, so the
 // ack is sent again; the first lands just before it, and the second finds
 // the claim gone. The item may have gone with the first: a second check
@@ -797,15 +505,15 @@ func TestTranscriptClaimWaitsForThePutBack(t *testing.T) {
 func TestTranscriptAckSentAgainFindsItsFirstLanded(t *testing.T) {
 	tr := newTranscript(t)
 	tr.ackReplyLost()
-	out := tr.step(checked{Cmd: 5, Name: "qn-0000000001", Session: sess, ItemExists: true, ClaimOwner: sess})
+	out := tr.step(checked{Cmd: last[checkItem](tr, "qn-0000000001"), Name: "qn-0000000001", Session: sess, ItemExists: true, ClaimOwner: sess, Version: 1})
 	if ends := commands[endClaim](out); len(ends) != 1 {
 		t.Fatalf("the ack not sent again: %v", out.Commands)
 	}
-	out = tr.step(acked{Cmd: 6, Name: "qn-0000000001", Err: zk.ErrNoNode})
+	out = tr.step(acked{Cmd: last[endClaim](tr, "qn-0000000001"), Name: "qn-0000000001", Err: zk.ErrNoNode})
 	if len(out.Replies) != 0 || len(commands[checkItem](out)) != 1 {
 		t.Fatalf("the second multi's NoNode taken for an answer: %+v", out)
 	}
-	out = tr.step(checked{Cmd: 7, Name: "qn-0000000001", Session: sess})
+	out = tr.step(checked{Cmd: last[checkItem](tr, "qn-0000000001"), Name: "qn-0000000001", Session: sess})
 	if r, ok := replied(out, 2); !ok || r.Err != nil {
 		t.Fatalf("Ack answered %+v, want nil", out.Replies)
 	}
@@ -821,7 +529,7 @@ func TestTranscriptAckSentAgainFindsItsFirstLanded(t *testing.T) {
 func TestTranscriptAckCheckedOnTheNextSessionFirst(t *testing.T) {
 	tr := newTranscript(t)
 	tr.ackReplyLost()
-	if out := tr.step(checked{Cmd: 5, Name: "qn-0000000001", Session: sess + 1}); len(out.Replies) != 0 {
+	if out := tr.step(checked{Cmd: last[checkItem](tr, "qn-0000000001"), Name: "qn-0000000001", Session: sess + 1}); len(out.Replies) != 0 {
 		t.Fatalf("a check made on a session the machine does not know yet answered %+v", out.Replies)
 	}
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
@@ -869,23 +577,6 @@ func TestTranscriptClaimMadeOnTheNextSessionFirst(t *testing.T) {
 	tr.Check("claim_made_on_the_next_session_first")
 }
 
-// An ack asked as the connection was lost goes out on the next session,
-// where our claim is gone: the claim it deleted may be another consumer's.
-// Nothing undoes that; its ACKED event says so (ErrUncertain).
-func TestTranscriptAckMadeOnTheNextSession(t *testing.T) {
-	tr := newTranscript(t)
-	tr.claimHead()
-	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
-	out := tr.step(acked{Cmd: 4, Name: "qn-0000000001", Session: sess + 1})
-	if r, ok := replied(out, 2); !ok || r.Err != nil {
-		t.Fatalf("Ack = %+v, want nil: the item is gone", out.Replies)
-	}
-	if len(out.Events) != 1 || out.Events[0].Type != events.Acked || !errors.Is(out.Events[0].Err, ErrUncertain) {
-		t.Fatalf("events %+v, want ACKED with ErrUncertain", out.Events)
-	}
-	tr.Check("ack_made_on_the_next_session")
-}
-
 // A session lost before the first listing, on the next session before
 // any, and during one: FAILED each time; closed then.
 func TestTranscriptSessionsLostBeforeAListing(t *testing.T) {
@@ -896,7 +587,7 @@ func TestTranscriptSessionsLostBeforeAListing(t *testing.T) {
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 2})
 	tr.step(takeCall{Req: 1, Kind: kindTake})
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess + 2})
-	tr.step(listed{Cmd: 1, Err: zk.ErrSessionExpired})
+	tr.step(listed{Cmd: last[listItems](tr, ""), Err: zk.ErrSessionExpired})
 	tr.step(shutdown{Req: 2})
 	tr.Check("sessions_lost_before_a_listing")
 }
@@ -907,7 +598,7 @@ func TestTranscriptListingSentAgain(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(takeCall{Req: 1, Kind: kindTake})
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	tr.step(listed{Cmd: 1, Err: zk.ErrConnectionLoss})
+	tr.step(listed{Cmd: last[listItems](tr, ""), Err: zk.ErrConnectionLoss})
 	tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
 	tr.step(shutdown{Req: 2})
 	tr.Check("listing_sent_again")
@@ -918,4 +609,22 @@ func TestTranscriptClosedBeforeATake(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(shutdown{Req: 1})
 	tr.Check("closed_before_a_take")
+}
+
+// A late ack: sent on a session that ended, it reaches the server after
+// another consumer claimed the item, and fails there on the version that
+// claim left (zk.ErrBadVersion): the Ack says ErrClaimLost, and the item,
+// the other consumer's now, is not ours to take.
+func TestTranscriptStaleAckFailsOnTheServer(t *testing.T) {
+	tr := newTranscript(t)
+	tr.claimHead()
+	out := tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
+	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Version != 1 {
+		t.Fatalf("Ack: %v, want a multi checking version 1", out.Commands)
+	}
+	out = tr.step(acked{Cmd: last[endClaim](tr, "qn-0000000001"), Name: "qn-0000000001", Err: zk.ErrBadVersion})
+	if r, ok := replied(out, 2); !ok || !errors.Is(r.Err, ErrClaimLost) || len(out.Events) != 0 {
+		t.Fatalf("Ack = %+v, want ErrClaimLost and no ACKED", out)
+	}
+	tr.Check("stale_ack_fails_on_the_server")
 }

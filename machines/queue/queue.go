@@ -60,10 +60,9 @@ var (
 	// looked at again, removed by our delete or by another consumer's at
 	// the same moment; it is returned, so it is never lost, and may have
 	// been returned to that other consumer too. Ack returns it when the
-	// reply to its write was lost and the session ended before it could
-	// tell whether the write was applied: the item is gone, or was when
-	// looked at, removed by this ack or, after a redelivery, by another
-	// consumer's.
+	// reply to its multi was lost and the session ended before the item
+	// was looked at: the item is gone for good, removed by this ack or,
+	// after a redelivery, by another consumer's.
 	ErrUncertain = errors.New("queue: uncertain removal")
 	// ErrSessionLost: the session ended (LOST events carry it).
 	ErrSessionLost = fmt.Errorf("queue: %w", zkrecipes.ErrSessionLost)
@@ -105,7 +104,6 @@ type options struct {
 	meterProvider  metric.MeterProvider
 	maxItemSize    int
 	closeTimeout   time.Duration
-	claimAhead     time.Duration
 	acl            []zk.ACL
 }
 
@@ -138,26 +136,6 @@ func WithMaxItemSize(n int) Option { return func(o *options) { o.maxItemSize = n
 // items still out. Default 10s; it must be positive.
 func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.closeTimeout = d } }
 
-// WithClaimAhead sets how long the item an Ack claimed ahead waits for the
-// handle's next TakeItem. An Ack deletes the item and its claim in one
-// multi; when the handle's cache holds a next item, the same multi claims
-// it, so that a caller taking items one after another pays one write per
-// item instead of two. That item is held for this handle: the next
-// TakeItem gets it at once, and when none comes within d its claim is
-// given back (no NACKED event: it was never out) and any consumer may
-// take it; the handle's own Take, Poll or Peek gives it back at once and
-// then finds it like any other item. Meanwhile other consumers pass it by,
-// as they do any claimed item, and if the session ends it comes again
-// like every claim. Nack claims nothing ahead. Default DefaultClaimAhead;
-// 0 turns it off.
-func WithClaimAhead(d time.Duration) Option { return func(o *options) { o.claimAhead = d } }
-
-// DefaultClaimAhead is how long an item claimed ahead waits for a
-// TakeItem unless WithClaimAhead says otherwise: long enough for a loop's
-// next call, short enough that an item is not kept from others for long
-// by a handle that stopped taking.
-const DefaultClaimAhead = 100 * time.Millisecond
-
 // WithACL sets the ACL of every node the handle creates (its items,
 // claims, and the queue's path and missing parents), in place of the
 // connection's (zk.WithACL, or its default). Default: the connection's. An
@@ -176,7 +154,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 	if path == "/" {
 		return nil, fmt.Errorf("queue: %w %q: the root cannot be a queue", zk.ErrInvalidPath, path)
 	}
-	o := options{maxItemSize: DefaultMaxItemSize, closeTimeout: 10 * time.Second, claimAhead: DefaultClaimAhead}
+	o := options{maxItemSize: DefaultMaxItemSize, closeTimeout: 10 * time.Second}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
@@ -187,8 +165,6 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 		return nil, fmt.Errorf("%w: max item size %d: it must be at least 1", ErrInvalidOption, o.maxItemSize)
 	case o.closeTimeout <= 0:
 		return nil, fmt.Errorf("%w: close timeout %v: it must be positive", ErrInvalidOption, o.closeTimeout)
-	case o.claimAhead < 0:
-		return nil, fmt.Errorf("%w: claim ahead %v: it must not be negative", ErrInvalidOption, o.claimAhead)
 	case conn == nil:
 		return nil, fmt.Errorf("%w: nil connection", ErrClosed)
 	case conn.State() == zk.StateClosed:
@@ -201,7 +177,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 	if o.id == "" {
 		o.id = uuid.NewString()
 	}
-	m, err := newMachine(config{Path: path, ClaimData: []byte(o.id), SessionID: conn.SessionID(), ClaimAhead: o.claimAhead})
+	m, err := newMachine(config{Path: path, ClaimData: []byte(o.id), SessionID: conn.SessionID()})
 	if err != nil {
 		return nil, err
 	}
@@ -431,32 +407,32 @@ func (it *Item) Data() []byte { return it.data }
 // Node is the item's node.
 func (it *Item) Node() string { return zk.Join(it.q.path, it.name) }
 
-// Ack removes the item and our claim on it, in one multi. When the
-// handle's cache holds a next item, the same multi claims it for the
-// handle's next TakeItem (see WithClaimAhead). ErrClaimLost:
-// the claim had gone (the session ended): the item is delivered again.
-// ErrUncertain: the reply was lost and the session ended with it; the
-// item will not be delivered again (see ErrUncertain).
+// Ack removes the item and our claim on it, in one multi that checks the
+// item's version our claim left: an Ack that reaches the server after
+// another consumer claimed the item (sent on a session that ended, see
+// the package doc) fails there. ErrClaimLost: the claim had gone (the
+// session ended, or another consumer claimed the item since): the item
+// is delivered again. ErrUncertain: the reply was lost and the session
+// ended with it; the item will not be delivered again (see ErrUncertain).
 // ErrAcked: Ack or Nack was called before. zk.ErrNoAuth: the server
 // refused the removal for the connection's identity; nothing was applied,
 // and the claim stays ours until Nack (or Close) gives the item back.
 func (it *Item) Ack(ctx context.Context) error {
-	_, err := it.end(ctx, false, claimAheadOf)
+	_, err := it.end(ctx, false, false)
 	return err
 }
 
 // Nack gives the item back: our claim is deleted and the item is
 // delivered again at its place. Errors as Ack.
 func (it *Item) Nack(ctx context.Context) error {
-	_, err := it.end(ctx, true, claimNothing)
+	_, err := it.end(ctx, true, false)
 	return err
 }
 
-// end acks or nacks the item. With claimForCall, the same multi claims
-// the item TakeItem would get now, if the handle's cache has one, and end
-// returns it (nil: none; take one with TakeItem), even when the ack
-// failed.
-func (it *Item) end(ctx context.Context, nack bool, next nextClaim) (*Item, error) {
+// end acks or nacks the item. With next, the same multi claims the item
+// TakeItem would get now, if the handle's cache has it, and end returns it
+// (nil: none; take one with TakeItem), even when the ack failed.
+func (it *Item) end(ctx context.Context, nack, next bool) (*Item, error) {
 	it.mu.Lock()
 	defer it.mu.Unlock()
 	if it.done {

@@ -302,9 +302,6 @@ func TestBadInput(t *testing.T) {
 	if _, err := queue.New(c, "/q", queue.WithMaxItemSize(0)); !errors.Is(err, queue.ErrInvalidOption) {
 		t.Errorf("WithMaxItemSize(0) = %v", err)
 	}
-	if _, err := queue.New(c, "/q", queue.WithClaimAhead(-time.Millisecond)); !errors.Is(err, queue.ErrInvalidOption) {
-		t.Errorf("WithClaimAhead(-1ms) = %v", err)
-	}
 	q, err := queue.New(c, "/q", queue.WithMaxItemSize(10))
 	if err != nil {
 		t.Fatal(err)
