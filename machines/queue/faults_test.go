@@ -48,7 +48,7 @@ func TestClaimReplyLost(t *testing.T) {
 		const path = "/queue/faults/claim"
 		q := newQueue(t, c, path)
 		offer(t, ctx, q, "a")
-		f := tg.LoseNextReply(t, c, testkit.OpCreate, path+"/qn-")
+		f := tg.LoseNextReply(t, c, testkit.OpMulti, path+"/qn-") // the claim's multi
 		it, err := q.TakeItem(ctx)
 		if err != nil || string(it.Data()) != "a" {
 			t.Fatalf("TakeItem = %v, %v", it, err)
@@ -375,7 +375,7 @@ func TestNoWatchLeftOnAClaimGoneFirst(t *testing.T) {
 		}
 		// b's claim of x fails (a holds it); its reply waits until a has
 		// acked x, so b watches a claim that is gone.
-		f := tg.HoldNextReply(t, cb, testkit.OpCreate, path+"/")
+		f := tg.HoldNextReply(t, cb, testkit.OpMulti, path+"/") // b's claim
 		got := make(chan string, 1)
 		go func() {
 			it, err := b.TakeItem(ctx)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/internal/lagging"
 	"github.com/zkrecipes/zkrecipes/machines/queue"
@@ -82,7 +83,7 @@ func TestClaimReplyLostReadFromALaggingServer(t *testing.T) {
 		const path = "/queue/lagging/claim"
 		q := newQueue(t, c, path)
 		offer(t, ctx, q, "a")
-		w := c.LoseNext(lagging.OpCreate, path+"/qn-")
+		w := c.LoseNext(lagging.OpMulti, path+"/qn-") // the claim's multi
 		it, err := q.TakeItem(ctx)
 		if err != nil || string(it.Data()) != "a" {
 			t.Fatalf("TakeItem = %v, %v", it, err)
@@ -150,7 +151,7 @@ func TestAckLandingAfterItsCheck(t *testing.T) {
 func TestClaimLandingAfterItsCheck(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
 		const path = "/queue/late/claim"
-		ctx, c, w, q := lateQueue(t, tg, path, lagging.OpCreate)
+		ctx, c, w, q := lateQueue(t, tg, path, lagging.OpMulti) // the claim's multi
 		it := within(t, ctx, w, "TakeItem", q.TakeItem)
 		if string(it.Data()) != "a" {
 			t.Fatalf("TakeItem = %q, want a", it.Data())
@@ -174,5 +175,53 @@ func TestTakeDeleteLandingAfterItsCheck(t *testing.T) {
 			t.Fatalf("Take = %q, want a", data)
 		}
 		nothingLeft(t, c, path)
+	})
+}
+
+// A late ack: its multi is lost (not sent), and made for real only later,
+// once the consumer's session has ended and another consumer has claimed
+// the item, on the session that came next (as go-zookeeper sends a
+// request queued before a drop). It fails on the server, on the item's
+// version the other claim bumped: the Ack says ErrClaimLost, and the other
+// consumer's claim and Ack stand. (Without the version, the late multi
+// deleted the other's claim and the item: this Ack said ErrUncertain and
+// the other's ErrClaimLost, for an item that would not come again.)
+func TestLateAckFailsOnTheServer(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		const path = "/queue/lagging/lateack"
+		offer(t, ctx, newQueue(t, tg.Connect(t), path), "a")
+		under := tg.Connect(t)
+		lc := lagging.Wrap(under)
+		c := &heldSessionConn{Conn: lc}
+		a := newQueue(t, c, path)
+		it, err := a.TakeItem(ctx)
+		if err != nil || string(it.Data()) != "a" {
+			t.Fatalf("TakeItem = %v, %v", it, err)
+		}
+		c.hold()
+		tg.Expire(t, under) // the client is on a new session; the consumer does not know
+		b := newQueue(t, tg.Connect(t), path)
+		other, err := b.TakeItem(ctx)
+		if err != nil || string(other.Data()) != "a" {
+			t.Fatalf("the other consumer's TakeItem = %v, %v; want a, its claim gone with the session", other, err)
+		}
+		w := lc.LoseNext(lagging.OpMulti, path)
+		acked := make(chan error, 1)
+		go func() { acked <- it.Ack(ctx) }()
+		<-w.Applied()
+		if !errors.Is(w.Err(), zk.ErrBadVersion) {
+			t.Fatalf("the late ack's multi: %v, want zk.ErrBadVersion", w.Err())
+		}
+		c.release()
+		if err := <-acked; !errors.Is(err, queue.ErrClaimLost) {
+			t.Fatalf("the late Ack = %v, want ErrClaimLost", err)
+		}
+		if err := other.Ack(ctx); err != nil {
+			t.Fatalf("the other consumer's Ack = %v, want nil: its claim stands", err)
+		}
+		a.Close()
+		b.Close()
+		nothingLeft(t, under, path)
 	})
 }
