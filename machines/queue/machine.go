@@ -584,9 +584,10 @@ func (m *machine) list(o *out, synced bool) {
 }
 
 // kept: e stays cached whatever a listing says: a write of ours is bound
-// to it.
+// to it, or our ack or nack of it is in flight.
 func (m *machine) kept(e *entry) bool {
-	return e.taker != nil || e.mine || e.busy || m.uncert[e.name]
+	_, ending := m.acks[e.name]
+	return e.taker != nil || e.mine || e.busy || ending || m.uncert[e.name]
 }
 
 func (m *machine) listedItems(o *out, i listed) {
