@@ -1,18 +1,11 @@
 package queue
 
-import (
-	"fmt"
-
-	"github.com/zkrecipes/zkrecipes/adapters/zk"
-)
+import "github.com/zkrecipes/zkrecipes/adapters/zk"
 
 // input is everything that can happen to a consumer's machine: a call, a
 // reply to one of its commands, a watch firing, a session change. The set
 // is closed: the types below are all there is.
-type input interface {
-	isInput()
-	String() string
-}
+type input interface{ isInput() }
 
 // takeKind is what a take call wants.
 type takeKind int
@@ -213,88 +206,9 @@ func (restored) isInput()        {}
 func (refused) isInput()         {}
 func (counted) isInput()         {}
 
-func (i takeCall) String() string { return fmt.Sprintf("Take req=%d kind=%s", i.Req, i.Kind) }
-func (i offerCall) String() string {
-	return fmt.Sprintf("Offer req=%d prefix=%s items=%d", i.Req, i.Prefix, len(i.Items))
-}
-func (i lenCall) String() string { return fmt.Sprintf("Len req=%d", i.Req) }
-func (i ackCall) String() string {
-	verb := "Ack"
-	if i.Nack {
-		verb = "Nack"
-	}
-	if i.Back {
-		verb = "GiveBack"
-	}
-	if i.Next {
-		verb += "+Next"
-	}
-	return fmt.Sprintf("%s req=%d item=%s session=%#x", verb, i.Req, i.Name, i.Session)
-}
-func (i cancelReq) String() string { return fmt.Sprintf("Cancel req=%d", i.Req) }
-func (i refused) String() string {
-	if i.Taken.Session != 0 {
-		return fmt.Sprintf("Refused item=%s session=%#x", i.Taken.Name, i.Taken.Session)
-	}
-	return fmt.Sprintf("Refused item=%s data=%q", i.Taken.Name, i.Taken.Data)
-}
-func (i shutdown) String() string { return fmt.Sprintf("Shutdown req=%d", i.Req) }
-func (i handover) String() string { return fmt.Sprintf("Handover req=%d", i.Req) }
-func (i sessionChange) String() string {
-	return fmt.Sprintf("Session %s session=%#x", i.State, i.SessionID)
-}
-func (i listed) String() string {
-	dir := ""
-	if i.Dir != 0 {
-		dir = fmt.Sprintf(" dir=%#x", i.Dir)
-	}
-	return fmt.Sprintf("Listed cmd=%d children=%v watched=%t%s%s", i.Cmd, i.Children, i.Watched, dir, errText(i.Err))
-}
-func (i childrenChanged) String() string { return fmt.Sprintf("ChildrenChanged cmd=%d", i.Cmd) }
-func (i dataRead) String() string {
-	return fmt.Sprintf("Read cmd=%d item=%s data=%q version=%d%s", i.Cmd, i.Name, i.Data, i.Version, errText(i.Err))
-}
-func (i removed) String() string {
-	return fmt.Sprintf("Removed cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
-}
-func (i claimed) String() string {
-	return fmt.Sprintf("Claimed cmd=%d item=%s session=%#x version=%d%s", i.Cmd, i.Name, i.Session, i.Version, errText(i.Err))
-}
-func (i claimWatched) String() string {
-	return fmt.Sprintf("ClaimWatched cmd=%d item=%s exists=%t%s", i.Cmd, i.Name, i.Exists, errText(i.Err))
-}
-func (i claimGone) String() string {
-	return fmt.Sprintf("ClaimGone cmd=%d item=%s deleted=%t", i.Cmd, i.Name, i.Deleted)
-}
-func (i acked) String() string {
-	return fmt.Sprintf("Acked cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
-}
-func (i checked) String() string {
-	return fmt.Sprintf("Checked cmd=%d item=%s exists=%t claim=%#x version=%d session=%#x%s", i.Cmd, i.Name, i.ItemExists, i.ClaimOwner, i.Version, i.Session, errText(i.Err))
-}
-func (i offered) String() string {
-	return fmt.Sprintf("Offered cmd=%d names=%v%s", i.Cmd, i.Names, errText(i.Err))
-}
-func (i restored) String() string {
-	return fmt.Sprintf("Restored cmd=%d item=%s%s", i.Cmd, i.Name, errText(i.Err))
-}
-func (i counted) String() string {
-	return fmt.Sprintf("Counted cmd=%d n=%d%s", i.Cmd, i.N, errText(i.Err))
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return " err=" + err.Error()
-}
-
 // command is a request the machine asks its shell to make; the inputs
 // that answer it carry its ID.
-type command interface {
-	ID() uint64
-	String() string
-}
+type command interface{ ID() uint64 }
 
 // listItems lists the queue's children, after a sync when Sync is set,
 // leaving a child watch when Watch is set (an existence watch when the
@@ -393,24 +307,3 @@ func (c createItems) ID() uint64 { return c.Cmd }
 func (c restoreItem) ID() uint64 { return c.Cmd }
 func (c countItems) ID() uint64  { return c.Cmd }
 
-func (c listItems) String() string {
-	return fmt.Sprintf("ListItems cmd=%d sync=%t watch=%t", c.Cmd, c.Sync, c.Watch)
-}
-func (c readItem) String() string   { return fmt.Sprintf("ReadItem cmd=%d item=%s", c.Cmd, c.Name) }
-func (c removeItem) String() string { return fmt.Sprintf("RemoveItem cmd=%d item=%s", c.Cmd, c.Name) }
-func (c claimItem) String() string {
-	return fmt.Sprintf("ClaimItem cmd=%d item=%s version=%d", c.Cmd, c.Name, c.Version)
-}
-func (c watchClaim) String() string { return fmt.Sprintf("WatchClaim cmd=%d item=%s", c.Cmd, c.Name) }
-func (c endClaim) String() string {
-	if c.Next != "" {
-		return fmt.Sprintf("EndClaim cmd=%d item=%s nack=%t version=%d next=%s next.version=%d", c.Cmd, c.Name, c.Nack, c.Version, c.Next, c.NextVersion)
-	}
-	return fmt.Sprintf("EndClaim cmd=%d item=%s nack=%t version=%d", c.Cmd, c.Name, c.Nack, c.Version)
-}
-func (c checkItem) String() string { return fmt.Sprintf("CheckItem cmd=%d item=%s", c.Cmd, c.Name) }
-func (c createItems) String() string {
-	return fmt.Sprintf("CreateItems cmd=%d prefix=%s items=%d", c.Cmd, c.Prefix, len(c.Items))
-}
-func (c restoreItem) String() string { return fmt.Sprintf("RestoreItem cmd=%d item=%s", c.Cmd, c.Name) }
-func (c countItems) String() string  { return fmt.Sprintf("CountItems cmd=%d", c.Cmd) }

@@ -3,7 +3,9 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -50,7 +52,7 @@ func newTranscript(t *testing.T) *transcript {
 		},
 	}}
 	m.fsm = firing{m.fsm.(*runtime.FSM)}
-	golden.Record(tr.Transcript, "(start)", m.Start())
+	golden.Record(tr.Transcript, "(start)", runtime.Output[shownCommand]{Events: m.Start().Events})
 	t.Cleanup(func() {
 		if err := m.Bug(); err != nil {
 			t.Errorf("an illegal transition: %v", err)
@@ -61,9 +63,42 @@ func newTranscript(t *testing.T) *transcript {
 
 func (tr *transcript) step(in input) runtime.Output[command] {
 	out := tr.m.Step(in)
-	golden.Record(tr.Transcript, in.String(), out)
+	shown := runtime.Output[shownCommand]{Events: out.Events, Replies: out.Replies, Done: out.Done}
+	for _, c := range out.Commands {
+		shown.Commands = append(shown.Commands, shownCommand{c})
+	}
+	golden.Record(tr.Transcript, show(in), shown)
 	tr.sent = append(tr.sent, out.Commands...)
 	return out
+}
+
+// shownCommand is a command as a transcript shows it (see show).
+type shownCommand struct{ command }
+
+func (c shownCommand) String() string { return show(c.command) }
+
+// show is an input or command as a transcript shows it: its type and its
+// fields that are set, data as text and sessions in hex.
+func show(v any) string {
+	rv := reflect.ValueOf(v)
+	b := []string{rv.Type().Name()}
+	for i := range rv.NumField() {
+		f, name := rv.Field(i), strings.ToLower(rv.Type().Field(i).Name)
+		if f.IsZero() {
+			continue
+		}
+		switch x := f.Interface().(type) {
+		case []byte:
+			b = append(b, fmt.Sprintf("%s=%q", name, x))
+		case int64:
+			b = append(b, fmt.Sprintf("%s=%#x", name, x))
+		case taken:
+			b = append(b, fmt.Sprintf("%s=%s/%q/%#x", name, x.Name, x.Data, x.Session))
+		default:
+			b = append(b, fmt.Sprintf("%s=%v", name, x))
+		}
+	}
+	return strings.Join(b, " ")
 }
 
 // last is the id of the last command of type C the machine sent for item
