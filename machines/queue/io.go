@@ -306,4 +306,3 @@ func (c checkItem) ID() uint64   { return c.Cmd }
 func (c createItems) ID() uint64 { return c.Cmd }
 func (c restoreItem) ID() uint64 { return c.Cmd }
 func (c countItems) ID() uint64  { return c.Cmd }
-

@@ -45,10 +45,7 @@ var transitions = []runtime.Transition{
 // machine is one queue handle's consumer and producer: a pure machine,
 // (state, input) → (state, commands, events, replies). It keeps a sorted
 // cache of the queue's items, fed by one child watch, and gives its
-// waiting calls the next item by the consumer rule (see candidate): a take
-// deletes it (the consumer whose delete succeeds owns it), a claim creates
-// an ephemeral claim under it and bumps its version. The next items' data
-// is read while an item is taken.
+// waiting calls the next item by the consumer rule (see candidate).
 type machine struct {
 	cfg config
 	// fsm is a *runtime.FSM (an interface: the tests record what it fires).
@@ -74,47 +71,36 @@ type machine struct {
 	listed     bool              // a listing completed: the cache means something
 	watchArmed bool              // our child watch is set
 	stale      bool              // the children changed since the last listing
-	// marks: per priority, the sequence number of the last item we took
-	// or claimed (see candidate).
-	marks map[int64]uint32
-	// exceptHint: an exempt item (see entry.exempt) may be before our
-	// mark (see scanFrom).
-	exceptHint bool
+	marks      map[int64]uint32  // per priority, the last item we took or claimed (see candidate)
+	exceptHint bool              // an exempt item may be before our mark (see scanFrom)
 
-	takers []*taker          // calls waiting for an item, in arrival order
-	claims map[string]claim  // our claims, by item
-	acks   map[string]ackOp  // endClaim in flight, by item
-	joints map[uint64]*joint // calls whose ack went in one multi with the next claim
-	uncert map[string]bool   // items whose last write of ours has an unknown outcome
-	offers map[uint64]uint64 // createItems in flight → the call
-	counts map[uint64]uint64 // countItems in flight → the call
-	owed   int               // writes in flight the shutdown waits for
-	// closing: the shutdown call, once one came.
-	closing  uint64
-	connGone bool              // the connection was closed
-	restore  map[string][]byte // items taken for a withdrawn call, to put back
-	// restoreLater: put-backs the connection failed, sent again once it
-	// is up.
-	restoreLater []string
+	takers       []*taker          // calls waiting for an item, in arrival order
+	claims       map[string]claim  // our claims, by item
+	acks         map[string]ackOp  // endClaim in flight, by item
+	joints       map[uint64]*joint // calls whose ack went in one multi with the next claim
+	uncert       map[string]bool   // items whose last write of ours has an unknown outcome
+	offers       map[uint64]uint64 // createItems in flight → the call
+	counts       map[uint64]uint64 // countItems in flight → the call
+	owed         int               // writes in flight the shutdown waits for
+	closing      uint64            // the shutdown call, once one came
+	connGone     bool              // the connection was closed
+	restore      map[string][]byte // items taken for a withdrawn call, to put back
+	restoreLater []string          // put-backs the connection failed, sent again once it is up
 }
 
 // entry is one cached item.
 type entry struct {
 	itemName
-	data    []byte
-	hasData bool
-	reading bool
-	// version: the item's data version as last read, or as our claim
-	// left it. Every claim bumps it (see claimItem), so an ack or nack
-	// that checks it cannot match a newer claim.
-	version int32
-	taker   *taker // the call it is being taken or claimed for
-	busy    bool   // our remove or claim of it is in flight
-	mine    bool   // we hold its claim (an Item is out)
-	others  bool   // another consumer holds its claim
-	// watching: our watch on that claim is set.
-	watching bool
-	again    bool // its claim went away: the next delivery is a redelivery
+	data     []byte
+	hasData  bool
+	reading  bool
+	version  int32  // the item's data version as read, or as our claim left it (see claimItem)
+	taker    *taker // the call it is being taken or claimed for
+	busy     bool   // our remove or claim of it is in flight
+	mine     bool   // we hold its claim (an Item is out)
+	others   bool   // another consumer holds its claim
+	watching bool   // our watch on that claim is set
+	again    bool   // its claim went away: the next delivery is a redelivery
 	// ours: it went to no one and is back at its place (put back for a
 	// withdrawn take, given back unclaimed, our write not applied, a take
 	// cancelled before its write): ours to take again wherever our mark
@@ -129,8 +115,7 @@ type entry struct {
 	retried bool
 }
 
-// claim is one of our claims: the session it was made on and the item's
-// version it left.
+// claim is one of ours: the session it was made on, the version it left.
 type claim struct {
 	session int64
 	version int32
@@ -145,9 +130,9 @@ type ackOp struct {
 }
 
 // joint is an ack (or nack) call with Next whose ack went out in one multi
-// with the claim of the next item: the call is answered once both parts
-// are. The ack part answers to the call's request id, the claim part (a
-// taker) to that id with claimPart set.
+// with the claim of the next item, answered once both parts are: the ack
+// part under the call's request id, the claim part (a taker) under that
+// id with claimPart set.
 type joint struct {
 	ackDone, claimDone bool
 	ackErr             error
@@ -287,10 +272,9 @@ func (m *machine) Step(in input) out {
 	}
 	m.pump(&o)
 	m.finishShutdown(&o)
-	// A take's delete or claim is the write its caller waits for: it goes
-	// last. The shell starts one goroutine per command, in order, and the
-	// one started last runs first (see runtime.Shell.apply), so the write
-	// is likely to leave ahead of the reads made with it.
+	// A take's write goes last: the shell starts one goroutine per
+	// command, and the one started last runs first (runtime.Shell.apply),
+	// so the write likely leaves ahead of the reads made with it.
 	slices.SortStableFunc(o.Commands, func(a, b command) int {
 		wa, wb := takeWrite(a), takeWrite(b)
 		switch {
@@ -322,9 +306,7 @@ func (m *machine) pump(o *out) {
 		return
 	}
 	needList := !m.listed && len(m.takers) > 0
-	// An item on its way back to its place comes before the item any
-	// taker would get now: they wait for it.
-	givingBack := m.givingBack()
+	givingBack := m.givingBack() // it comes first: takers wait for it
 	for _, t := range slices.Clone(m.takers) {
 		if e := t.entry; e != nil {
 			m.advance(o, e) // again, if a lost connection failed its read
@@ -334,10 +316,7 @@ func (m *machine) pump(o *out) {
 			m.dropTaker(t)
 			continue
 		}
-		if t.req&claimPart != 0 {
-			// A joint's claim that did not go through (the item was gone
-			// or claimed, or the multi failed on the ack): the call
-			// answers without a next item, and its caller takes one.
+		if t.req&claimPart != 0 { // a joint's claim that did not go through: no next item
 			m.dropTaker(t)
 			m.reply(o, t.req, nil, nil)
 			continue
@@ -358,9 +337,7 @@ func (m *machine) pump(o *out) {
 			m.reply(o, t.req, nil, errs.empty)
 		case e == nil:
 			needList = needList || !m.watchArmed // wait for the watch
-		case e.prio > 0 && !t.fresh:
-			// An item of a higher priority offered meanwhile must not be
-			// passed over: choose after a sync and a listing.
+		case e.prio > 0 && !t.fresh: // a lower number offered meanwhile must not be passed over
 			t.wantFresh, m.freshNext = true, true
 		case t.kind == kindPeek:
 			if e.hasData {
@@ -431,15 +408,12 @@ func (m *machine) candidate(t *taker) *entry {
 }
 
 // free: e may be given to a take: in the queue, not being taken, claimed
-// by no one, and with no write of ours of unknown outcome on it, nor an
-// ack or nack of ours in flight.
+// by no one, with no write of ours of unknown outcome or ack in flight.
 func (m *machine) free(e *entry) bool {
 	if e.dead || e.taker != nil || e.mine || e.others {
 		return false
 	}
-	// The maps are mostly empty: the scan for the next item asks this of
-	// every entry it passes, and a lookup costs more than all the rest.
-	if len(m.uncert) > 0 && m.uncert[e.name] {
+	if len(m.uncert) > 0 && m.uncert[e.name] { // (the maps are mostly empty: cheaper)
 		return false
 	}
 	if len(m.acks) > 0 {
@@ -515,9 +489,8 @@ func (m *machine) won(e *entry) {
 }
 
 // readAhead reads the data of the next readBatch items a take would get,
-// once the next one has none and none is being read. A read sent beside a
-// take's delete delays that delete on the server: read in batches, one
-// take in readBatch pays it, and the others' writes go alone.
+// once the next one has none: a read beside a delete delays it on the
+// server, and in batches only one take in readBatch pays that.
 func (m *machine) readAhead(o *out) {
 	next := m.candidate(nil)
 	if next == nil || next.hasData || next.reading {
@@ -532,8 +505,7 @@ func (m *machine) readAhead(o *out) {
 }
 
 // advance takes the next step for an entry bound to a take or claim: its
-// data first, then the delete or the claim (which sets the data it read
-// at the version it read, see claimItem).
+// data first, then the delete or the claim (see claimItem).
 func (m *machine) advance(o *out, e *entry) {
 	switch {
 	case e.busy || m.uncert[e.name]:
@@ -659,9 +631,7 @@ func (m *machine) listedItems(o *out, i listed) {
 	}
 	slices.SortFunc(m.order, func(a, b *entry) int { return compareItems(a.itemName, b.itemName) })
 	for _, t := range m.takers {
-		if synced && t.freshList == m.lists {
-			t.fresh = true
-		}
+		t.fresh = t.fresh || synced && t.freshList == m.lists
 	}
 }
 
@@ -750,24 +720,22 @@ func (m *machine) deliverTaken(o *out, e *entry, uncertain error) {
 	m.reply(o, t.req, taken{Name: e.name, Data: e.data}, nil)
 }
 
-// restoreItem creates again, at its place (its own name), an item we
-// removed for a caller that did not take it.
+// restoreItem puts back at its place (its own name) an item we removed
+// for a caller that did not take it.
 func (m *machine) restoreItem(o *out, name string, data []byte) {
 	m.restore[name] = data
 	m.owed++
 	o.Commands = append(o.Commands, restoreItem{Cmd: m.cmd(), Name: name, Data: data})
 }
 
-// restored: an item put back is in the queue again, or, when the
-// connection failed first, is put back once it is up again (a create
-// applied before its reply was lost then finds the item there).
+// restored: an item put back is in the queue again, or is put back once
+// the connection is up again (finding itself there if its create landed).
 func (m *machine) restored(o *out, i restored) {
 	m.owed--
 	switch {
 	case i.Err == nil || errors.Is(i.Err, zk.ErrNodeExists):
-		// In the cache at once, with its data: the takes that waited for
-		// it (givingBack) get it first, with no listing.
-		data := m.restore[i.Name]
+		data := m.restore[i.Name] // cached at once: the takes that waited get it first
+
 		delete(m.restore, i.Name)
 		delete(m.gone, i.Name)
 		if n, ok := parseItem(i.Name); ok && m.entries[i.Name] == nil {
@@ -810,11 +778,9 @@ func (m *machine) claimed(o *out, i claimed) {
 	e.busy = false
 	switch {
 	case i.Err == nil && !m.onOurSession(i.Session):
-		// Made on another session than the machine's: asked on the one
-		// that ended, it went out on the next (the client sends what it
-		// had queued), whose news has not come yet; or the session
-		// changed while it was in flight. Whose it is, is asked once the
-		// session is known (see checked).
+		// Made on another session than the machine's (the client sends
+		// what it had queued on the next one, whose news has not come
+		// yet): whose it is, is asked once the session is known.
 		m.uncertain(o, e)
 	case i.Err == nil:
 		m.claimedOurs(o, e, i.Version)
@@ -826,9 +792,7 @@ func (m *machine) claimed(o *out, i claimed) {
 	case errors.Is(i.Err, zk.ErrNoNode):
 		m.unbind(e)
 		m.markGone(e)
-	case errors.Is(i.Err, zk.ErrBadVersion):
-		// Claimed and given back since we read it: read it again (its
-		// data may be another item's of the same name), then claim.
+	case errors.Is(i.Err, zk.ErrBadVersion): // claimed and given back since read: read again
 		e.hasData = false
 	case errors.Is(i.Err, errNotApplied): // the ack failed the multi
 		e.ours, m.exceptHint = true, true
@@ -901,12 +865,7 @@ func (m *machine) checked(o *out, i checked) {
 		return
 	}
 	if !m.onOurSession(i.Session) {
-		// Read on another session than the machine's (the news of the
-		// change still to come, or already handled), or while it
-		// changed: judged against our claims, the reads could take our
-		// own claim for another consumer's. The change brings a check
-		// again (see recheck).
-		return
+		return // judged by the session it was read on, when known (see recheck)
 	}
 	delete(m.uncert, i.Name)
 	if a, ok := m.acks[i.Name]; ok { // an ack or nack whose reply was lost
@@ -937,9 +896,7 @@ func (m *machine) checked(o *out, i checked) {
 		return
 	}
 	if e.busy {
-		// A write of ours on e went out after the one this check is about
-		// (an earlier check found that one not made): its reply decides.
-		return
+		return // a write of ours went out after the one checked: its reply decides
 	}
 	e.retried = false
 	switch t := e.taker; {
@@ -1020,8 +977,8 @@ func (m *machine) givingBack() bool {
 	return slices.ContainsFunc(m.takers, func(t *taker) bool { return t.withdrawn && t.entry != nil })
 }
 
-// onOurSession: a request made on session (0: while the session changed)
-// was made on the session the machine knows.
+// onOurSession: a request made on session (0: while it changed) was made
+// on the one the machine knows.
 func (m *machine) onOurSession(session int64) bool {
 	return session != 0 && session == m.session
 }
@@ -1048,14 +1005,10 @@ func (m *machine) acked(o *out, i acked) {
 		delete(m.acks, i.Name)
 		m.claimEnded(o, i.Name, e, a)
 	case lost && e != nil && e.retried:
-		// Our claim was gone, and nothing of this multi applied; but the
-		// first one, sent before the check that saw the claim, may have
-		// landed since and taken the item with the claim. Look again.
-		m.uncertain(o, e)
+		m.uncertain(o, e) // our first multi, sent before the check, may have landed since
 	case lost:
-		// Our claim was gone with its session (whose end we may learn
-		// only after this reply), or the item claimed by another since:
-		// nothing was applied, and the item comes again.
+		// Our claim was gone with its session, or the item claimed by
+		// another since: nothing was applied, and the item comes again.
 		delete(m.acks, i.Name)
 		delete(m.claims, i.Name)
 		if e != nil {
@@ -1065,9 +1018,7 @@ func (m *machine) acked(o *out, i acked) {
 	case errors.Is(i.Err, zk.ErrNoAuth): // refused: nothing was applied, our claim stays
 		delete(m.acks, i.Name)
 		m.reply(o, a.req, nil, i.Err)
-	case e != nil:
-		// The reply was lost (perhaps with the session): the write may
-		// have been applied. checked tells once the item is looked at.
+	case e != nil: // the reply was lost: the write may have been applied
 		m.uncertain(o, e)
 	default:
 		delete(m.acks, i.Name)

@@ -20,8 +20,8 @@ const sess = 0x100
 // input, the events, replies and commands it produced and the state after.
 type transcript struct {
 	*golden.Transcript
-	m     *machine
-	sent  []command // the commands the machine sent, in order
+	m    *machine
+	sent []command // the commands the machine sent, in order
 }
 
 func newTranscript(t *testing.T) *transcript {
@@ -182,6 +182,7 @@ func replied(out runtime.Output[command], req uint64) (runtime.Reply, bool) {
 	}
 	return runtime.Reply{}, false
 }
+
 // One take: listed, the head's data read (and the next ones' ahead), the
 // head deleted; the next take finds the next item's data already there.
 func TestTranscriptTakeReadsAhead(t *testing.T) {
@@ -198,6 +199,7 @@ func TestTranscriptTakeReadsAhead(t *testing.T) {
 	tr.step(removed{Cmd: last[removeItem](tr, "qn-0000000002"), Name: "qn-0000000002"})
 	tr.Check("take_reads_ahead")
 }
+
 // Our claim's session ends before the ack: the ack is refused with
 // ErrClaimLost, and the item comes again (here to us, after a listing).
 func TestTranscriptClaimLost(t *testing.T) {
@@ -220,6 +222,7 @@ func TestTranscriptClaimLost(t *testing.T) {
 	}
 	tr.Check("claim_lost")
 }
+
 // Another consumer holds the head's claim; when its claim goes (nack or
 // expiry), our waiting claim gets the item: REDELIVERED, then CLAIMED.
 // The claim that failed bumped nothing; ours is made at the version read
@@ -245,6 +248,7 @@ func TestTranscriptRedelivery(t *testing.T) {
 	}
 	tr.Check("redelivery")
 }
+
 // An item of a higher priority arrives while a take chooses among cached
 // items of a lower one: the take syncs and lists before it chooses, and
 // gets the new item.
@@ -261,6 +265,7 @@ func TestTranscriptPriorityArrivesDuringTake(t *testing.T) {
 	}
 	tr.Check("priority_arrives_during_take")
 }
+
 // The reply to our claim comes after the session was lost and before the
 // next one is known: the claim may live on either session (a request sent
 // while disconnected is made on the next session). It is asked about once
@@ -322,6 +327,7 @@ func TestItemNames(t *testing.T) {
 		t.Error("a wrapped sequence sorts before the ones before the wrap")
 	}
 }
+
 // The queue's node, an empty container, was reaped and created again by
 // the next offers: its sequence numbers started over, so the new head has
 // the name of an item we acked before. The listing tells by the node's
@@ -359,6 +365,7 @@ func commands[C any](o out) []C {
 	}
 	return cs
 }
+
 // Consume's ack claims the next item in the same multi (one write round
 // trip for both), at the version read ahead: the call answers once the
 // ack is through and the next item is claimed, with its data.
@@ -383,6 +390,7 @@ func TestTranscriptAckClaimsNextInOneMulti(t *testing.T) {
 	tr.step(acked{Cmd: last[endClaim](tr, "qn-0000000002"), Name: "qn-0000000002"})
 	tr.Check("ack_claims_next_in_one_multi")
 }
+
 // The next item was claimed by another consumer first: the multi fails on
 // its claim, so nothing of it is applied; the ack is sent again alone, the
 // other's claim is watched, and the call answers with no next item once
@@ -402,6 +410,7 @@ func TestTranscriptJointClaimLostToAnother(t *testing.T) {
 	}
 	tr.Check("joint_claim_lost_to_another")
 }
+
 // An ack with Next asked while the handle shuts down claims nothing: the
 // ack goes alone (a claim made now would outlive the shutdown, which
 // gives the claims back), sent at once though the connection is down: it
@@ -420,6 +429,7 @@ func TestTranscriptNoJointClaimWhileClosing(t *testing.T) {
 	tr.step(acked{Cmd: last[endClaim](tr, "qn-0000000001"), Name: "qn-0000000001"})
 	tr.Check("no_joint_claim_while_closing")
 }
+
 // Two checks of one claim whose reply was lost are in flight (one sent at
 // once, one at RECONNECTED). The first finds the claim not made, and the
 // claim goes again; the second, answered after that new claim was made,
@@ -444,6 +454,7 @@ func TestTranscriptStaleCheckDuringANewClaim(t *testing.T) {
 	}
 	tr.Check("stale_check_during_a_new_claim")
 }
+
 // An ack with Next goes out, and the session ends before its reply. On
 // the next session the acked item is free again (its claim went with the
 // session), but a take does not claim it while the ack is in flight: its
@@ -495,6 +506,7 @@ func TestTranscriptRefusedTakePutsTheItemBack(t *testing.T) {
 	tr.step(restored{Cmd: commands[restoreItem](out)[0].Cmd, Name: "qn-0000000001", Err: zk.ErrNodeExists}) // the first one was applied
 	tr.Check("refused_take_puts_the_item_back")
 }
+
 // A TakeItem's answer that no caller took gives its claim back: no
 // NACKED, and a TakeItem coming meanwhile waits for it and claims that
 // item, the head, not the next.
@@ -515,6 +527,7 @@ func TestTranscriptRefusedClaimIsGivenBack(t *testing.T) {
 	}
 	tr.Check("refused_claim_is_given_back")
 }
+
 // A TakeItem coming while an item taken for no caller is being put back
 // waits for it, and claims it: the item is back at its place, in the
 // cache, with no listing.
@@ -533,6 +546,7 @@ func TestTranscriptClaimWaitsForThePutBack(t *testing.T) {
 	tr.step(claimed{Cmd: last[claimItem](tr, "qn-0000000001"), Name: "qn-0000000001", Session: sess, Version: 1})
 	tr.Check("claim_waits_for_the_put_back")
 }
+
 // An ack's reply is lost; the check finds our claim still there, so the
 // ack is sent again; the first lands just before it, and the second finds
 // the claim gone. The item may have gone with the first: a second check
