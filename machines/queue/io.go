@@ -15,16 +15,20 @@ const (
 	kindPoll                      // the head, removed; ErrEmpty when empty
 	kindTake                      // the head, removed; waits for one
 	kindClaim                     // the head, claimed (acknowledged consumption); waits for one
+	kindWait                      // nothing, once there is an item to take (a sharded take waits so)
 )
 
-var kindNames = map[takeKind]string{kindPeek: "peek", kindPoll: "poll", kindTake: "take", kindClaim: "claim"}
+var kindNames = map[takeKind]string{kindPeek: "peek", kindPoll: "poll", kindTake: "take", kindClaim: "claim", kindWait: "wait"}
 
 func (k takeKind) String() string { return kindNames[k] }
 
-// takeCall asks for the head of the queue.
+// takeCall asks for the head of the queue. Try: a take or claim that says
+// ErrEmpty at once when the cache, once listed, has nothing to take (a
+// sharded handle's look at one shard).
 type takeCall struct {
 	Req  uint64
 	Kind takeKind
+	Try  bool
 }
 
 // offerCall adds items (one, or a batch made in one multi), each created

@@ -150,6 +150,7 @@ var errNotApplied = errors.New("not applied: the multi failed on another op")
 type taker struct {
 	req       uint64
 	kind      takeKind
+	try       bool   // ErrEmpty at once when the cache has nothing (see takeCall)
 	fresh     bool   // a listing made after a sync completed since it came
 	wantFresh bool   // it needs one
 	freshList uint64 // the synced listing in flight it waits for
@@ -207,7 +208,7 @@ func (m *machine) Step(in input) out {
 			m.reply(&o, i.Req, nil, errs.closed)
 			break
 		}
-		m.takers = append(m.takers, &taker{req: i.Req, kind: i.Kind})
+		m.takers = append(m.takers, &taker{req: i.Req, kind: i.Kind, try: i.Try})
 	case offerCall:
 		if m.closing != 0 {
 			m.reply(&o, i.Req, nil, errs.closed)
@@ -328,6 +329,9 @@ func (m *machine) pump(o *out) {
 		switch {
 		case e == nil && (!m.listed || m.stale || m.listing):
 			needList = needList || !m.listing
+		case e == nil && t.try: // a sharded handle's look at one shard: no sync
+			m.dropTaker(t)
+			m.reply(o, t.req, nil, errs.empty)
 		case e == nil && (t.kind == kindPeek || t.kind == kindPoll):
 			if !t.fresh {
 				t.wantFresh, m.freshNext = true, true
@@ -339,6 +343,9 @@ func (m *machine) pump(o *out) {
 			needList = needList || !m.watchArmed // wait for the watch
 		case e.prio > 0 && !t.fresh: // a lower number offered meanwhile must not be passed over
 			t.wantFresh, m.freshNext = true, true
+		case t.kind == kindWait:
+			m.dropTaker(t)
+			m.reply(o, t.req, nil, nil)
 		case t.kind == kindPeek:
 			if e.hasData {
 				m.dropTaker(t)

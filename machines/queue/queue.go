@@ -92,7 +92,7 @@ type Queue struct {
 	attrs []attribute.KeyValue
 	sent  metric.Int64Counter // messaging.client.sent.messages
 	taken metric.Int64Counter // messaging.client.consumed.messages
-
+	sh    *sharding           // how items spread over shards (see WithShards)
 }
 
 // Option configures a Queue. A nil Option is ignored.
@@ -104,6 +104,7 @@ type options struct {
 	meterProvider  metric.MeterProvider
 	maxItemSize    int
 	closeTimeout   time.Duration
+	shards         int
 	acl            []zk.ACL
 }
 
@@ -154,7 +155,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 	if path == "/" {
 		return nil, fmt.Errorf("queue: %w %q: the root cannot be a queue", zk.ErrInvalidPath, path)
 	}
-	o := options{maxItemSize: DefaultMaxItemSize, closeTimeout: 10 * time.Second}
+	o := options{maxItemSize: DefaultMaxItemSize, closeTimeout: 10 * time.Second, shards: 1}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
@@ -165,6 +166,8 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 		return nil, fmt.Errorf("%w: max item size %d: it must be at least 1", ErrInvalidOption, o.maxItemSize)
 	case o.closeTimeout <= 0:
 		return nil, fmt.Errorf("%w: close timeout %v: it must be positive", ErrInvalidOption, o.closeTimeout)
+	case o.shards < 1 || o.shards > MaxShards:
+		return nil, fmt.Errorf("%w: %d shards: it must be 1 to %d", ErrInvalidOption, o.shards, MaxShards)
 	case conn == nil:
 		return nil, fmt.Errorf("%w: nil connection", ErrClosed)
 	case conn.State() == zk.StateClosed:
@@ -177,11 +180,19 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 	if o.id == "" {
 		o.id = uuid.NewString()
 	}
+	if o.shards > 1 {
+		return newSharded(conn, path, o)
+	}
+	return newQueue(conn, path, o)
+}
+
+// newQueue returns a handle on the unsharded queue at path.
+func newQueue(conn zk.Conn, path string, o options) (*Queue, error) {
 	m, err := newMachine(config{Path: path, ClaimData: []byte(o.id), SessionID: conn.SessionID()})
 	if err != nil {
 		return nil, err
 	}
-	q := &Queue{conn: conn, path: path, o: o,
+	q := &Queue{conn: conn, path: path, o: o, sh: &sharding{},
 		tel: runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tracerProvider, MeterProvider: o.meterProvider,
 			Scope: ScopeName, Version: Version, Recipe: "queue", Path: path, Instance: o.id}),
 		attrs: []attribute.KeyValue{attribute.String("messaging.system", "zookeeper"), attribute.String("messaging.destination.name", path)},
@@ -229,12 +240,20 @@ func (q *Queue) ID() string { return q.o.id }
 // DETERMINE while it lists the queue, READY with the items cached and
 // watched, FAILED after a lost session (until it lists again), STOP once
 // closed.
-func (q *Queue) State() events.State { return q.shell.State() }
+func (q *Queue) State() events.State {
+	if q.sh.shards != nil {
+		return q.sh.shards[q.sh.own].State()
+	}
+	return q.shell.State()
+}
 
 // Subscribe returns a subscription to the queue's lifecycle events:
 // OFFERED, TAKEN, CLAIMED, ACKED, NACKED, REDELIVERED, the session's
 // SUSPENDED, RECONNECTED and LOST, and START, STOP_START, STOP_COMPLETE.
 func (q *Queue) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
+	if q.sh.shards != nil {
+		return q.sh.bus.Subscribe(opts...)
+	}
 	return q.shell.Subscribe(opts...)
 }
 
@@ -280,6 +299,12 @@ func (q *Queue) offer(ctx context.Context, prefix string, items [][]byte) error 
 	if len(items) > 1 && total > q.o.maxItemSize+1024 {
 		return fmt.Errorf("%w: the batch's %d items need about %d bytes in one multi, over %d", ErrTooLarge, len(items), total, q.o.maxItemSize+1024)
 	}
+	if err := q.checkShards(ctx); err != nil {
+		return err
+	}
+	if q.sh.shards != nil {
+		return q.nextShard().offer(ctx, prefix, items)
+	}
 	ctx, span := q.tel.Start(ctx, "offer", trace.SpanKindProducer, append(q.attrs, attribute.String("messaging.operation.type", "send"),
 		attribute.Int("messaging.batch.message_count", len(items)))...)
 	defer span.End()
@@ -294,14 +319,14 @@ func (q *Queue) offer(ctx context.Context, prefix string, items [][]byte) error 
 // Peek returns the head item's data without removing it, or ErrEmpty at
 // once when the queue is empty.
 func (q *Queue) Peek(ctx context.Context) ([]byte, error) {
-	t, err := q.take(ctx, kindPeek, "peek")
+	t, _, err := q.take(ctx, kindPeek, "peek", false)
 	return t.Data, err
 }
 
 // Poll removes and returns the head item, or returns ErrEmpty at once
 // when the queue is empty.
 func (q *Queue) Poll(ctx context.Context) ([]byte, error) {
-	t, err := q.take(ctx, kindPoll, "poll")
+	t, _, err := q.take(ctx, kindPoll, "poll", false)
 	return t.Data, err
 }
 
@@ -324,7 +349,7 @@ func (q *Queue) Poll(ctx context.Context) ([]byte, error) {
 // A delete (TakeItem: a claim) the server refuses for the connection's
 // identity returns an error matching zk.ErrNoAuth at once.
 func (q *Queue) Take(ctx context.Context) ([]byte, error) {
-	t, err := q.take(ctx, kindTake, "take")
+	t, _, err := q.take(ctx, kindTake, "take", false)
 	return t.Data, err
 }
 
@@ -334,17 +359,26 @@ func (q *Queue) Take(ctx context.Context) ([]byte, error) {
 // ends first, the claim goes with it and the item is delivered again, to
 // this consumer or another.
 func (q *Queue) TakeItem(ctx context.Context) (*Item, error) {
-	t, err := q.take(ctx, kindClaim, "take")
+	t, s, err := q.take(ctx, kindClaim, "take", false)
 	if err != nil {
 		return nil, err
 	}
-	return &Item{q: q, name: t.Name, data: t.Data, session: t.Session}, nil
+	return &Item{q: s, name: t.Name, data: t.Data, session: t.Session}, nil
 }
 
-func (q *Queue) take(ctx context.Context, kind takeKind, name string) (taken, error) {
+// take makes a take of kind, and returns what it got and from which
+// (sub-)queue. try: ErrEmpty at once when the cache has nothing (see
+// takeCall).
+func (q *Queue) take(ctx context.Context, kind takeKind, name string, try bool) (taken, *Queue, error) {
+	if err := q.checkShards(ctx); err != nil {
+		return taken{}, q, err
+	}
+	if q.sh.shards != nil {
+		return q.takeSharded(ctx, kind, name)
+	}
 	ctx, span := q.tel.Start(ctx, name, trace.SpanKindConsumer, append(q.attrs, attribute.String("messaging.operation.type", "receive"))...)
 	defer span.End()
-	a, err := q.shell.Do(ctx, func(req uint64) input { return takeCall{Req: req, Kind: kind} })
+	a, err := q.shell.Do(ctx, func(req uint64) input { return takeCall{Req: req, Kind: kind, Try: try} })
 	if kind != kindPeek && !errors.Is(err, ErrEmpty) {
 		q.count(ctx, q.taken, "receive", 1, err)
 	}
@@ -352,16 +386,22 @@ func (q *Queue) take(ctx context.Context, kind takeKind, name string) (taken, er
 		if !errors.Is(err, ErrEmpty) {
 			q.fail(span, err)
 		}
-		return taken{}, err
+		return taken{}, q, err
 	}
 	t := a.Value.(taken)
 	span.SetAttributes(runtime.AttrNode.String(zk.Join(q.path, t.Name)))
-	return t, nil
+	return t, q, nil
 }
 
 // Len returns the number of items, claimed ones included: one read of the
 // queue's path (its child count), not a listing.
 func (q *Queue) Len(ctx context.Context) (int, error) {
+	if err := q.checkShards(ctx); err != nil {
+		return 0, err
+	}
+	if q.sh.shards != nil {
+		return q.lenSharded(ctx)
+	}
 	a, err := q.shell.Do(ctx, func(req uint64) input { return lenCall{Req: req} })
 	if err != nil {
 		return 0, err
@@ -375,7 +415,12 @@ func (q *Queue) Len(ctx context.Context) (int, error) {
 // back by then go to the connection, which deletes them when the same
 // session reconnects, and Close returns ErrCleanupPending. Every later
 // call returns the first one's result.
-func (q *Queue) Close() error { return q.shell.Close() }
+func (q *Queue) Close() error {
+	if q.shell == nil {
+		return q.closeSharded()
+	}
+	return q.shell.Close()
+}
 
 func (q *Queue) fail(span trace.Span, err error) { runtime.Fail(span, err, errorType(err)) }
 
