@@ -8,6 +8,7 @@
 //	zkr queue offer [flags] PATH DATA          add DATA to the queue at PATH
 //	zkr queue take [flags] PATH                remove and print the head item, waiting for one
 //	zkr queue len [flags] PATH                 print the number of items
+//	                                           (-shards N: a queue of N shards, queue.WithShards)
 //	zkr trace FILE.jsonl... -html OUT [-trace-json OUT]   render recordings (observers.WithRecording) as one timeline
 //	zkr server [-port N] [-data DIR]           run a ZooKeeper for development until interrupted
 //

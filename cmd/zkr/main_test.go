@@ -304,6 +304,20 @@ func (z *zkr) testQueue(t *testing.T) {
 	}
 	for range out {
 	}
+
+	// A queue of 3 shards: len counts them all; another number is refused.
+	q("", "offer", "-shards", "3", "/sq", "a")
+	q("", "offer", "-shards", "3", "/sq", "b")
+	q("2\n", "len", "-shards", "3", "/sq")
+	if _, _, code := z.run(t, "queue", "take", "-zk", z.addr, "-shards", "2", "/sq"); code != 1 {
+		t.Errorf("take with another number of shards: status %d, want 1", code)
+	}
+	if stdout, _, code := z.run(t, "queue", "take", "-zk", z.addr, "-shards", "3", "/sq"); code != 0 || stdout != "a\n" && stdout != "b\n" {
+		t.Errorf("take of a sharded queue: status %d, stdout %q, want 0 and a or b", code, stdout)
+	}
+	if _, _, code := z.run(t, "queue", "len", "-zk", z.addr, "-shards", "0", "/sq"); code != 2 {
+		t.Errorf("-shards 0: status %d, want 2", code)
+	}
 }
 
 func (z *zkr) testElect(t *testing.T) {

@@ -184,6 +184,7 @@ func btoi(b bool) int {
 
 func queueCmd(e *env, args []string) int {
 	c := newCommon("queue", "zkr queue offer [flags] PATH DATA | take [flags] PATH | len [flags] PATH", e.stderr)
+	shards := c.fs.Int("shards", 1, "the queue's number of shards (queue.WithShards)")
 	// Flags may come before the verb, after it, or both.
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -219,7 +220,10 @@ func queueCmd(e *env, args []string) int {
 			return e.fail("queue", waitErr(ctx, err))
 		}
 	}
-	q, err := queue.New(conn, path)
+	q, err := queue.New(conn, path, queue.WithShards(*shards))
+	if errors.Is(err, queue.ErrInvalidOption) {
+		err = usageError{err.Error()}
+	}
 	if err != nil {
 		return e.fail("queue", err)
 	}
