@@ -11,7 +11,8 @@
 // creates the queue's path as a persistent node: it is not reaped when
 // empty, so item names are never reused. An acknowledged consumer claims
 // an item with an ephemeral child of the item node, named "claim", whose
-// data is the handle's id (WithID).
+// data is the handle's id (WithID). A queue of n shards (WithShards) holds
+// n such queues, <path>/shard-<k>, and records n as the path's data.
 //
 // # The consumer
 //
@@ -24,14 +25,13 @@
 //
 // # Order
 //
-// Lower priorities come first. Within a priority, every consumer gets the
-// items in the order they were offered (its calls one after another; with
-// several consumers each gets some of them, still in that order). The
+// Lower priorities come first. Within a shard and a priority, every
+// consumer gets the items in the order they were offered (its calls one
+// after another); across shards there is no order (see WithShards). The
 // exceptions: an item delivered again (a nack, a claim gone with its
-// session) comes as soon as it is seen, wherever it is, and so does an
-// item a consumer took for a call that gave up and put back. Tested with 4
-// producers and 4 consumers with session expiries, on the simulator and a
-// real server (TestPropertyPlain, TestPropertyAcknowledged).
+// session) comes as soon as it is seen, and so does one put back for a
+// call that gave up. 4 producers and 4 consumers with session expiries,
+// on the simulator and a real server: TestPropertyAcknowledged and others.
 //
 // # Delivery
 //
