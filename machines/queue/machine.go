@@ -488,10 +488,11 @@ func (m *machine) behind(e *entry) bool {
 }
 
 // won notes an item we took or claimed: our mark moves up to it, unless
-// it came again (out of the queue's order wherever it is).
+// it came again (out of the queue's order wherever it is). An exempt item
+// it moves past is then before it: the hint says where to look.
 func (m *machine) won(e *entry) {
 	if mark, ok := m.marks[e.prio]; !e.again && (!ok || e.seq > mark) {
-		m.marks[e.prio] = e.seq
+		m.marks[e.prio], m.exceptHint = e.seq, true
 	}
 }
 
