@@ -163,9 +163,10 @@
 // on the simulator and the real server, transcript
 // claim_made_on_the_next_session_first: both fail on the old code). After
 // the fix, 900 -race runs of TestConsumeThroughSessionExpiry passed. An
-// ack can go out on the next session the same way, and there delete
-// another consumer's claim; that is not prevented (package queue's doc
-// says why), but its ACKED event now says ErrUncertain.
+// ack can go out on the next session the same way; since issue 36 a claim
+// bumps its item's version and the ack deletes at that version, so such an
+// ack fails on the server instead of deleting another consumer's claim
+// (TestLateAckOnTheNextSessionFailsOnTheServer).
 //
 // ZooKeeper 3.8 itself loses or diverges committed data when members are
 // killed in quick succession (ZOOKEEPER-4646, -4643, -4785): in a run that
