@@ -215,14 +215,15 @@ func (p *zkProcess) kill() {
 	<-done
 }
 
-// waitServing polls `srvr` until the server answers with a Mode. It fails
-// at once if the JVM exits.
+// waitServing polls `srvr` until the server answers with a Mode, on its
+// secure port too when it has both kinds (ZooKeeper binds them one after
+// the other). It fails at once if the JVM exits.
 func (p *zkProcess) waitServing(ctx context.Context) error {
 	exited := p.exited()
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if _, err := p.mode(ctx); err == nil {
+		if _, err := p.mode(ctx); err == nil && p.secureServing(ctx) {
 			return nil
 		}
 		select {
@@ -233,6 +234,16 @@ func (p *zkProcess) waitServing(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// secureServing reports whether the secure port of a server that also has
+// a plain one answers srvr (true without one of the two: mode asked it).
+func (p *zkProcess) secureServing(ctx context.Context) bool {
+	if p.tls == nil || p.addr == "" {
+		return true
+	}
+	_, err := srvrField(ctx, p.secureAddr, p.tls.client, "Mode")
+	return err == nil
 }
 
 // bindFailed reports whether the log says a port was taken: someone else
