@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
+	"github.com/zkrecipes/zkrecipes/internal/golden"
 	"github.com/zkrecipes/zkrecipes/machines/lock"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
@@ -45,27 +42,5 @@ func Example_securedEnsemble() {
 // TestReadmeShowsTheSecuredExample keeps the README's "Secured ensembles"
 // snippet the same as Example_securedEnsemble above, which runs.
 func TestReadmeShowsTheSecuredExample(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile("readme_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "readme_test.go", src, parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range f.Decls {
-		if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == "Example_securedEnsemble" {
-			body := string(src[fset.Position(fn.Doc.Pos()).Offset:fset.Position(fn.End()).Offset])
-			if !strings.Contains(string(readme), body) {
-				t.Errorf("README.md does not show Example_securedEnsemble from cmd/demo/readme_test.go verbatim:\n%s", body)
-			}
-			return
-		}
-	}
-	t.Fatal("no Example_securedEnsemble")
+	golden.ReadmeShows(t, "../../README.md", "readme_test.go", "Example_securedEnsemble")
 }
