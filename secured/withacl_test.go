@@ -273,9 +273,13 @@ func waitContenders(ctx context.Context, t *testing.T, conn zk.Conn, dir string,
 			t.Fatal(err)
 		}
 		if w == nil {
-			_, _, w, err = conn.ExistsW(ctx, dir)
+			var made bool
+			_, made, w, err = conn.ExistsW(ctx, dir)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if made { // made since the listing: its watch is not for children
+				continue
 			}
 		}
 		select {
