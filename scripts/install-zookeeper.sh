@@ -3,22 +3,23 @@
 # java on PATH and Debian's libzookeeper-java jars in /usr/share/java
 # (zookeeper.jar, zookeeper-jute.jar, and slf4j-simple.jar from
 # libslf4j-java, which it depends on); and Apache Curator's jars from
-# libcurator-{recipes,framework,client}-java (with guava.jar from
-# libguava-java, which they depend on) for the interop tests, which run
+# libcurator-{recipes,framework,client,discovery}-java (with guava.jar
+# and the jackson jars they depend on) for the interop tests, which run
 # Curator with java's single-file source launcher (no JDK needed).
 #
 # Missing and running as root with apt-get: installs
 #   libzookeeper-java default-jre-headless libcurator-framework-java
-#   libcurator-recipes-java libcurator-client-java   (--no-install-recommends)
+#   libcurator-recipes-java libcurator-client-java libcurator-discovery-java
+#   (--no-install-recommends)
 # Missing otherwise: says what to install, and fails if ZK_REQUIRED=1
 # (without it the tests that need a server are skipped).
 set -euo pipefail
 
 jars=(/usr/share/java/zookeeper.jar /usr/share/java/zookeeper-jute.jar /usr/share/java/slf4j-simple.jar
   /usr/share/java/curator-framework.jar /usr/share/java/curator-recipes.jar /usr/share/java/curator-client.jar
-  /usr/share/java/guava.jar)
+  /usr/share/java/guava.jar /usr/share/java/curator-x-discovery.jar /usr/share/java/jackson-databind.jar)
 pkgs=(libzookeeper-java default-jre-headless
-  libcurator-framework-java libcurator-recipes-java libcurator-client-java)
+  libcurator-framework-java libcurator-recipes-java libcurator-client-java libcurator-discovery-java)
 
 missing() { # prints what is missing; false when nothing is
   local out=() j
