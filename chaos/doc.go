@@ -31,6 +31,12 @@
 // below apply to the group as to the rest, nodes left under its chroot
 // included.
 //
+// The queue workers run on both layouts (issue 36): two unsharded queues
+// (4 producers and 4 consumers; a FIFO one, 2 producers and 1 consumer)
+// and a queue of 4 shards (queue.WithShards), whose 2 producers offer
+// with OfferKey (three keys each) to 4 consumers; the simulator run has
+// the FIFO queue and a sharded one (2 consumers).
+//
 // From the lifecycle events the handles publish and a ledger the workers
 // keep it checks that no two conflicting holds overlap, that semaphore
 // leases never exceed maxLeases, that guarded writes carry non-decreasing

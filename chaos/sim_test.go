@@ -18,7 +18,8 @@ import (
 const simDuration = 3 * time.Second
 
 // runSim runs the lock workers (and unless brokenLock, the FIFO queue's
-// two producers and consumer) on the simulator under seeded faults:
+// two producers and consumer, and a sharded queue's two producers and two
+// consumers) on the simulator under seeded faults:
 // disconnections, expiries (of a session that no longer holds, as a server
 // expires one that has been away), lost replies, and writes applied only
 // after the client's next read (testkit's Sim.LateNextWrite). It returns the lock
@@ -40,7 +41,8 @@ func runSim(t *testing.T, seed uint64, brokenLock bool) *report {
 	defer stopProducers()
 	s.startLocks(runCtx)
 	if !brokenLock {
-		s.fifo = s.startQueue(runCtx, prodCtx, fifoPath, fifoProds, 1, true)
+		s.fifo = s.startQueue(runCtx, prodCtx, fifoPath, fifoProds, 1, 1, true)
+		s.sharded = s.startQueue(runCtx, prodCtx, shardPath, shardProds, 2, shards, false)
 	}
 
 	rng := rand.New(rand.NewPCG(seed, 7))
@@ -93,8 +95,8 @@ func runSim(t *testing.T, seed uint64, brokenLock bool) *report {
 	t.Logf("simulator faults: %v", faults)
 
 	s.stopProducers(ctx, stopProducers)
-	if s.fifo != nil {
-		s.drain(ctx, obs, s.fifo)
+	for _, q := range s.queues() {
+		s.drain(ctx, obs, q)
 	}
 	stopWorkers()
 	s.wg.Wait()
@@ -104,13 +106,15 @@ func runSim(t *testing.T, seed uint64, brokenLock bool) *report {
 			s.rep.violate("close %s: %v", h.who, err)
 		}
 	}
-	if s.fifo != nil {
-		for _, q := range s.fifo.handles {
+	for _, qs := range s.queues() {
+		for _, q := range qs.handles {
 			q.Close()
 		}
-		for _, v := range s.fifo.ledger.check() {
-			s.rep.violate("fifo queue: %s", v)
+		for _, v := range qs.ledger.check() {
+			s.rep.violate("%s: %s", qs.path, v)
 		}
+	}
+	if s.fifo != nil {
 		s.fifo.history(s.rep.fifoHist)
 	}
 	var holds []hold

@@ -50,9 +50,12 @@ const (
 	producers  = 4
 	consumers  = 4
 	fifoProds  = 2
+	shardProds = 2
+	shards     = 4 // of the sharded queue
 	electionP  = root + "/election"
 	queuePath  = root + "/queue"
 	fifoPath   = root + "/fifo"
+	shardPath  = root + "/sharded"
 	lockPrefix = root + "/lock"
 	maxBacklog = 200 // items offered and not yet acked, per queue
 )
@@ -100,10 +103,11 @@ type suite struct {
 	fenceMu sync.Mutex
 	fenced  []fencedWrite
 
-	locks []*lockHandle
-	elect []*electHandle
-	queue *queueSet
-	fifo  *queueSet
+	locks   []*lockHandle
+	elect   []*electHandle
+	queue   *queueSet
+	fifo    *queueSet
+	sharded *queueSet // the queue of shards: a layout of its own
 
 	simClients []*client
 
@@ -192,8 +196,9 @@ func runSuite(t *testing.T, cfg config) *report {
 	s.startIntruder(runCtx)
 	if !cfg.locksOnly {
 		s.startElection(runCtx)
-		s.queue = s.startQueue(runCtx, prodCtx, queuePath, producers, consumers, false)
-		s.fifo = s.startQueue(runCtx, prodCtx, fifoPath, fifoProds, 1, true)
+		s.queue = s.startQueue(runCtx, prodCtx, queuePath, producers, consumers, 1, false)
+		s.fifo = s.startQueue(runCtx, prodCtx, fifoPath, fifoProds, 1, 1, true)
+		s.sharded = s.startQueue(runCtx, prodCtx, shardPath, shardProds, consumers, shards, false)
 		s.startRWLock(runCtx)
 		s.startSemaphore(runCtx)
 		s.startBarrier(runCtx, prodCtx)
@@ -232,8 +237,9 @@ func runSuite(t *testing.T, cfg config) *report {
 	// Drain the queues, then stop everything.
 	s.stopProducers(ctx, stopProducers)
 	if !cfg.locksOnly {
-		s.drain(ctx, obs, s.queue)
-		s.drain(ctx, obs, s.fifo)
+		for _, q := range s.queues() {
+			s.drain(ctx, obs, q)
+		}
 		s.settleTwoPhase(ctx, obs)
 		s.finishBarrier(ctx)
 	}
@@ -303,11 +309,10 @@ func runSuite(t *testing.T, cfg config) *report {
 		s.rep.violate("intruder: %d more writes let through", n)
 	}
 	if s.queue != nil {
-		for _, v := range s.queue.ledger.check() {
-			s.rep.violate("queue: %s", v)
-		}
-		for _, v := range s.fifo.ledger.check() {
-			s.rep.violate("fifo queue: %s", v)
+		for _, q := range s.queues() {
+			for _, v := range q.ledger.check() {
+				s.rep.violate("%s: %s", q.path, v)
+			}
 		}
 		s.fifo.history(s.rep.fifoHist)
 		for _, v := range s.barrier.check() {
@@ -330,11 +335,9 @@ func (s *suite) logCounts(in *injector, holds, terms []hold) {
 	s.countMu.Unlock()
 	s.t.Logf("operations:%s", b.String())
 	s.t.Logf("checked: %d lock holds, %d leadership terms, %d guarded writes", len(holds), len(terms), len(s.fenced))
-	if s.queue != nil {
-		for _, q := range []*queueSet{s.queue, s.fifo} {
-			o, u, d, a := q.ledger.counts()
-			s.t.Logf("%s: %d items offered (+%d with unknown outcome), %d deliveries, %d acked", q.path, o, u, d, a)
-		}
+	for _, q := range s.queues() {
+		o, u, d, a := q.ledger.counts()
+		s.t.Logf("%s: %d items offered (+%d with unknown outcome), %d deliveries, %d acked", q.path, o, u, d, a)
 	}
 }
 
@@ -400,10 +403,7 @@ func (s *suite) closeHandles() {
 	if s.coord != nil {
 		s.coord.Close()
 	}
-	for _, q := range []*queueSet{s.queue, s.fifo} {
-		if q == nil {
-			continue
-		}
+	for _, q := range s.queues() {
 		for i, h := range q.handles {
 			if err := h.Close(); err != nil {
 				s.rep.violate("close %s handle %d: %v", q.path, i, err)
@@ -417,13 +417,16 @@ func (s *suite) closeHandles() {
 // and their parents (containers, which the server reaps), and reports what
 // is.
 func (s *suite) checkNoNodesLeft(ctx context.Context, obs zk.Conn) {
-	dirs := []string{electionP, queuePath, fifoPath, rwPath, semPath, semaphore.LeasesDir(semPath), barrierPath,
+	dirs := []string{electionP, queuePath, fifoPath, shardPath, rwPath, semPath, semaphore.LeasesDir(semPath), barrierPath,
 		tpcRoot + "/tx", tpcRoot + "/participants"}
 	for i := range participants {
 		dirs = append(dirs, fmt.Sprintf("%s/inbox/part%d", tpcRoot, i))
 	}
 	for i := range lockPaths {
 		dirs = append(dirs, lockPath(i))
+	}
+	for k := range shards {
+		dirs = append(dirs, shardDir(k))
 	}
 	allowed := func(p string) bool {
 		return slices.ContainsFunc(dirs, func(d string) bool { return d == p || strings.HasPrefix(d, p+"/") })
@@ -698,9 +701,17 @@ func (h *electHandle) history(hist *history, holds []hold) {
 
 // ---- queues ----
 
+// queues are the queues the suite runs (nil ones left out).
+func (s *suite) queues() []*queueSet {
+	return slices.DeleteFunc([]*queueSet{s.queue, s.fifo, s.sharded}, func(q *queueSet) bool { return q == nil })
+}
+
+func shardDir(k int) string { return fmt.Sprintf("%s/shard-%d", shardPath, k) }
+
 // queueSet is one queue with its producers and consumers.
 type queueSet struct {
 	path    string
+	shards  int  // WithShards: above 1, producers offer with OfferKey
 	fifo    bool // checked with the FIFO model
 	ledger  *queueLedger
 	handles []*queue.Queue
@@ -722,12 +733,12 @@ type queueRecord struct {
 	claimEnd bool // the ack found the claim lost: no take happened
 }
 
-func (s *suite) startQueue(runCtx, prodCtx context.Context, path string, nProd, nCons int, fifo bool) *queueSet {
-	qs := &queueSet{path: path, fifo: fifo, ledger: newQueueLedger()}
+func (s *suite) startQueue(runCtx, prodCtx context.Context, path string, nProd, nCons, shards int, fifo bool) *queueSet {
+	qs := &queueSet{path: path, shards: shards, fifo: fifo, ledger: newQueueLedger()}
 	name := strings.TrimPrefix(path, root+"/")
 	open := func(who string) (*queue.Queue, *client, *worker) {
 		cl := s.connect(runCtx, who, path)
-		q, err := queue.New(cl.conn, path, queue.WithID(who))
+		q, err := queue.New(cl.conn, path, queue.WithID(who), queue.WithShards(shards))
 		if err != nil {
 			s.t.Fatal(err)
 		}
@@ -772,7 +783,13 @@ func (s *suite) runProducer(ctx context.Context, qs *queueSet, q *queue.Queue, w
 		}
 		v := fmt.Sprintf("%s-%05d", who, n)
 		call := time.Now()
-		err := q.Offer(ctx, []byte(v))
+		var err error
+		if qs.shards > 1 {
+			// Three keys a producer: a key's items go to one shard.
+			err = q.OfferKey(ctx, fmt.Sprintf("%s.%d", who, n%3), []byte(v))
+		} else {
+			err = q.Offer(ctx, []byte(v))
+		}
 		ret := time.Now()
 		qs.ledger.offer(v, who, err)
 		qs.record(queueRecord{client: id, value: v, call: call, ret: ret, certain: err == nil})
@@ -897,16 +914,13 @@ func (s *suite) drain(ctx context.Context, obs zk.Conn, qs *queueSet) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		left := qs.ledger.unacked()
-		kids, _, err := obs.Children(ctx, qs.path)
-		if errors.Is(err, zk.ErrNoNode) {
-			err = nil
-		}
-		if err == nil && len(left) == 0 && len(kids) == 0 {
+		n, err := qs.items(ctx, obs)
+		if err == nil && len(left) == 0 && n == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
 			s.rep.violate("%s not drained 30 s after the producers stopped: %d offered items unacked, %d nodes in it (%v)",
-				qs.path, len(left), len(kids), err)
+				qs.path, len(left), n, err)
 			return
 		}
 		select {
@@ -915,6 +929,27 @@ func (s *suite) drain(ctx context.Context, obs zk.Conn, qs *queueSet) {
 			return
 		}
 	}
+}
+
+// items is the number of items in the queue: its children, or its
+// shards'.
+func (qs *queueSet) items(ctx context.Context, obs zk.Conn) (int, error) {
+	dirs := []string{qs.path}
+	if qs.shards > 1 {
+		dirs = dirs[:0]
+		for k := range qs.shards {
+			dirs = append(dirs, fmt.Sprintf("%s/shard-%d", qs.path, k))
+		}
+	}
+	n := 0
+	for _, d := range dirs {
+		kids, _, err := obs.Children(ctx, d)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return 0, err
+		}
+		n += len(kids)
+	}
+	return n, nil
 }
 
 // itemSeq is the sequence number at the end of a queue item's node name.
