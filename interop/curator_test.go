@@ -24,7 +24,8 @@ import (
 func TestMain(m *testing.M) { testkit.Main(m) }
 
 // The jars CuratorPeer runs on, from Debian's libcurator-*-java and
-// libzookeeper-java (with their dependencies guava and slf4j).
+// libzookeeper-java (with their dependencies guava and slf4j), and
+// curator-x-discovery with Jackson (libcurator-discovery-java).
 var curatorJars = []string{
 	"/usr/share/java/curator-recipes.jar",
 	"/usr/share/java/curator-framework.jar",
@@ -34,6 +35,10 @@ var curatorJars = []string{
 	"/usr/share/java/guava.jar",
 	"/usr/share/java/slf4j-api.jar",
 	"/usr/share/java/slf4j-simple.jar",
+	"/usr/share/java/curator-x-discovery.jar",
+	"/usr/share/java/jackson-databind.jar",
+	"/usr/share/java/jackson-core.jar",
+	"/usr/share/java/jackson-annotations.jar",
 }
 
 // step is how long a single step may take: a Curator command, a handoff, a
@@ -60,7 +65,7 @@ func needCurator(t *testing.T) (java, classPath string) {
 	if len(missing) > 0 {
 		msg := fmt.Sprintf("Apache Curator is not installed: missing %s (install with "+
 			"`apt-get install --no-install-recommends default-jre-headless libzookeeper-java "+
-			"libcurator-recipes-java libcurator-framework-java libcurator-client-java`)",
+			"libcurator-recipes-java libcurator-framework-java libcurator-client-java libcurator-discovery-java`)",
 			strings.Join(missing, ", "))
 		if os.Getenv("ZK_REQUIRED") == "1" {
 			t.Fatal(msg + "; ZK_REQUIRED=1, so this is a failure")
