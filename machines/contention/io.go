@@ -38,10 +38,13 @@ type cancelReq struct{ Req uint64 }
 // hold at once. NoMark: the last one deletes our node plainly, without the
 // release mark, so the waiter behind lists the directory again (a
 // read/write lock's writer that leaves its downgraded reader beside it).
+// Term, when not 0, is the grant's term: a Release of a term that has
+// ended is NotHeld, and leaves a later term alone.
 type Release struct {
 	Req    uint64
 	All    bool
 	NoMark bool
+	Term   uint64
 }
 
 // shutdown ends the machine: waiters fail with ErrClosed, our node is

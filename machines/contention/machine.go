@@ -398,7 +398,7 @@ func (m *machine) cancel(req uint64) {
 }
 
 func (m *machine) release(in Release) {
-	if m.State() != events.StateLeader || m.holds == 0 {
+	if m.State() != events.StateLeader || m.holds == 0 || (in.Term != 0 && in.Term != m.term.n) {
 		m.reply(Reply{Req: in.Req, Err: m.cfg.Errors.NotHeld})
 		return
 	}

@@ -216,3 +216,27 @@ func TestLeasesOnEachTarget(t *testing.T) {
 		holds(t, "the third once one of two left", cch)
 	})
 }
+
+// A Release that names a grant's term leaves a later term alone: a grant
+// released after its term ended (and another began) is NotHeld, and the
+// later holder keeps its hold (election.Term.Release racing a new
+// Campaign, lock.Grant.Release of an old grant).
+func TestReleaseOfAnEndedTermLeavesTheNextAlone(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := testCtx(t)
+		c := newContender(t, tg.Connect(t), "/preds/term", []string{writeM}, contention.Exclusive())
+		old := holds(t, "first term", c.acquire(ctx, writeM))
+		c.release(t, ctx)
+		now := holds(t, "second term", c.acquire(ctx, writeM))
+		_, err := c.in.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req, All: true, Term: old.Term} })
+		if !errors.Is(err, errs.NotHeld) {
+			t.Fatalf("release of the ended term %d: %v, want NotHeld", old.Term, err)
+		}
+		if s := c.in.State(); s != events.StateLeader {
+			t.Fatalf("after releasing the ended term the machine is %s, want still LEADER", s)
+		}
+		if _, err := c.in.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req, Term: now.Term} }); err != nil {
+			t.Fatalf("release of the current term: %v", err)
+		}
+	})
+}

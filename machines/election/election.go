@@ -205,10 +205,10 @@ func (t *Term) Guard() *zk.CheckOp { return &zk.CheckOp{Path: t.node, Version: z
 // Release ends this term as Resign does; once the term has ended it is a
 // no-op (a later term is left alone). ErrClosed after Close.
 func (t *Term) Release(ctx context.Context) error {
-	if err := t.e.Err(); err != nil || t.Err() != nil {
+	if err := t.e.Err(); err != nil {
 		return err
 	}
-	return t.e.Resign(ctx)
+	return t.e.resign(ctx, t.n)
 }
 
 type termKey struct{}
@@ -247,10 +247,13 @@ func (e *Election) campaign(ctx context.Context, marker string) (*Term, error) {
 // once it is gone, or when ctx ends (the delete goes on in the
 // background). It is a no-op when we do not lead, so it may be called
 // again after a failure.
-func (e *Election) Resign(ctx context.Context) error {
+func (e *Election) Resign(ctx context.Context) error { return e.resign(ctx, 0) }
+
+// resign ends term n (0: the current one, if any).
+func (e *Election) resign(ctx context.Context, n uint64) error {
 	ctx, span := e.inst.StartSpan(ctx, "resign")
 	defer span.End()
-	_, err := e.inst.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req, All: true} })
+	_, err := e.inst.Do(ctx, func(req uint64) contention.Input { return contention.Release{Req: req, All: true, Term: n} })
 	if errors.Is(err, errNotLeading) {
 		return nil
 	}

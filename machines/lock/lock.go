@@ -172,6 +172,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Lock, error) {
 // Grant is one hold of the lock.
 type Grant struct {
 	l      *Lock
+	term   uint64
 	node   string
 	token  int64
 	loss   *runtime.Loss
@@ -211,7 +212,7 @@ func (g *Grant) Guard() *zk.CheckOp { return &zk.CheckOp{Path: g.node, Version: 
 // Release gives back this hold, as Lock.Release does. ErrNotHeld, wrapping
 // Err, once the hold has ended.
 func (g *Grant) Release(ctx context.Context) error {
-	return g.l.inst.Release(ctx, g.loss, contention.Release{})
+	return g.l.inst.Release(ctx, g.loss, contention.Release{Term: g.term})
 }
 
 // Acquire blocks until the lock is held, ctx ends, or the session is lost.
@@ -237,7 +238,7 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 	if err != nil || !r.Granted {
 		return false, nil, err
 	}
-	return true, &Grant{l: l, node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss, revoke: r.Revoke}, nil
+	return true, &Grant{l: l, term: r.Grant.Term, node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss, revoke: r.Revoke}, nil
 }
 
 // Release gives back the handle's hold (with WithReentrant, one hold; the

@@ -273,6 +273,7 @@ type Lock struct {
 // Grant is one hold of a read or write lock.
 type Grant struct {
 	l      *Lock
+	term   uint64
 	node   string
 	token  int64
 	loss   *runtime.Loss
@@ -307,7 +308,7 @@ func (g *Grant) Guard() *zk.CheckOp { return &zk.CheckOp{Path: g.node, Version: 
 
 // Release gives back this hold, as Lock.Release does. ErrNotHeld, wrapping
 // Err, once the hold has ended.
-func (g *Grant) Release(ctx context.Context) error { return g.l.release(ctx, g.loss) }
+func (g *Grant) Release(ctx context.Context) error { return g.l.release(ctx, g) }
 
 // Acquire blocks until the lock is held, ctx ends, or the session is lost.
 // A held read lock returns the same grant with one more hold; a held write
@@ -352,7 +353,7 @@ func (l *Lock) acquire(ctx context.Context, try bool) (bool, *Grant, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.grant == nil || l.grant.loss != r.Loss {
-		l.grant = &Grant{l: l, node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss, revoke: r.Revoke}
+		l.grant = &Grant{l: l, term: r.Grant.Term, node: r.Grant.Node, token: r.Grant.Token, loss: r.Loss, revoke: r.Revoke}
 	}
 	return true, l.grant, nil
 }
@@ -383,9 +384,12 @@ func (l *Lock) held() *Grant {
 // until then its next Acquire waits.
 func (l *Lock) Release(ctx context.Context) error { return l.release(ctx, nil) }
 
-// release gives back one hold: loss's grant's, or (nil) the lock's.
-func (l *Lock) release(ctx context.Context, loss *runtime.Loss) error {
-	in := contention.Release{}
+// release gives back one hold: g's, or (nil) the lock's.
+func (l *Lock) release(ctx context.Context, g *Grant) error {
+	in, loss := contention.Release{}, (*runtime.Loss)(nil)
+	if g != nil {
+		in.Term, loss = g.term, g.loss
+	}
 	if l == l.rw.write {
 		// A writer that leaves no reader of ours beside it releases with
 		// the release mark, and the writer behind it holds with no read; one
