@@ -186,6 +186,11 @@ func (p *Provider) Initialized(ctx context.Context) error {
 	default:
 	}
 	select {
+	case <-p.ready: // before an ended ctx: Instance serves from memory
+		return nil
+	default:
+	}
+	select {
 	case <-p.ready:
 		return nil
 	case <-p.done:
