@@ -11,6 +11,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/barrier"
 	"github.com/zkrecipes/zkrecipes/machines/cache"
+	"github.com/zkrecipes/zkrecipes/machines/discovery"
 	"github.com/zkrecipes/zkrecipes/machines/election"
 	"github.com/zkrecipes/zkrecipes/machines/group"
 	"github.com/zkrecipes/zkrecipes/machines/lock"
@@ -150,6 +151,21 @@ var kinds = []kind{
 		check(t, err)
 		return g, map[string]func(context.Context) error{"Initialized": g.Initialized}
 	}},
+	{"discovery.Registration", discovery.ErrClosed, service, func(t *testing.T, c zk.Conn, path, id string) (handle, map[string]func(context.Context) error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := discovery.Register(ctx, c, path, discovery.Instance{Name: "api", ID: id})
+		check(t, err)
+		return r, map[string]func(context.Context) error{"Update": func(ctx context.Context) error { return r.Update(ctx, r.Instance()) }}
+	}},
+	{"discovery.Provider", discovery.ErrClosed, service, func(t *testing.T, c zk.Conn, path, id string) (handle, map[string]func(context.Context) error) {
+		p, err := discovery.NewProvider(c, path, "api", discovery.WithID(id))
+		check(t, err)
+		return p, map[string]func(context.Context) error{
+			"Initialized": p.Initialized,
+			"Instance":    func(ctx context.Context) error { _, err := p.Instance(ctx); return err },
+		}
+	}},
 	{"twophase.Coordinator", twophase.ErrClosed, nil, func(t *testing.T, c zk.Conn, path, id string) (handle, map[string]func(context.Context) error) {
 		co, err := twophase.NewCoordinator(c, path, twophase.WithID(id))
 		check(t, err)
@@ -163,6 +179,9 @@ var kinds = []kind{
 		return p, map[string]func(context.Context) error{"Serve": p.Serve}
 	}},
 }
+
+// service is a discovery handle's Path: its service "api" under the base.
+func service(base string) string { return base + "/api" }
 
 func check(t *testing.T, err error) {
 	t.Helper()
