@@ -83,6 +83,9 @@ type Registration struct {
 
 	mu   sync.Mutex
 	inst Instance // the latest registered
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Register registers inst in the service inst.Name under base: the
@@ -177,7 +180,10 @@ func (r *Registration) Instance() Instance {
 // WithCloseTimeout (then ErrCleanupPending: the connection deletes it
 // once the session is back). Every later call returns the first one's
 // result; every other method then returns ErrClosed.
-func (r *Registration) Close() error { return translate(r.m.Close()) }
+func (r *Registration) Close() error {
+	r.closeOnce.Do(func() { r.closeErr = translate(r.m.Close()) })
+	return r.closeErr
+}
 
 // Path is the service's path: <base>/<name>.
 func (r *Registration) Path() string { return r.m.Path() }
