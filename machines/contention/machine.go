@@ -217,6 +217,11 @@ type request struct {
 	// aside: a request of the term beside its progress (readData), never
 	// the term's pending command.
 	aside bool
+	// deferred: a watchNode whose term ended while it was out: the
+	// term's node is deleted (release, releasers, stopTerm as asked of
+	// deleteTermNode) once its reply is in (see deleteTermNode).
+	deferred bool
+	release  bool
 }
 
 const (
@@ -462,6 +467,10 @@ func (m *machine) handover(req uint64) {
 			}
 		case listDir:
 			l.Prefixes = append(l.Prefixes, r.prefix())
+		case watchNode:
+			if r.deferred {
+				l.Nodes = append(l.Nodes, r.term.node)
+			}
 		}
 	}
 	slices.Sort(l.Nodes)
@@ -635,6 +644,14 @@ func (m *machine) dirRead(in dirRead) {
 func (m *machine) watching(in watching) {
 	r, t := m.take(in.Cmd)
 	switch {
+	case r != nil && r.deferred:
+		// The term ended meanwhile: its node goes now, with the mark
+		// whose watch the request left waiting in vain, as a term that
+		// ends after the reply fires it.
+		if in.Err == nil && !in.Exists && !in.Held {
+			m.fireDanglingMark(r.term, r.cmd.(watchNode))
+		}
+		m.deleteTermNode(r.term, r.release, r.releasers, r.stopTerm)
 	case t == nil:
 	case errors.Is(in.Err, zk.ErrConnectionLoss):
 		m.send(r)
@@ -651,25 +668,27 @@ func (m *machine) watching(in watching) {
 		if !in.Exists {
 			m.predecessorGone(t) // gone already: a watch left by the race is stale
 			if !in.Held {        // the mark was not there: its watch waits for a creation
-				m.fireDanglingMark(r.cmd.(watchNode))
+				m.fireDanglingMark(t, r.cmd.(watchNode))
 			}
 		}
 	}
 }
 
-// fireDanglingMark makes the mark w watched fire, when the node it marks
-// went without it (see fireMark). Only its successor watches a mark (see
-// Predicate.marked), and it fires the mark only once it has seen the node
-// gone: any other watch on the mark was left by a term that has ended.
-func (m *machine) fireDanglingMark(w watchNode) {
+// fireDanglingMark makes the mark w (of term t) watched fire, when the
+// node it marks went without it (see fireMark). Only its successor
+// watches a mark (see Predicate.marked), and it fires the mark only once
+// it has seen the node gone, before its own node goes: no other waiter
+// can have watched that node by then, so none takes the fire for a
+// release. Any other watch on the mark was left by a term that has ended.
+func (m *machine) fireDanglingMark(t *term, w watchNode) {
 	switch {
 	case w.Promotion || w.Plain:
 	case w.Hold:
 		m.send(&request{cmd: fireMark{Cmd: m.nextCmd(), Path: HoldMark(w.Path)}})
-	case m.term != nil:
+	default:
 		// In the multi that deletes our node at the term's end: the
 		// mark's directory is ours, and no write of its own.
-		m.term.fire = append(m.term.fire, ReleaseMark(w.Path))
+		t.fire = append(t.fire, ReleaseMark(w.Path))
 	}
 }
 
@@ -703,7 +722,7 @@ func (m *machine) watchFired(in watchFired) {
 		if !held {
 			// No mark came before the deletion (events keep the server's
 			// order): the mark's watch waits for a creation that never comes.
-			m.fireDanglingMark(watchNode{Path: pred, Hold: m.cfg.HoldMarks, Plain: !m.cfg.Predicate.marked(t.node, pred)})
+			m.fireDanglingMark(t, watchNode{Path: pred, Hold: m.cfg.HoldMarks, Plain: !m.cfg.Predicate.marked(t.node, pred)})
 		}
 	}
 	// Anything else is the end of the watch: LOST follows.
@@ -1014,7 +1033,21 @@ func (m *machine) announced(in announced) {
 // hold mark, if it asked for one: the waiter behind needs only the node's
 // deletion, and a delete of the mark sent with it could reach the server
 // first and take a log write of its own before it.
+//
+// A term whose watchNode is out keeps its node until the reply is in: its
+// requests run on a goroutine, and the mark's watch can be set after the
+// node ahead went (a release's mark already made and gone), where it would
+// wait in vain until the session ends. The reply tells (watching), and the
+// node then goes with that mark fired in its multi, while we are still the
+// only waiter behind the node ahead. (A reply dropped as stale left the
+// watch: a writer behind a writer that gave up under load kept one.)
 func (m *machine) deleteTermNode(t *term, release bool, releasers []uint64, stopTerm uint64) {
+	if r := m.inflight[t.pending]; r != nil && r.term == t {
+		if w, ok := r.cmd.(watchNode); ok && !w.Plain && !w.Promotion {
+			r.deferred, r.release, r.releasers, r.stopTerm = true, release, releasers, stopTerm
+			return
+		}
+	}
 	r := &request{cmd: deleteNode{Cmd: m.nextCmd(), Path: t.node, Release: release, Fire: t.fire}, releasers: releasers, stopTerm: stopTerm}
 	if t.announced {
 		r.then = HoldMark(t.node)
@@ -1143,7 +1176,7 @@ func (m *machine) stale(cmd uint64) func(path string) bool {
 			return true
 		}
 		for _, r := range m.inflight {
-			if d, ok := r.cmd.(deleteNode); ok && d.Path == path {
+			if d, ok := r.cmd.(deleteNode); (ok && d.Path == path) || (r.deferred && r.term.node == path) {
 				return true
 			}
 		}
@@ -1156,7 +1189,13 @@ func (m *machine) finishDelete(r *request, err error) {
 		m.reply(Reply{Req: req, Err: err})
 	}
 	if r.stopTerm != 0 {
-		m.event(events.Event{Type: events.StopComplete, State: m.State(), Term: r.stopTerm, Node: r.cmd.(deleteNode).Path, Err: err})
+		var node string
+		if d, ok := r.cmd.(deleteNode); ok {
+			node = d.Path
+		} else {
+			node = r.term.node // a deferred delete's (see deleteTermNode)
+		}
+		m.event(events.Event{Type: events.StopComplete, State: m.State(), Term: r.stopTerm, Node: node, Err: err})
 	}
 }
 

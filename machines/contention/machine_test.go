@@ -855,6 +855,33 @@ func TestTranscriptDanglingMarkWatchFired(t *testing.T) {
 	tr.check("dangling_mark_watch_fired")
 }
 
+// A waiter that gives up while its watch request is out keeps its node
+// until the reply is in: the request runs on a goroutine, and its watch
+// on the mark can be set after the node ahead went (its release's mark
+// made and gone already); that watch would wait in vain. The reply tells,
+// and the node goes with the mark fired in its multi. A Close meanwhile
+// hands the node over. (The reply was dropped as stale: a writer behind a
+// writer that gave up kept the mark's watch, rwlock's
+// TestNoWatchLeftWhenAWriterGivesUp under load.)
+func TestTranscriptGaveUpWhileTheWatchRequestWasOut(t *testing.T) {
+	tr := newTranscript(t, true)
+	tr.step(Acquire{Req: 1})
+	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000002"})
+	tr.step(dirRead{Cmd: 2, Children: []string{"_c_a-lock-0000000001", "_c_uuid1-lock-0000000002"}, Own: own(0x50), OwnExists: true})
+	tr.step(cancelReq{Req: 1})
+	tr.step(watching{Cmd: 3, Exists: false})
+	tr.step(deleted{Cmd: 4})
+	tr.step(Acquire{Req: 2})
+	tr.step(created{Cmd: 5, Path: "/app/lock/_c_uuid2-lock-0000000006"})
+	tr.step(dirRead{Cmd: 6, Children: []string{"_c_b-lock-0000000003", "_c_uuid2-lock-0000000006"}, Own: own(0x52), OwnExists: true})
+	tr.step(shutdown{Req: 3})
+	out := tr.step(handover{Req: 4})
+	if len(out.Replies) == 0 || !slices.Equal(out.Replies[0].Leftovers.Nodes, []string{"/app/lock/_c_uuid2-lock-0000000006"}) {
+		t.Fatalf("want our node handed over, got %+v", out)
+	}
+	tr.check("gave_up_while_the_watch_request_was_out")
+}
+
 // A handle closed before any call stops at once; a waiter that gives up
 // stops; a handle whose term failed offers again on its next Acquire.
 func TestTranscriptShutdownAtStart(t *testing.T) {
@@ -869,6 +896,7 @@ func TestTranscriptWaiterCancelledThenLost(t *testing.T) {
 	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_a-lock-0000000001"}, Own: own(0x50), OwnExists: true})
 	tr.step(cancelReq{Req: 1})
+	tr.step(watching{Cmd: 3, Exists: true}) // our node goes once it is in (see deleteTermNode)
 	tr.step(deleted{Cmd: 4})
 	tr.step(Acquire{Req: 2})
 	tr.step(created{Cmd: 5, Path: "/app/lock/_c_uuid2-lock-0000000005"})
