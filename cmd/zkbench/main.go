@@ -13,6 +13,7 @@
 //	zkbench queue -zk 127.0.0.1:2181 -kind fifo -producers 1 -consumers 1 -items 2000
 //	zkbench barrier -zk 127.0.0.1:2181 -members 5 -rounds 20
 //	zkbench twophase -zk 127.0.0.1:2181 -participants 5 -txs 200
+//	zkbench cache -zk 127.0.0.1:2181 -nodes 10000
 //
 // Latencies are objects {n, mean_us, p50_us, p90_us, p99_us, max_us} with
 // nearest-rank percentiles. -zk takes ZooKeeper's connect string
@@ -64,6 +65,9 @@ const usage = `usage: zkbench BENCH -zk ADDR [flags]
          arrival timed beside a create → watch event in the same run
   twophase  a coordinator proposes T transactions in turn to P participants
          voting yes: commit time beside its floor from raw round trips
+  cache  a tree cache of N nodes (depth 3, the peers' TreeCacheBench): its
+         load, a set → its NODE_UPDATED beside a raw set → watch event,
+         requests and memory per node (-members M: group.Watch's too)
 
   scale  H lock handles (one actor each) on P paths over C connections:
          what an idle handle costs, then all acquire and release once
@@ -85,6 +89,7 @@ var benches = map[string]func(ctx context.Context, args []string) (obj, error){
 	"queue":     queueBench,
 	"barrier":   barrierBench,
 	"twophase":  twophaseBench,
+	"cache":     cacheBench,
 	"scale":     scaleBench,
 }
 
