@@ -43,18 +43,22 @@ func TestRegisterDiscover(t *testing.T) {
 		if r1.Path() != "/services/api" || r1.Node() != "/services/api/i-1" || r1.ID() != "i-1" || r1.State() != events.StateReady {
 			t.Errorf("registration: path %s node %s id %s state %s", r1.Path(), r1.Node(), r1.ID(), r1.State())
 		}
+		registered := r1.Instance().RegistrationTimeUTC
 		u := inst("i-1", 7)
 		u.Port, u.SSLPort = 9090, 9443
 		if err := r1.Update(ctx, u); err != nil {
 			t.Fatal(err)
 		}
 		waitInstances(t, p, "i-1@10.0.0.7:9090", "i-2@10.0.0.6:8080")
-		if got := p.Instances()[0]; got.SSLPort != 9443 || !got.RegistrationTimeUTC.Equal(r1.Instance().RegistrationTimeUTC) {
+		if got := p.Instances()[0]; got.SSLPort != 9443 || registered.IsZero() || !got.RegistrationTimeUTC.Equal(registered) {
 			t.Errorf("after Update: %+v", got)
 		}
 		names := must[[]string](t)(discovery.Services(ctx, tg.Connect(t), "/services"))
 		if !slices.Equal(names, []string{"api"}) {
 			t.Errorf("Services %q", names)
+		}
+		if names, err := discovery.Services(ctx, tg.Connect(t), "/nothing"); err != nil || names == nil || len(names) != 0 {
+			t.Errorf("Services of a missing base: %q, %v; want an empty list", names, err)
 		}
 		if err := r1.Close(); err != nil {
 			t.Fatal(err)
