@@ -9,6 +9,7 @@
 //	zkr queue take [flags] PATH                remove and print the head item, waiting for one
 //	zkr queue len [flags] PATH                 print the number of items
 //	                                           (-shards N: a queue of N shards, queue.WithShards)
+//	zkr watch [-tree [-depth N]] [flags] PATH  print the node (-tree: the nodes below it too), then each change, until interrupted
 //	zkr trace FILE.jsonl... -html OUT [-trace-json OUT]   render recordings (observers.WithRecording) as one timeline
 //	zkr server [-port N] [-data DIR]           run a ZooKeeper for development until interrupted
 //
@@ -69,6 +70,7 @@ const usage = `usage:
   zkr elect -observe [flags] PATH
   zkr holders [-election | -rwlock | -semaphore] [flags] PATH
   zkr queue offer|take|len [flags] PATH [DATA]
+  zkr watch [-tree [-depth N]] [flags] PATH
   zkr trace FILE.jsonl... -html OUT.html [-trace-json OUT.json]
   zkr server [-port N] [-data DIR]
 "zkr COMMAND -h" lists a command's flags.
@@ -102,6 +104,7 @@ var commands = map[string]func(e *env, args []string) int{
 	"elect":   electCmd,
 	"holders": holdersCmd,
 	"queue":   queueCmd,
+	"watch":   watchCmd,
 	"trace":   traceCmd,
 	"server":  serverCmd,
 }
