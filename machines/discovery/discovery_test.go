@@ -15,6 +15,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/discovery"
+	"github.com/zkrecipes/zkrecipes/machines/group"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
 
@@ -42,6 +43,10 @@ func TestRegisterDiscover(t *testing.T) {
 		}
 		if r1.Path() != "/services/api" || r1.Node() != "/services/api/i-1" || r1.ID() != "i-1" || r1.State() != events.StateReady {
 			t.Errorf("registration: path %s node %s id %s state %s", r1.Path(), r1.Node(), r1.ID(), r1.State())
+		}
+		_, err := discovery.Register(ctx, tg.Connect(t), "/services", inst("i-1", 9))
+		if !errors.Is(err, discovery.ErrInstanceExists) || !errors.Is(err, group.ErrMemberExists) {
+			t.Errorf("Register of an id another session holds: %v, want ErrInstanceExists", err)
 		}
 		registered := r1.Instance().RegistrationTimeUTC
 		u := inst("i-1", 7)

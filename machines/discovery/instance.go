@@ -10,7 +10,6 @@ import (
 
 	zkrecipes "github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
-	"github.com/zkrecipes/zkrecipes/machines/group"
 )
 
 // ScopeName is the instrumentation scope of discovery's spans.
@@ -29,9 +28,9 @@ var (
 	// MEMBER_UPDATED event carries this error.
 	ErrBadInstance = errors.New("discovery: not a service instance")
 	// ErrInstanceExists: another live session holds the instance's node
-	// (it matches group.ErrMemberExists). Nothing of the other's is
-	// touched.
-	ErrInstanceExists = fmt.Errorf("discovery: %w", group.ErrMemberExists)
+	// (the error also matches group.ErrMemberExists). Nothing of the
+	// other's is touched.
+	ErrInstanceExists = errors.New("discovery: instance id held by another session")
 	// ErrInvalidOption: an option's or the instance's value is refused (a
 	// name or id that is not one node name, a payload that is not JSON,
 	// an Update that changes the name or id, an option the function
