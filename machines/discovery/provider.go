@@ -31,8 +31,8 @@ const (
 )
 
 // WithStrategy sets how a Provider's Instance picks (default RoundRobin).
-// Register refuses it (ErrInvalidOption), as it does a strategy that is
-// none of the three.
+// Register refuses it, and NewProvider a strategy that is none of the
+// three (ErrInvalidOption).
 func WithStrategy(s Strategy) Option {
 	return func(o *options) { o.strategy, o.strategySet = s, true }
 }
