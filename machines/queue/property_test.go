@@ -22,7 +22,12 @@ const (
 	propConsumers = 4
 	propItems     = 20_000
 	propFaults    = 6 // consumer sessions expired, spread over the run
+	propShards    = 4 // of TestPropertySharded's queue
+	propKeys      = 5 // its keys (k0 to k4, on all 4 shards), every producer's items spread over them
 )
+
+// propKey is the key of a sharded property test's item n of a producer.
+func propKey(n int) string { return fmt.Sprintf("k%d", n%propKeys) }
 
 // itemNames lists the items produce offers: p<producer>-<n>, each
 // producer's in the order offered.
@@ -38,14 +43,23 @@ func itemNames() []string {
 
 // produce fills path with propItems items "p<producer>-<n>" from
 // propProducers producers, each on its own session, in batches and single
-// offers.
-func produce(t *testing.T, ctx context.Context, tg testkit.Target, path string) {
+// offers; on a queue of shards (opts), each item with OfferKey, key
+// propKey(n).
+func produce(t *testing.T, ctx context.Context, tg testkit.Target, path string, opts ...queue.Option) {
 	var wg sync.WaitGroup
 	for p := range propProducers {
-		q := newQueue(t, tg.Connect(t), path)
+		q := newQueue(t, tg.Connect(t), path, opts...)
 		wg.Go(func() {
 			per := propItems / propProducers
 			for n := 0; n < per; {
+				if len(opts) > 0 {
+					if err := q.OfferKey(ctx, propKey(n), []byte(fmt.Sprintf("p%d-%05d", p, n))); err != nil {
+						t.Error(err)
+						return
+					}
+					n++
+					continue
+				}
 				if n%500 == 0 { // one in every 500 alone, the rest in batches
 					if err := q.Offer(ctx, []byte(fmt.Sprintf("p%d-%05d", p, n))); err != nil {
 						t.Error(err)
@@ -68,13 +82,19 @@ func produce(t *testing.T, ctx context.Context, tg testkit.Target, path string) 
 	wg.Wait()
 }
 
-// drained waits until path has no child left. It reads the child count
-// (one Exists) every few milliseconds: a child watch would list the whole
-// queue at every change.
-func drained(t *testing.T, ctx context.Context, c zk.Conn, path string) {
+// drained waits until path has no child left, or each of its shards
+// (WithShards, in opts). It reads the child count (one Exists) every few
+// milliseconds: a child watch would list the whole queue at every change.
+func drained(t *testing.T, ctx context.Context, c zk.Conn, path string, opts ...queue.Option) {
 	t.Helper()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
+	if len(opts) > 0 {
+		for k := range propShards {
+			drained(t, ctx, c, fmt.Sprintf("%s/shard-%d", path, k))
+		}
+		return
+	}
 	for {
 		st, _, err := c.Exists(ctx, path)
 		if err != nil {
@@ -101,15 +121,15 @@ func drained(t *testing.T, ctx context.Context, c zk.Conn, path string) {
 	}
 }
 
-// consumers opens propConsumers queue handles on path, each on its own
-// session, with the ids consumer-<i>.
-func consumers(t *testing.T, tg testkit.Target, path string) ([]zk.Conn, []*queue.Queue) {
+// consumers opens propConsumers queue handles on path with opts, each on
+// its own session, with the ids consumer-<i>.
+func consumers(t *testing.T, tg testkit.Target, path string, opts ...queue.Option) ([]zk.Conn, []*queue.Queue) {
 	var conns []zk.Conn
 	var qs []*queue.Queue
 	for i := range propConsumers {
 		c := tg.Connect(t)
 		conns = append(conns, c)
-		qs = append(qs, newQueue(t, c, path, queue.WithID(fmt.Sprint("consumer-", i))))
+		qs = append(qs, newQueue(t, c, path, append(opts, queue.WithID(fmt.Sprint("consumer-", i)))...))
 	}
 	return conns, qs
 }
@@ -165,6 +185,7 @@ func (f *faulter) run(ctx context.Context) {
 // delivery is one item given to a consumer, and how it ended.
 type delivery struct {
 	consumer int
+	node     string
 	ack      error // Ack's (or Nack's) result
 	nacked   bool
 }
@@ -190,112 +211,160 @@ const propertyBudget = 6 * time.Minute
 // their order in the queue, but for those that came again (checkOrder).
 func TestPropertyAcknowledged(t *testing.T) {
 	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
-		ctx, cancel := context.WithTimeout(t.Context(), propertyBudget)
-		defer cancel()
-		const path = "/queue/property/ack"
-		conns, qs := consumers(t, tg, path)
-		var subs []*events.Subscription
-		for _, q := range qs {
-			subs = append(subs, q.Subscribe())
-		}
-		f := newFaulter(t, tg, conns)
-		var (
-			mu         sync.Mutex
-			deliveries = make(map[string][]delivery)
-		)
-		cctx, stop := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		wg.Go(func() { f.run(cctx) })
-		for i, q := range qs {
-			wg.Go(func() {
-				rng := rand.New(rand.NewPCG(uint64(i), 3))
-				for {
-					it, err := q.TakeItem(cctx)
-					if err != nil {
-						if cctx.Err() == nil {
-							t.Errorf("consumer %d: TakeItem: %v", i, err)
-						}
-						return
-					}
-					// Recorded in the order of the claims, before the ack.
-					nack := rng.IntN(100) == 0
-					mu.Lock()
-					ds := deliveries[string(it.Data())]
-					k := len(ds)
-					deliveries[string(it.Data())] = append(ds, delivery{consumer: i, nacked: nack})
-					mu.Unlock()
-					actx, done := context.WithTimeout(ctx, 30*time.Second)
-					if nack {
-						err = it.Nack(actx)
-					} else {
-						err = it.Ack(actx)
-					}
-					done()
-					mu.Lock()
-					deliveries[string(it.Data())][k].ack = err
-					mu.Unlock()
-					f.delivered()
-				}
-			})
-		}
-		produce(t, ctx, tg, path)
-		drained(t, ctx, tg.Connect(t), path)
-		stop()
-		wg.Wait()
-		hist := make([][]events.Event, len(qs))
-		bad := int64(-1)
-		for i, q := range qs {
-			q.Close()
-			hist[i] = eventsOf(subs[i])
-			if _, b := checkOrder(t, i, hist[i]); bad < 0 {
-				bad = b
-			}
-		}
-		logBlock(t, hist, bad)
-
-		var acked, uncertain, again int
-		for _, item := range itemNames() {
-			ds := deliveries[item]
-			if len(ds) == 0 {
-				t.Errorf("%s: never delivered", item)
-				continue
-			}
-			// Every delivery but one ends with an ack that went through
-			// (at most one), a nack, or a lost claim; each delivery after
-			// the first is explained by one of the last two.
-			ok, nacks, lost, maybe := 0, 0, 0, 0
-			for k, d := range ds {
-				switch {
-				case d.ack == nil && !d.nacked:
-					ok++
-				case d.ack == nil:
-					nacks++
-				case errors.Is(d.ack, queue.ErrClaimLost):
-					lost++
-				case errors.Is(d.ack, queue.ErrUncertain) && !d.nacked:
-					maybe++
-				default:
-					t.Errorf("%s: delivery %d to consumer %d: %v", item, k, d.consumer, d.ack)
-				}
-			}
-			again += len(ds) - 1
-			// An uncertain ack (ErrUncertain) went through, or the item
-			// was delivered again and acked by another consumer.
-			switch {
-			case ok == 1 && len(ds)-1 <= nacks+lost+maybe:
-				acked++
-			case ok == 0 && maybe >= 1 && len(ds)-1 <= nacks+lost+maybe-1:
-				uncertain++ // its ack's reply was lost with its session
-			default:
-				t.Errorf("%s: %d acks, %d uncertain acks, %d nacks, %d lost claims in %d deliveries: %v", item, ok, maybe, nacks, lost, len(ds), ds)
-			}
-		}
-		if f.n != propFaults {
-			t.Errorf("%d faults injected, want %d", f.n, propFaults)
-		}
-		t.Logf("%d items: %d acked, %d whose ack's reply was lost with its session; %d deliveries again; %d sessions expired, %d late writes armed",
-			propItems, acked, uncertain, again, f.n, f.late)
+		propertyAcknowledged(t, tg, "/queue/property/ack")
 	})
+}
+
+// The same on a queue of 4 shards, every item offered with OfferKey (5
+// keys; the items of one producer and key in the order offered): what
+// TestPropertyAcknowledged checks, and the Order promise per shard (see
+// checkOrder): every item of a key comes from one shard, and each consumer
+// claims each shard's items in their order there (the order offered), but
+// for those that came again (REDELIVERED: after a nack or a claim gone
+// with its session). So each consumer gets each key's items in the order
+// offered, but for those. Across shards, no order is promised or checked.
+func TestPropertySharded(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		propertyAcknowledged(t, tg, "/queue/property/sharded", queue.WithShards(propShards))
+	})
+}
+
+// propertyAcknowledged runs TestPropertyAcknowledged on path, every handle
+// with opts (a queue of shards: TestPropertySharded).
+func propertyAcknowledged(t *testing.T, tg testkit.Target, path string, opts ...queue.Option) {
+	ctx, cancel := context.WithTimeout(t.Context(), propertyBudget)
+	defer cancel()
+	conns, qs := consumers(t, tg, path, opts...)
+	var subs []*events.Subscription
+	for _, q := range qs {
+		subs = append(subs, q.Subscribe())
+	}
+	f := newFaulter(t, tg, conns)
+	var (
+		mu         sync.Mutex
+		deliveries = make(map[string][]delivery)
+	)
+	cctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { f.run(cctx) })
+	for i, q := range qs {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 3))
+			for {
+				it, err := q.TakeItem(cctx)
+				if err != nil {
+					if cctx.Err() == nil {
+						t.Errorf("consumer %d: TakeItem: %v", i, err)
+					}
+					return
+				}
+				// Recorded in the order of the claims, before the ack.
+				nack := rng.IntN(100) == 0
+				mu.Lock()
+				ds := deliveries[string(it.Data())]
+				k := len(ds)
+				deliveries[string(it.Data())] = append(ds, delivery{consumer: i, node: it.Node(), nacked: nack})
+				mu.Unlock()
+				actx, done := context.WithTimeout(ctx, 30*time.Second)
+				if nack {
+					err = it.Nack(actx)
+				} else {
+					err = it.Ack(actx)
+				}
+				done()
+				mu.Lock()
+				deliveries[string(it.Data())][k].ack = err
+				mu.Unlock()
+				f.delivered()
+			}
+		})
+	}
+	produce(t, ctx, tg, path, opts...)
+	drained(t, ctx, tg.Connect(t), path, opts...)
+	stop()
+	wg.Wait()
+	hist := make([][]events.Event, len(qs))
+	bad := int64(-1)
+	for i, q := range qs {
+		q.Close()
+		hist[i] = eventsOf(subs[i])
+		if _, b := checkOrder(t, i, hist[i]); bad < 0 {
+			bad = b
+		}
+	}
+	logBlock(t, hist, bad)
+
+	var acked, uncertain, again int
+	for _, item := range itemNames() {
+		ds := deliveries[item]
+		if len(ds) == 0 {
+			t.Errorf("%s: never delivered", item)
+			continue
+		}
+		// Every delivery but one ends with an ack that went through
+		// (at most one), a nack, or a lost claim; each delivery after
+		// the first is explained by one of the last two.
+		ok, nacks, lost, maybe := 0, 0, 0, 0
+		for k, d := range ds {
+			switch {
+			case d.ack == nil && !d.nacked:
+				ok++
+			case d.ack == nil:
+				nacks++
+			case errors.Is(d.ack, queue.ErrClaimLost):
+				lost++
+			case errors.Is(d.ack, queue.ErrUncertain) && !d.nacked:
+				maybe++
+			default:
+				t.Errorf("%s: delivery %d to consumer %d: %v", item, k, d.consumer, d.ack)
+			}
+		}
+		again += len(ds) - 1
+		// An uncertain ack (ErrUncertain) went through, or the item
+		// was delivered again and acked by another consumer.
+		switch {
+		case ok == 1 && len(ds)-1 <= nacks+lost+maybe:
+			acked++
+		case ok == 0 && maybe >= 1 && len(ds)-1 <= nacks+lost+maybe-1:
+			uncertain++ // its ack's reply was lost with its session
+		default:
+			t.Errorf("%s: %d acks, %d uncertain acks, %d nacks, %d lost claims in %d deliveries: %v", item, ok, maybe, nacks, lost, len(ds), ds)
+		}
+	}
+	if f.n != propFaults {
+		t.Errorf("%d faults injected, want %d", f.n, propFaults)
+	}
+	if len(opts) > 0 {
+		checkKeys(t, deliveries)
+	}
+	t.Logf("%d items: %d acked, %d whose ack's reply was lost with its session; %d deliveries again; %d sessions expired, %d late writes armed",
+		propItems, acked, uncertain, again, f.n, f.late)
+}
+
+// checkKeys checks that every key's items (propKey) came from one shard,
+// and that every shard had items.
+func checkKeys(t *testing.T, deliveries map[string][]delivery) {
+	t.Helper()
+	shardOf := map[string]string{} // key → its shard
+	used := map[string]bool{}
+	for item, ds := range deliveries {
+		var p, n int
+		if _, err := fmt.Sscanf(item, "p%d-%d", &p, &n); err != nil {
+			t.Fatalf("item %q: %v", item, err)
+		}
+		for _, d := range ds {
+			shard := zk.Parent(d.node)
+			used[shard] = true
+			if s, ok := shardOf[propKey(n)]; !ok {
+				shardOf[propKey(n)] = shard
+			} else if s != shard {
+				t.Errorf("%s (key %s) came from %s, the key's items before from %s", item, propKey(n), shard, s)
+			}
+		}
+	}
+	if len(used) != propShards {
+		t.Errorf("items came from %d shards, want %d: %v", len(used), propShards, shardOf)
+	}
 }
 
 // Plain takes under session expiry: every item is taken, and only once,
@@ -411,13 +480,14 @@ func TestPropertyPlain(t *testing.T) {
 }
 
 // checkOrder checks a closed queue's events, evs, that the consumer took
-// or claimed items in their order in the queue: the items it took (TAKEN)
-// and claimed (CLAIMED), except those that came again (REDELIVERED first)
-// and those whose removal is uncertain (TAKEN with ErrUncertain), which it
-// returns. bad is the first item out of order (-1: none).
+// or claimed items in their order in the queue (in each shard: its
+// directory): the items it took (TAKEN) and claimed (CLAIMED), except
+// those that came again (REDELIVERED first) and those whose removal is
+// uncertain (TAKEN with ErrUncertain), which it returns. bad is the first
+// item out of order (-1: none).
 func checkOrder(t *testing.T, consumer int, evs []events.Event) (uncertain []string, bad int64) {
 	t.Helper()
-	last, bad := int64(-1), int64(-1) // the last item the consumer got
+	last, bad := map[string]int64{}, int64(-1) // per directory, the last item the consumer got
 	again := ""
 	for _, ev := range evs {
 		switch {
@@ -432,13 +502,14 @@ func checkOrder(t *testing.T, consumer int, evs []events.Event) (uncertain []str
 		case ev.Type != events.Taken && ev.Type != events.Claimed:
 			continue
 		}
-		if seq := nodeSeq(t, ev.Node); seq < last {
-			t.Errorf("consumer %d got %s after item %d", consumer, ev.Node, last)
+		dir := zk.Parent(ev.Node)
+		if l, ok := last[dir]; ok && nodeSeq(t, ev.Node) < l {
+			t.Errorf("consumer %d got %s after item %d", consumer, ev.Node, l)
 			if bad < 0 {
-				bad = seq
+				bad = nodeSeq(t, ev.Node)
 			}
 		} else {
-			last = seq
+			last[dir] = nodeSeq(t, ev.Node)
 		}
 	}
 	return uncertain, bad
