@@ -26,7 +26,10 @@ import (
 // delete, in this run, on this server. With -kind ack, raw_claim_us and
 // raw_ack_us time the two writes TakeItem and Ack are made of, done by
 // hand as often, in turn with those deletes: an ephemeral "claim" child
-// created under a fresh item node, then the multi deleting both.
+// created under a fresh item node, then the multi deleting both. With
+// -shards above 1 the queue has that many shards (queue.WithShards), and
+// the producers offer with OfferKey, item g with key g%keys: order is
+// checked per producer and key, as promised (none across shards).
 func queueBench(ctx context.Context, args []string) (obj, error) {
 	c := newCommon("queue")
 	kind := c.fs.String("kind", "fifo", "fifo (Take) | ack (TakeItem, then Ack) | consume (Consume, which acks) | priority (OfferPriority, then Take)")
@@ -37,6 +40,8 @@ func queueBench(ctx context.Context, args []string) (obj, error) {
 	payload := c.fs.Int("payload", 32, "item size in bytes (at least 10)")
 	warmup := c.fs.Int("warmup-items", 200, "unmeasured offer and take round first")
 	raw := c.fs.Int("raw", 500, "raw creates and deletes timed before the items and again after them")
+	shards := c.fs.Int("shards", 1, "the queue's shards (queue.WithShards); above 1, items are offered with OfferKey")
+	keys := c.fs.Int("keys", 64, "with -shards above 1: item g is offered with key g%keys")
 	if err := c.parse(args); err != nil {
 		return nil, err
 	}
@@ -54,6 +59,10 @@ func queueBench(ctx context.Context, args []string) (obj, error) {
 		return nil, errors.New("-payload must be at least 10")
 	case *raw < 1:
 		return nil, errors.New("-raw must be at least 1")
+	case *shards < 1 || *keys < 1:
+		return nil, errors.New("-shards and -keys must be at least 1")
+	case *shards > 1 && (*batch > 1 || *kind == "priority"):
+		return nil, errors.New("-shards above 1 offers with OfferKey: not with -batch above 1 or -kind priority")
 	}
 	tg := c.target()
 	var conns []zk.Conn
@@ -70,7 +79,7 @@ func queueBench(ctx context.Context, args []string) (obj, error) {
 				return nil, fmt.Errorf("%s %d: %w", role, i, err)
 			}
 			conns = append(conns, cn)
-			if qs[i], err = queue.New(cn, c.path, queue.WithID(fmt.Sprintf("%s-%d", role, i))); err != nil {
+			if qs[i], err = queue.New(cn, c.path, queue.WithID(fmt.Sprintf("%s-%d", role, i)), queue.WithShards(*shards)); err != nil {
 				return nil, err
 			}
 		}
@@ -96,6 +105,9 @@ func queueBench(ctx context.Context, args []string) (obj, error) {
 		return nil, fmt.Errorf("raw writes: %w", err)
 	}
 	run := queueRun{kind: *kind, producers: prods, consumers: cons, batch: *batch, payload: *payload}
+	if *shards > 1 {
+		run.keys = *keys
+	}
 	if *warmup > 0 {
 		if _, err := run.offer(ctx, *warmup); err != nil {
 			return nil, fmt.Errorf("warm-up: %w", err)
@@ -127,6 +139,12 @@ func queueBench(ctx context.Context, args []string) (obj, error) {
 	}
 	received, outOfOrder, dups := run.check(*items)
 	left := nodesLeft(ctx, conns[0], c.path)
+	if *shards > 1 {
+		left = 0
+		for k := range *shards {
+			left += nodesLeft(ctx, conns[0], fmt.Sprintf("%s/shard-%d", c.path, k))
+		}
+	}
 	if err := deleteTree(ctx, conns[0], c.path); err != nil {
 		fmt.Fprintf(os.Stderr, "zkbench queue: cleanup %s: %v\n", c.path, err)
 	}
@@ -136,7 +154,7 @@ func queueBench(ctx context.Context, args []string) (obj, error) {
 	}
 	out := append(c.header("queue", obj{{"kind", *kind}, {"producers", *producers}, {"consumers", *consumers},
 		{"items", *items}, {"batch", *batch}, {"payload", *payload}, {"warmup_items", *warmup}, {"raw", *raw},
-		{"session_ms", c.session.Milliseconds()}, {"path", c.path}}),
+		{"shards", *shards}, {"keys", run.keys}, {"session_ms", c.session.Milliseconds()}, {"path", c.path}}),
 		field{"queue", *kind}, field{"items", *items},
 		field{"offer_per_s", round(float64(*items)/offerS, 1)}, field{"take_per_s", takePerS},
 		field{"offer_us", summary(run.offerLat, micros)}, field{"take_us", summary(run.takeLat, micros)})
@@ -166,6 +184,7 @@ type queueRun struct {
 	producers       []*queue.Queue
 	consumers       []*queue.Queue
 	batch, payload  int
+	keys            int // above 0: offers with OfferKey, item g with key g%keys
 	mu              sync.Mutex
 	offerLat        []time.Duration // per Offer or OfferBatch call
 	takeLat, ackLat []time.Duration // per item
@@ -196,6 +215,8 @@ func (r *queueRun) offer(ctx context.Context, n int) (float64, error) {
 				switch {
 				case r.kind == "priority":
 					err = q.OfferPriority(ctx, chunk[0], prio(itemNumber(chunk[0])))
+				case r.keys > 0:
+					err = q.OfferKey(ctx, strconv.Itoa(itemNumber(chunk[0])%r.keys), chunk[0])
 				case len(chunk) == 1:
 					err = q.Offer(ctx, chunk[0])
 				default:
@@ -328,7 +349,8 @@ func (r *queueRun) consume(ctx context.Context, n int) error {
 }
 
 // check counts the items received, those received more than once, and
-// those a consumer took before an item it should have taken first.
+// those a consumer took before an item it should have taken first: one
+// of the same producer (and priority, or key) offered before it.
 func (r *queueRun) check(n int) (received, outOfOrder, duplicates int) {
 	P := len(r.producers)
 	seen := make([]bool, n)
@@ -343,6 +365,9 @@ func (r *queueRun) check(n int) (received, outOfOrder, duplicates int) {
 			seen[g] = true
 			received++
 			key := g % P
+			if r.keys > 0 {
+				key = g%P*r.keys + g%r.keys
+			}
 			if r.kind == "priority" {
 				if prio(g) < lastPrio {
 					outOfOrder++
