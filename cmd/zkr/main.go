@@ -10,6 +10,8 @@
 //	zkr queue len [flags] PATH                 print the number of items
 //	                                           (-shards N: a queue of N shards, queue.WithShards)
 //	zkr watch [-tree [-depth N]] [flags] PATH  print the node (-tree: the nodes below it too), then each change, until interrupted
+//	zkr services [flags] BASE [NAME]           print the services under BASE (machines/discovery), each with its
+//	                                           number of instances, or NAME's instances: id, address, port, payload
 //	zkr trace FILE.jsonl... -html OUT [-trace-json OUT]   render recordings (observers.WithRecording) as one timeline
 //	zkr server [-port N] [-data DIR]           run a ZooKeeper for development until interrupted
 //
@@ -44,7 +46,7 @@
 // handshake, an operation a node's ACL refuses: "not authenticated"), 2 for
 // bad usage (an unknown flag, a bad path, no servers given, a bad connect
 // string, ZKR_AUTH or -tls-* file), 3 when no server answered within
-// -connect-timeout or the path holders or queue len reads does not exist
+// -connect-timeout or the path holders, queue len or services reads does not exist
 // ("no such path"), and 128+N when signal N interrupted a wait.
 package main
 
@@ -71,6 +73,7 @@ const usage = `usage:
   zkr holders [-election | -rwlock | -semaphore] [flags] PATH
   zkr queue offer|take|len [flags] PATH [DATA]
   zkr watch [-tree [-depth N]] [flags] PATH
+  zkr services [flags] BASE [NAME]
   zkr trace FILE.jsonl... -html OUT.html [-trace-json OUT.json]
   zkr server [-port N] [-data DIR]
 "zkr COMMAND -h" lists a command's flags.
@@ -100,13 +103,14 @@ type env struct {
 // commands maps a subcommand to its function, which returns zkr's exit
 // status.
 var commands = map[string]func(e *env, args []string) int{
-	"lock":    lockCmd,
-	"elect":   electCmd,
-	"holders": holdersCmd,
-	"queue":   queueCmd,
-	"watch":   watchCmd,
-	"trace":   traceCmd,
-	"server":  serverCmd,
+	"lock":     lockCmd,
+	"elect":    electCmd,
+	"holders":  holdersCmd,
+	"queue":    queueCmd,
+	"watch":    watchCmd,
+	"services": servicesCmd,
+	"trace":    traceCmd,
+	"server":   serverCmd,
 }
 
 func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
