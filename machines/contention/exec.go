@@ -245,6 +245,14 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 			if childErr != nil && !errors.Is(childErr, zk.ErrNoNode) {
 				r.Err = errors.Join(childErr, markErr) // a lost reply to either is retried
 			}
+			if len(deleteW) > 0 && len(markW) == 0 {
+				// The node went before the replies came (the adapter hands
+				// an event over before any later reply), with no mark
+				// before it: the mark's watch was set after, or the node
+				// went plainly. Gone, as if found gone: the machine fires
+				// that watch even if its term is over by now.
+				r.Exists, deleteW = false, nil
+			}
 			if deleteW == nil {
 				return r, true
 			}

@@ -95,8 +95,9 @@ type dirListed struct {
 }
 
 // watching is the reply to watchNode: whether the node existed (and so a
-// watch was left on it) and, for a watchNode with Hold, whether its hold
-// mark existed: the node holds or held.
+// watch was left on it; a deletion whose event came with the replies, no
+// mark's before it, counts as gone) and, for a watchNode with Hold,
+// whether its hold mark existed: the node holds or held.
 type watching struct {
 	Cmd    uint64
 	Exists bool

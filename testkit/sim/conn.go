@@ -200,6 +200,11 @@ func (c *simConn) call(ctx context.Context, req request, apply func(watch bool) 
 	}
 	s.mu.Unlock()
 	s.deliver()
+	// What was queued for c before this request, by another goroutine's
+	// write that may still be handing it over, comes before the reply, as
+	// on the connection (go-zookeeper hands an event to its watch before
+	// it reads the next reply).
+	c.flush()
 	if len(wait) == 0 {
 		return err
 	}

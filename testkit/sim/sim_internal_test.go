@@ -104,3 +104,35 @@ func TestEventOrder(t *testing.T) {
 		t.Fatalf("multi: %v, want %v", got, want)
 	}
 }
+
+// TestReplyAfterEarlierEvents: a reply comes after the events queued for
+// its session before its request was applied, also while another
+// goroutine's write has taken them for delivery and not yet handed them
+// over (go-zookeeper hands an event to its watch before it reads the next
+// reply). A watch request of the contention engine, which looks at what
+// its watches hold once the replies are in, saw no event there.
+func TestReplyAfterEarlierEvents(t *testing.T) {
+	s := New()
+	defer s.Close()
+	a, b := s.Connect(), s.Connect()
+	ctx := t.Context()
+	_, _, ch, err := a.ExistsW(ctx, "/x")
+	must(t, err)
+	// b's create, as its goroutine leaves it: the event queued for a,
+	// taken from the pending list by its delivery, not handed over yet.
+	bwho := principal{session: b.SessionID()}
+	s.mu.Lock()
+	must(t, s.write(func(tx *txn) error {
+		_, err := tx.create("/x", nil, zk.ModePersistent, nil, bwho)
+		return err
+	}))
+	ac := a.(*simConn)
+	s.pending, ac.queued = slices.DeleteFunc(s.pending, func(c *simConn) bool { return c == ac }), false
+	s.mu.Unlock()
+	if _, _, err := a.Exists(ctx, "/y"); err != nil {
+		t.Fatal(err)
+	}
+	if len(ch) != 1 {
+		t.Fatal("a reply came before the event queued for its session ahead of it")
+	}
+}
