@@ -5,8 +5,9 @@
 // while a holder's session ends, consumers acking the items of a work
 // queue while one crashes holding an item, workers starting and finishing
 // together on a double barrier while one crashes inside, a two-phase
-// commit whose coordinator crashes, and a lock on a secured ensemble that
-// another identity cannot take. It prints every lifecycle event as it
+// commit whose coordinator crashes, a lock on a secured ensemble that
+// another identity cannot take, and instances of a service that a client
+// follows while one's session expires. It prints every lifecycle event as it
 // happens, a summary per scenario, and at exit a waterfall of the slowest
 // trace of each operation; it can write the whole run as an HTML timeline
 // or Chrome Trace JSON, and export its spans to an OpenTelemetry collector.
@@ -19,6 +20,7 @@
 //	go run ./cmd/demo -scenario barrier
 //	go run ./cmd/demo -scenario 2pc
 //	go run ./cmd/demo -scenario secure         # digest identities, ACLs, a chroot
+//	go run ./cmd/demo -scenario discovery      # 3 instances, one's session expires
 //	ZKR_AUTH=digest:me:pw go run ./cmd/demo -zk 127.0.0.1:2281/apps/demo -tls-ca ca.pem
 //	go run ./cmd/demo -html /tmp/demo.html     # then open it in a browser, offline
 //	go run ./cmd/demo -trace-json /tmp/demo.json # then open it in ui.perfetto.dev
@@ -27,7 +29,8 @@
 // Each worker and participant has its own session, as separate processes
 // would. The exit code is 0 when every check held (one holder at a time,
 // a leader after each change, never more holders than leases and the
-// lease of an ended session back, every queue item acked exactly once),
+// lease of an ended session back, every queue item acked exactly once,
+// an expired instance gone from the client's view and back),
 // 1 otherwise, 2 on bad flags.
 package main
 
@@ -66,6 +69,8 @@ sessions of their own, as separate processes would:
   2pc        a coordinator commits, aborts on a no vote, and crashes mid-way
   secure     alice holds a lock under a chroot; bob, another digest identity,
              reads who holds it but cannot delete her node nor take the lock
+  discovery  3 instances of a service register, a client follows them; one's
+             session expires: it leaves the client's view and comes back
 
 It prints one line per lifecycle event, in the order they happened
 (time since the start | who | event | the state it left | details; a lock's
@@ -101,7 +106,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	zkf := zkflags.Register(fs, "", "ZooKeeper's connect string host:port[,host:port...][/chroot]; empty: the embedded simulator")
-	scenario := fs.String("scenario", "all", "lock, election, rwlock, semaphore, queue, barrier, 2pc, secure or all")
+	scenario := fs.String("scenario", "all", "lock, election, rwlock, semaphore, queue, barrier, 2pc, secure, discovery or all")
 	workers := fs.Int("workers", 5, "lock: workers contending on one lock")
 	rounds := fs.Int("rounds", 3, "lock, semaphore: acquisitions per worker")
 	htmlFile := fs.String("html", "", "write the run as an HTML timeline to this file (opens offline in a browser)")
@@ -140,11 +145,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"queue": func(ctx context.Context, c *cluster, p *printer) error {
 			return queueScenario(ctx, c, p, *orders, *hold)
 		},
-		"barrier": func(ctx context.Context, c *cluster, p *printer) error { return barrierScenario(ctx, c, p, *hold) },
-		"2pc":     twophaseScenario,
-		"secure":  secureScenario,
+		"barrier":   func(ctx context.Context, c *cluster, p *printer) error { return barrierScenario(ctx, c, p, *hold) },
+		"2pc":       twophaseScenario,
+		"secure":    secureScenario,
+		"discovery": discoveryScenario,
 	}
-	order := []string{"lock", "election", "semaphore", "rwlock", "queue", "barrier", "2pc", "secure"}
+	order := []string{"lock", "election", "semaphore", "rwlock", "queue", "barrier", "2pc", "secure", "discovery"}
 	if *scenario != "all" {
 		if scenarios[*scenario] == nil {
 			fmt.Fprintf(stderr, "demo: unknown scenario %q\n", *scenario)

@@ -51,6 +51,9 @@ func TestScenariosOnSim(t *testing.T) {
 	if err := secureScenario(ctx, c, p); err != nil {
 		t.Fatalf("secure: %v\n%s", err, out.String())
 	}
+	if err := discoveryScenario(ctx, c, p); err != nil {
+		t.Fatalf("discovery: %v\n%s", err, out.String())
+	}
 	// The item consumer-3 held comes again (in whatever state the taker's
 	// machine is then: READY, or DETERMINE while it lists).
 	if !regexp.MustCompile(`consumer-[12]  REDELIVERED +[A-Z]+ +seq=0000000000`).MatchString(out.String()) {
@@ -78,6 +81,11 @@ func TestScenariosOnSim(t *testing.T) {
 		"the coordinator crashes: its session expired",
 		"bob deletes alice's node: refused: zk: not authenticated",
 		"alice held the lock throughout: true",
+		"the client sees [inst-1 inst-2 inst-3]; its picks (round robin): inst-1 inst-2 inst-3 inst-1",
+		"inst-2: its session expired; the client saw it leave: [inst-1 inst-3]",
+		"client      MEMBER_LEFT        READY     instance=inst-2",
+		"the client saw: [inst-1 inst-2 inst-3], then [inst-1 inst-3], then [inst-1 inst-2 inst-3]",
+		"inst-2      LOST",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -124,10 +132,14 @@ func TestScenariosOnARealServer(t *testing.T) {
 		"barrier":   func() error { return barrierScenario(ctx, c, p, time.Millisecond) },
 		"2pc":       func() error { return twophaseScenario(ctx, c, p) },
 		"secure":    func() error { return secureScenario(ctx, c, p) },
+		"discovery": func() error { return discoveryScenario(ctx, c, p) },
 	} {
 		if err := run(); err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, out.String())
 		}
+	}
+	if want := "inst-2: the server expired its session; the client saw it leave: [inst-1 inst-3]"; !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
 	}
 }
 

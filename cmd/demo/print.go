@@ -120,6 +120,8 @@ func (p *printer) event(who string, ev events.Event) {
 	}
 	if ev.Recipe == "twophase" && ev.Node != "" {
 		s += " tx=" + ev.Node[strings.LastIndexByte(ev.Node, '/')+1:]
+	} else if ev.Recipe == "discovery" && ev.Node != "" {
+		s += " instance=" + ev.Node[strings.LastIndexByte(ev.Node, '/')+1:]
 	} else if n := len(ev.Node); n >= 10 && strings.Trim(ev.Node[n-10:], "0123456789") == "" {
 		s += " seq=" + ev.Node[n-10:] // the node's sequence number (none yet on a create's prefix)
 	}
