@@ -30,7 +30,7 @@ func track(f *trackedFSM) {
 func TestEveryTransitionInATranscript(t *testing.T) {
 	transcripts := []func(*testing.T){
 		TestTranscriptJoinSetLeave, TestTranscriptLostCreateReply, TestTranscriptDisconnect, TestTranscriptExpiry,
-		TestTranscriptTaken, TestTranscriptJoinRefused, TestTranscriptClose,
+		TestTranscriptTaken, TestTranscriptLeaveRefused, TestTranscriptJoinRefused, TestTranscriptClose,
 	}
 	src, err := os.ReadFile("machine_test.go")
 	if n := strings.Count(string(src), "\nfunc TestTranscript"); err != nil || n != len(transcripts) {

@@ -248,3 +248,44 @@ func TestJoinCancelledDuringCreate(t *testing.T) {
 		}
 	})
 }
+
+// A delete the server refuses is no departure: a group path that lets
+// anyone create members but only its owner delete them (Join works), our
+// node stays. Leave returns zk.ErrNoAuth and leaves the member FAILED, with
+// its node; Close tries again and returns it too, and so does a Close
+// alone. (Both returned nil, the node still there.)
+func TestLeaveRefused(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		admin := tg.Connect(t, zk.WithAuth("digest", []byte("admin:pw")))
+		acl := append(zk.DigestACL(zk.PermAll, "admin", "pw"), zk.WorldACL(zk.PermRead|zk.PermCreate)...)
+		if _, err := admin.CreateACL(ctx, "/refused", nil, zk.ModePersistent, acl); err != nil {
+			t.Fatal(err)
+		}
+		for _, leave := range []bool{true, false} {
+			c := tg.Connect(t)
+			m := must[*group.Member](t)(group.Join(ctx, c, "/refused", fmt.Sprint("leave-", leave), nil))
+			rec := record(t, m)
+			if leave {
+				if err := m.Leave(ctx); !errors.Is(err, zk.ErrNoAuth) {
+					t.Fatalf("Leave: %v, want zk.ErrNoAuth", err)
+				}
+				if ev := rec.waitN(1, events.Failed, m.Node()); !errors.Is(ev.Err, zk.ErrNoAuth) || m.State() != events.StateFailed {
+					t.Errorf("after Leave: FAILED with %v, state %s; want zk.ErrNoAuth, FAILED", ev.Err, m.State())
+				}
+				if _, owner, ok := node(ctx, t, admin, m.Node()); !ok || owner != c.SessionID() {
+					t.Errorf("%s after the refused Leave: there %t, owner %#x, want ours", m.Node(), ok, owner)
+				}
+			}
+			if err := m.Close(); !errors.Is(err, zk.ErrNoAuth) {
+				t.Errorf("Close (after Leave %t): %v, want zk.ErrNoAuth", leave, err)
+			}
+			if err := m.Close(); !errors.Is(err, zk.ErrNoAuth) {
+				t.Errorf("second Close: %v, want the first's", err)
+			}
+			if _, _, ok := node(ctx, t, admin, m.Node()); !ok {
+				t.Errorf("%s gone after the refused Close", m.Node())
+			}
+		}
+	})
+}

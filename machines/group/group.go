@@ -119,8 +119,8 @@ func checkConn(conn zk.Conn, path string) error {
 // Member is our membership of a group: the ephemeral node <path>/<id>
 // with our data. Its methods are safe for concurrent use. Its State is
 // OFFER while its node is being made (again), READY while it is there,
-// FAILED once the id was found another session's (ErrMemberExists), STOP
-// once it left. Its events: MEMBER_JOINED (our node was made, with its
+// FAILED once the id was found another session's (ErrMemberExists) or the
+// server refused our node's delete (Leave), STOP once it left. Its events: MEMBER_JOINED (our node was made, with its
 // Data and Version), MEMBER_UPDATED (SetData's data is on it),
 // MEMBER_LEFT (it went: Leave, the session's end, or someone deleted it),
 // OFFER_START before each make, FAILED, the session's SUSPENDED,
@@ -206,7 +206,11 @@ func (m *Member) SetData(ctx context.Context, data []byte) error {
 // Leave deletes our node and ends the member (as Close does, but bounded
 // by ctx): it returns once the node is gone. When ctx ends first, Leave
 // returns its error, and the member goes on deleting its node, once the
-// connection is back, until its session ends; Close waits for it.
+// connection is back, until its session ends; Close waits for it. When
+// the server refuses the delete (an ACL that does not let us delete the
+// node: zk.ErrNoAuth), Leave returns that error, wrapped, and the member
+// is FAILED with it, its node still there (until the session ends): it
+// makes nothing more, and Leave or Close tries the delete again.
 func (m *Member) Leave(ctx context.Context) error {
 	_, err := m.do(ctx, "leave", func(req uint64) input { return leaveCall{Req: req} })
 	if err != nil {
@@ -217,8 +221,9 @@ func (m *Member) Leave(ctx context.Context) error {
 
 // Close leaves the group: our node is deleted, waiting at most
 // WithCloseTimeout (then ErrCleanupPending: the connection's janitor
-// deletes it once the session is back). A member whose connection is
-// closed stops by itself (the server deleted its node).
+// deletes it once the session is back). A delete the server refuses is
+// Close's error, as Leave's. A member whose connection is closed stops by
+// itself (the server deleted its node).
 func (m *Member) Close() error { return m.shell.Close() }
 
 // Path is the group's path.

@@ -30,7 +30,7 @@ var (
 		{Trigger: trJoin, From: []events.State{events.StateStart}, To: events.StateOffer},
 		{Trigger: trJoined, From: []events.State{events.StateOffer}, To: events.StateReady},
 		{Trigger: trGone, From: []events.State{events.StateReady}, To: events.StateOffer},
-		{Trigger: trFailed, From: []events.State{events.StateOffer}, To: events.StateFailed},
+		{Trigger: trFailed, From: []events.State{events.StateOffer, events.StateReady}, To: events.StateFailed},
 		{Trigger: trStopped, From: []events.State{events.StateStart, events.StateOffer, events.StateReady,
 			events.StateFailed}, To: events.StateStop},
 	}
@@ -300,7 +300,10 @@ func (m *machine) deleted(o *out, i deleted) {
 		return
 	}
 	m.delCmd = 0
-	ok := i.Err == nil || errors.Is(i.Err, zk.ErrNoNode)
+	// Gone: deleted, or with the session (expired, or the connection
+	// closed).
+	ok := i.Err == nil || errors.Is(i.Err, zk.ErrNoNode) || errors.Is(i.Err, zk.ErrSessionExpired) ||
+		errors.Is(i.Err, zk.ErrClosed)
 	switch {
 	case m.stale:
 		// Gone, or changed since read (BadVersion): the next create looks
@@ -316,8 +319,16 @@ func (m *machine) deleted(o *out, i deleted) {
 		}
 	case retryable(i.Err):
 	default:
-		m.present = false // not ours to delete any more: the session deletes it
-		m.event(o, events.Event{Type: events.Failed, Phase: events.PhaseFailed, Node: m.node, Err: i.Err})
+		// Refused (an ACL that does not let us delete it: zk.ErrNoAuth):
+		// the node stays, until the session ends. The Leave and Close
+		// calls get the error, the member is FAILED with it; another
+		// Leave or Close tries again.
+		err := fmt.Errorf("group: delete %s: %w", m.node, i.Err)
+		for _, r := range m.leaveReqs {
+			o.Replies = append(o.Replies, runtime.Reply{Req: r, Err: err})
+		}
+		m.leaveReqs, m.leaving = nil, false
+		m.fail(o, err)
 	}
 }
 
@@ -382,7 +393,7 @@ func (m *machine) pump(o *out) {
 // request failed for good. Join and SetData get cause.
 func (m *machine) fail(o *out, cause error) {
 	m.failed, m.cause = true, cause
-	if !m.leaving {
+	if !m.leaving && m.State() != events.StateFailed {
 		m.fsm.Fire(trFailed)
 	}
 	m.event(o, events.Event{Type: events.Failed, Phase: events.PhaseFailed, Node: m.node, Err: cause})

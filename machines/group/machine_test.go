@@ -145,6 +145,23 @@ func TestTranscriptTaken(t *testing.T) {
 	tr.Check("taken")
 }
 
+// A delete the server refuses (an ACL that does not let us delete our
+// node: NoAuth): Leave gets the error, the member is FAILED with its node
+// still there and makes nothing; SetData says so; Close tries the delete
+// again, and gets the error too.
+func TestTranscriptLeaveRefused(t *testing.T) {
+	tr := newTranscript(t, 0x10)
+	tr.step(joinCall{Req: 1})
+	tr.step(created{Cmd: 1})
+	tr.step(watched{Cmd: 2, Exists: true, Owner: 0x10})
+	tr.step(leaveCall{Req: 2})
+	tr.step(deleted{Cmd: 3, Err: zk.ErrNoAuth})
+	tr.step(setCall{Req: 3, Data: []byte("d2")})
+	tr.step(shutdown{Req: 4})
+	tr.step(deleted{Cmd: 4, Err: zk.ErrNoAuth})
+	tr.Check("leave_refused")
+}
+
 // Join when the id is another's: Join gets ErrMemberExists; Close then
 // deletes nothing.
 func TestTranscriptJoinRefused(t *testing.T) {
