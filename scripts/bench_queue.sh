@@ -70,7 +70,7 @@ for rep in sorted(reps):
     r = reps[rep]
     print("  rep %d take/s: " % rep + "  ".join("%s %s" % (k, (r[k] or {}).get("take_per_s")) for k in sorted(r)))
     print("  rep %d take p50 us: " % rep + "  ".join("%s %s" % (k, p50(r[k], "take_us")) for k in sorted(r)))
-    busy, load = [], []
+    busy, loads = [], []
     for k in ("zk-fifo", "zk-4consumers", "zk-4shards"):
         try:
             busy.append("%s %s%%" % (k, open(os.path.join(out, "%s-rep%d.cpu" % (k, rep))).read().strip()))
@@ -78,13 +78,13 @@ for rep in sorted(reps):
             pass
     for k in sorted(r):
         try:
-            load.append("%s %s" % (k, open(os.path.join(out, "%s-rep%d.load" % (k, rep))).read().split()[0]))
+            loads.append("%s %s" % (k, open(os.path.join(out, "%s-rep%d.load" % (k, rep))).read().split()[0]))
         except OSError:
             pass
     if busy:
         print("  rep %d machine CPU busy (every process): " % rep + "  ".join(busy))
-    if load:
-        print("  rep %d load average (1 min) after each run: " % rep + "  ".join(load))
+    if loads:
+        print("  rep %d load average (1 min) after each run: " % rep + "  ".join(loads))
 print("same-run ratios, median over repetitions [each]:")
 for name, f in rows.items():
     vals = []
