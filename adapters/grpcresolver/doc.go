@@ -31,8 +31,8 @@
 // ResolveNow does nothing: ZooKeeper's watches push every change to the
 // provider's cache, so reading again would find nothing new. While the
 // connection is cut off the channel keeps the addresses it has; after a
-// session's end the provider reads the service again and the channel gets
-// only the difference.
+// session's end the provider reads the service again, and the channel
+// gets a new list only if it changed.
 //
 // # Close
 //

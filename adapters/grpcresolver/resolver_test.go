@@ -193,6 +193,12 @@ func TestBuildErrors(t *testing.T) {
 		if !errors.Is(grpcresolver.ErrInvalidTarget, zkrecipes.ErrInvalidOption) {
 			t.Error("ErrInvalidTarget does not match zkrecipes.ErrInvalidOption")
 		}
+		// The provider's options reach NewProvider, which refuses this one.
+		acl := grpcresolver.WithProviderOptions(discovery.WithACL(zk.WorldACL(zk.PermAll)...))
+		api := resolver.Target{URL: url.URL{Scheme: "zk", Path: "/api"}}
+		if _, err := grpcresolver.NewBuilder(conn, "/services", acl, nil).Build(api, newStates(), resolver.BuildOptions{}); !errors.Is(err, discovery.ErrInvalidOption) {
+			t.Errorf("Build with WithACL: %v, want discovery.ErrInvalidOption", err)
+		}
 		if b := grpcresolver.NewBuilder(conn, "/services"); b.Scheme() != "zk" {
 			t.Errorf("scheme %q", b.Scheme())
 		}
@@ -206,7 +212,7 @@ func TestBuildErrors(t *testing.T) {
 		if err := s.waitErr(t); !errors.Is(err, discovery.ErrClosed) {
 			t.Errorf("reported %v", err)
 		}
-		if _, err := grpcresolver.NewBuilder(c, "/services").Build(resolver.Target{URL: url.URL{Scheme: "zk", Path: "/api"}}, newStates(), resolver.BuildOptions{}); !errors.Is(err, discovery.ErrClosed) {
+		if _, err := grpcresolver.NewBuilder(c, "/services").Build(api, newStates(), resolver.BuildOptions{}); !errors.Is(err, discovery.ErrClosed) {
 			t.Errorf("Build on a closed connection: %v", err)
 		}
 	})
