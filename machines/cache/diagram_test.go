@@ -2,8 +2,6 @@ package cache
 
 import (
 	"fmt"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/events"
@@ -28,28 +26,12 @@ func track(f *trackedFSM) {
 
 // Every transition the diagram declares is made by some transcript.
 func TestEveryTransitionInATranscript(t *testing.T) {
-	transcripts := []func(*testing.T){
-		TestTranscriptFirstLoad, TestTranscriptChanges, TestTranscriptAbsentRoot, TestTranscriptDisconnect,
-		TestTranscriptExpiry, TestTranscriptCrossedReplies, TestTranscriptClose,
-	}
-	src, err := os.ReadFile("machine_test.go")
-	if n := strings.Count(string(src), "\nfunc TestTranscript"); err != nil || n != len(transcripts) {
-		t.Fatalf("machine_test.go has %d transcript tests, this list %d (%v)", n, len(transcripts), err)
-	}
 	seen = make(map[string]bool)
 	defer func() { seen = nil }()
-	for i, f := range transcripts {
-		t.Run(fmt.Sprint(i), f)
-	}
-	var missing []string
-	for _, tr := range transitions {
-		for _, from := range tr.From {
-			if k := fmt.Sprintf("%s %s", from, tr.Trigger); !seen[k] {
-				missing = append(missing, k+" -> "+string(tr.To))
-			}
-		}
-	}
-	if len(missing) > 0 {
-		t.Errorf("transitions no transcript makes:\n%s", strings.Join(missing, "\n"))
-	}
+	golden.EveryTransitionInATranscript(t, map[string][]runtime.Transition{"": transitions},
+		func(_ string, from events.State, tr runtime.Transition) bool {
+			return seen[fmt.Sprintf("%s %s", from, tr.Trigger)]
+		},
+		TestTranscriptFirstLoad, TestTranscriptChanges, TestTranscriptAbsentRoot, TestTranscriptDisconnect,
+		TestTranscriptExpiry, TestTranscriptCrossedReplies, TestTranscriptClose)
 }

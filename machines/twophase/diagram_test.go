@@ -1,7 +1,6 @@
 package twophase
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/events"
@@ -22,30 +21,16 @@ func TestDiagrams(t *testing.T) {
 
 // Every declared transition is made by some transcript: one never made is
 // dead, or a transcript is missing.
-func TestEveryTransitionReached(t *testing.T) {
-	for _, tc := range []func(*testing.T){
+func TestEveryTransitionInATranscript(t *testing.T) {
+	golden.EveryTransitionInATranscript(t, map[string][]runtime.Transition{"participant": transitions, "coordinator": coordTransitions},
+		func(name string, from events.State, tr runtime.Transition) bool {
+			return reached[name][[2]events.State{from, tr.To}]
+		},
 		TestTranscriptVotedYesAndCommitted, TestTranscriptNoVoteDecidesAbort, TestTranscriptNoVoteAfterADecision,
 		TestTranscriptCoordinatorGone, TestTranscriptRestartFindsVote, TestTranscriptConnectionLostDuringVote,
 		TestTranscriptSessionLostAndClose, TestTranscriptStaleListingAfterDelete, TestTranscriptCloseWhileRegistering,
-		TestTranscriptCloseWhileDisconnected, TestTranscriptSessionLostWhileIdle,
-		TestTranscriptCoordinatorCommits, TestTranscriptCoordinatorWatchesEndThenTimesOut, TestTranscriptCoordinatorReadsTheDecision,
+		TestTranscriptCloseWhileDisconnected, TestTranscriptSessionLostWhileIdle, TestTranscriptCoordinatorCommits,
+		TestTranscriptCoordinatorWatchesEndThenTimesOut, TestTranscriptCoordinatorReadsTheDecision,
 		TestTranscriptCoordinatorAbandoned, TestTranscriptCoordinatorJanitor, TestTranscriptCoordinatorClose,
-		TestTranscriptCoordinatorHandOver, TestTranscriptCoordinatorCloseWhileCreating,
-	} {
-		tc(t)
-	}
-	for name, declared := range map[string][]runtime.Transition{"participant": transitions, "coordinator": coordTransitions} {
-		var missing []string
-		for _, tr := range declared {
-			for _, from := range tr.From {
-				if !reached[name][[2]events.State{from, tr.To}] {
-					missing = append(missing, string(tr.Trigger)+": "+string(from)+" -> "+string(tr.To))
-				}
-			}
-		}
-		slices.Sort(missing)
-		if len(missing) > 0 {
-			t.Errorf("%s: no transcript makes %q", name, missing)
-		}
-	}
+		TestTranscriptCoordinatorHandOver, TestTranscriptCoordinatorCloseWhileCreating)
 }

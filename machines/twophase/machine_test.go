@@ -22,7 +22,7 @@ type transcript struct {
 }
 
 // reached collects, per machine, the transitions (state before and after
-// a step) of every transcript: see TestEveryTransitionReached.
+// a step) of every transcript: see TestEveryTransitionInATranscript.
 var reached = map[string]map[[2]events.State]bool{"participant": {}, "coordinator": {}}
 
 func newTranscript(t *testing.T) *transcript {
