@@ -12,41 +12,6 @@ import (
 // joined with the next claim), and the checks of writes whose replies
 // were lost.
 
-func (m *machine) claimed(o *out, i claimed) {
-	m.owed--
-	e := m.entries[i.Name]
-	if e == nil {
-		return
-	}
-	e.busy = false
-	switch {
-	case i.Err == nil && !m.onOurSession(i.Session):
-		// Made on another session than the machine's (the client sends
-		// what it had queued on the next one, whose news has not come
-		// yet): whose it is, is asked once the session is known.
-		m.uncertain(o, e)
-	case i.Err == nil:
-		m.claimedOurs(o, e, i.Version)
-	case errors.Is(i.Err, zk.ErrNodeExists) && e.retried:
-		m.uncertain(o, e) // ours, perhaps: the first claim, landed since
-	case errors.Is(i.Err, zk.ErrNodeExists): // another consumer's: move on
-		m.unbind(e)
-		m.othersClaim(o, e)
-	case errors.Is(i.Err, zk.ErrNoNode):
-		m.unbind(e)
-		m.markGone(e)
-	case errors.Is(i.Err, zk.ErrBadVersion): // claimed and given back since read: read again
-		e.hasData = false
-	case errors.Is(i.Err, errNotApplied): // the ack failed the multi
-		e.ours, m.exceptHint = true, true
-		m.unbind(e)
-	case errors.Is(i.Err, zk.ErrNoAuth):
-		m.denied(o, e, i.Err)
-	default:
-		m.uncertain(o, e)
-	}
-}
-
 // claimedOurs notes our claim of e, which left the item at version, and
 // delivers it. A version above 1 means a claim before ours: the item
 // comes again (unless it went to no one).
@@ -70,6 +35,22 @@ func (m *machine) claimedOurs(o *out, e *entry, version int32) {
 	}
 	m.event(o, events.Claimed, m.node(e.name), nil)
 	m.reply(o, t.req, taken{Name: e.name, Data: e.data, Session: m.session}, nil)
+}
+
+// claimSeen notes what our watch on another consumer's claim on item
+// name found: whether it is set, and whether the claim is gone (the item
+// comes again, unless it was acked: then a listing says it is gone).
+func (m *machine) claimSeen(name string, watching, gone bool) {
+	if e := m.entries[name]; e != nil {
+		e.watching = watching
+		if gone {
+			e.others, e.again, m.exceptHint = false, true, true
+		}
+	}
+}
+
+func (m *machine) claimLost(name string) error {
+	return fmt.Errorf("%w: %s", ErrClaimLost, m.node(name))
 }
 
 // othersClaim notes that another consumer holds e's claim, and watches it.
@@ -134,7 +115,7 @@ func (m *machine) checked(o *out, i checked) {
 			// The claim went with its session: the item comes again.
 			delete(m.claims, e.name)
 			e.mine, e.again, m.exceptHint = false, true, true
-			m.reply(o, a.req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(e.name)))
+			m.reply(o, a.req, nil, m.claimLost(e.name))
 		}
 		return
 	}
@@ -168,7 +149,7 @@ func (m *machine) ack(o *out, i ackCall) {
 	c, ok := m.claims[i.Name]
 	switch {
 	case !ok || c.session != i.Session || c.session != m.session:
-		m.reply(o, i.Req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(i.Name)))
+		m.reply(o, i.Req, nil, m.claimLost(i.Name))
 	case m.acks[i.Name] != (ackOp{}):
 		m.reply(o, i.Req, nil, fmt.Errorf("%w: %s: an ack or nack is in flight", ErrAcked, m.node(i.Name)))
 	case i.Next && m.joinNext(o, i):
@@ -238,7 +219,7 @@ func (m *machine) acked(o *out, i acked) {
 		if e != nil {
 			e.mine, e.again, m.exceptHint = false, true, true
 		}
-		m.reply(o, a.req, nil, fmt.Errorf("%w: %s", errs.claimLost, m.node(i.Name)))
+		m.reply(o, a.req, nil, m.claimLost(i.Name))
 	case errors.Is(i.Err, zk.ErrNoAuth): // refused: nothing was applied, our claim stays
 		delete(m.acks, i.Name)
 		m.reply(o, a.req, nil, i.Err)

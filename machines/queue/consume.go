@@ -64,7 +64,12 @@ func (q *Queue) Consume(ctx context.Context, handle func(ctx context.Context, da
 			it, err := q.TakeItem(ctx)
 			for err == nil {
 				herr := handle(ctx, it.Data())
-				next, eerr := q.endHandled(ctx, it, herr)
+				// Acked or nacked even when ctx has ended since (within the
+				// close timeout); while ctx lasts, the same multi claims the
+				// next item, if the cache has one.
+				actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), q.o.closeTimeout)
+				next, eerr := it.end(actx, herr != nil, ctx.Err() == nil)
+				acancel()
 				if errors.Is(eerr, zk.ErrNoAuth) {
 					// Refused for our identity, as every ack would be: the
 					// item is given back, if the server lets us.
@@ -95,15 +100,4 @@ func (q *Queue) Consume(ctx context.Context, handle func(ctx context.Context, da
 	}
 	wg.Wait()
 	return first
-}
-
-// endHandled acks an item whose handle returned nil and nacks one whose
-// handle returned herr, even when ctx has ended since (within the close
-// timeout). While ctx lasts, the same multi claims the next item, if the
-// handle's cache has one, and endHandled returns it.
-func (q *Queue) endHandled(ctx context.Context, it *Item, herr error) (*Item, error) {
-	next := ctx.Err() == nil
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.o.closeTimeout)
-	defer cancel()
-	return it.end(ctx, herr != nil, next)
 }

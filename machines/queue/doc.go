@@ -31,7 +31,8 @@
 // exceptions: an item delivered again (a nack, a claim gone with its
 // session) comes as soon as it is seen, and so does one put back for a
 // call that gave up. 4 producers and 4 consumers with session expiries,
-// on the simulator and a real server: TestPropertyAcknowledged and others.
+// on the simulator and a real server: TestPropertyAcknowledged,
+// TestPropertySharded (keyed, 4 shards) and others.
 //
 // # Delivery
 //

@@ -165,9 +165,6 @@ type taken struct {
 	Session int64 // the claim's session
 }
 
-// Errors the machine answers with; the handle exports them.
-var errs = struct{ empty, claimLost, closed, sessionLost error }{ErrEmpty, ErrClaimLost, ErrClosed, ErrSessionLost}
-
 // newMachine returns a machine for cfg.
 func newMachine(cfg config) (*machine, error) {
 	f, err := runtime.NewFSM(states, events.StateStart, transitions)
@@ -205,13 +202,13 @@ func (m *machine) Step(in input) out {
 	switch i := in.(type) {
 	case takeCall:
 		if m.closing != 0 {
-			m.reply(&o, i.Req, nil, errs.closed)
+			m.reply(&o, i.Req, nil, ErrClosed)
 			break
 		}
 		m.takers = append(m.takers, &taker{req: i.Req, kind: i.Kind, try: i.Try})
 	case offerCall:
 		if m.closing != 0 {
-			m.reply(&o, i.Req, nil, errs.closed)
+			m.reply(&o, i.Req, nil, ErrClosed)
 			break
 		}
 		c := m.cmd()
@@ -241,23 +238,13 @@ func (m *machine) Step(in input) out {
 	case dataRead:
 		m.dataRead(&o, i)
 	case removed:
-		m.removed(&o, i)
+		m.wrote(&o, i.Name, i.Err, false, 0, 0)
 	case claimed:
-		m.claimed(&o, i)
+		m.wrote(&o, i.Name, i.Err, true, i.Session, i.Version)
 	case claimWatched:
-		if e := m.entries[i.Name]; e != nil {
-			e.watching = i.Err == nil && i.Exists
-			if i.Err == nil && !i.Exists {
-				e.others, e.again, m.exceptHint = false, true, true
-			}
-		}
+		m.claimSeen(i.Name, i.Err == nil && i.Exists, i.Err == nil && !i.Exists)
 	case claimGone:
-		if e := m.entries[i.Name]; e != nil {
-			e.watching = false
-			if i.Deleted {
-				e.others, e.again, m.exceptHint = false, true, true
-			}
-		}
+		m.claimSeen(i.Name, false, i.Deleted)
 	case acked:
 		m.acked(&o, i)
 	case checked:
@@ -273,31 +260,7 @@ func (m *machine) Step(in input) out {
 	}
 	m.pump(&o)
 	m.finishShutdown(&o)
-	// A take's write goes last: the shell starts one goroutine per
-	// command, and the one started last runs first (runtime.Shell.apply),
-	// so the write likely leaves ahead of the reads made with it.
-	slices.SortStableFunc(o.Commands, func(a, b command) int {
-		wa, wb := takeWrite(a), takeWrite(b)
-		switch {
-		case wa == wb:
-			return 0
-		case wa:
-			return 1
-		}
-		return -1
-	})
 	return o
-}
-
-// takeWrite: c is the delete or claim of an item for a take.
-func takeWrite(c command) bool {
-	switch c := c.(type) {
-	case removeItem, claimItem:
-		return true
-	case endClaim:
-		return c.Next != ""
-	}
-	return false
 }
 
 // pump gives the waiting calls what the cache has, and asks for what it
@@ -318,8 +281,7 @@ func (m *machine) pump(o *out) {
 			continue
 		}
 		if t.req&claimPart != 0 { // a joint's claim that did not go through: no next item
-			m.dropTaker(t)
-			m.reply(o, t.req, nil, nil)
+			m.answer(o, t, nil, nil)
 			continue
 		}
 		if givingBack {
@@ -330,26 +292,22 @@ func (m *machine) pump(o *out) {
 		case e == nil && (!m.listed || m.stale || m.listing):
 			needList = needList || !m.listing
 		case e == nil && t.try: // a sharded handle's look at one shard: no sync
-			m.dropTaker(t)
-			m.reply(o, t.req, nil, errs.empty)
+			m.answer(o, t, nil, ErrEmpty)
 		case e == nil && (t.kind == kindPeek || t.kind == kindPoll):
 			if !t.fresh {
 				t.wantFresh, m.freshNext = true, true
 				continue
 			}
-			m.dropTaker(t)
-			m.reply(o, t.req, nil, errs.empty)
+			m.answer(o, t, nil, ErrEmpty)
 		case e == nil:
 			needList = needList || !m.watchArmed // wait for the watch
 		case e.prio > 0 && !t.fresh: // a lower number offered meanwhile must not be passed over
 			t.wantFresh, m.freshNext = true, true
 		case t.kind == kindWait:
-			m.dropTaker(t)
-			m.reply(o, t.req, nil, nil)
+			m.answer(o, t, nil, nil)
 		case t.kind == kindPeek:
 			if e.hasData {
-				m.dropTaker(t)
-				m.reply(o, t.req, taken{Name: e.name, Data: e.data}, nil)
+				m.answer(o, t, taken{Name: e.name, Data: e.data}, nil)
 			} else {
 				m.read(o, e)
 			}
@@ -674,28 +632,50 @@ func (m *machine) dataRead(o *out, i dataRead) {
 	}
 }
 
-func (m *machine) removed(o *out, i removed) {
+// wrote handles the answer to our delete of item name, or (claim) our
+// claim of it, made on session (0: it changed meanwhile) and leaving the
+// item at version.
+func (m *machine) wrote(o *out, name string, err error, claim bool, session int64, version int32) {
 	m.owed--
-	e := m.entries[i.Name]
+	e := m.entries[name]
 	if e == nil {
 		return
 	}
 	e.busy = false
+	// What a write made again meets when the first, landed since, made it:
+	// the item gone (a delete), our claim there (a claim). What another
+	// consumer's claim makes it meet: a child (a delete), a claim.
+	ours, others := zk.ErrNoNode, zk.ErrNotEmpty
+	if claim {
+		ours, others = zk.ErrNodeExists, zk.ErrNodeExists
+	}
 	switch {
-	case i.Err == nil:
+	case err == nil && claim && !m.onOurSession(session):
+		// Made on another session than the machine's (the client sends
+		// what it had queued on the next one, whose news has not come
+		// yet): whose it is, is asked once the session is known.
+		m.uncertain(o, e)
+	case err == nil && claim:
+		m.claimedOurs(o, e, version)
+	case err == nil:
 		m.won(e)
 		e.retried = false
 		m.deliverTaken(o, e, nil)
-	case errors.Is(i.Err, zk.ErrNoNode) && e.retried:
-		m.uncertain(o, e) // gone with our first delete, perhaps, landed since
-	case errors.Is(i.Err, zk.ErrNoNode): // another consumer took it: move on
-		m.unbind(e)
-		m.markGone(e)
-	case errors.Is(i.Err, zk.ErrNotEmpty): // claimed by an acknowledged consumer
+	case errors.Is(err, ours) && e.retried:
+		m.uncertain(o, e) // ours, perhaps: the first write, landed since
+	case errors.Is(err, others): // another consumer's claim: move on
 		m.unbind(e)
 		m.othersClaim(o, e)
-	case errors.Is(i.Err, zk.ErrNoAuth):
-		m.denied(o, e, i.Err)
+	case errors.Is(err, zk.ErrNoNode): // another consumer took it: move on
+		m.unbind(e)
+		m.markGone(e)
+	case errors.Is(err, zk.ErrBadVersion): // a claim's: claimed and given back since read: read again
+		e.hasData = false
+	case errors.Is(err, errNotApplied): // a joint claim's: the ack failed the multi
+		e.ours, m.exceptHint = true, true
+		m.unbind(e)
+	case errors.Is(err, zk.ErrNoAuth):
+		m.denied(o, e, err)
 	default:
 		m.uncertain(o, e)
 	}
@@ -709,8 +689,7 @@ func (m *machine) denied(o *out, e *entry, err error) {
 	m.unbind(e)
 	e.ours, m.exceptHint = true, true
 	if t != nil {
-		m.dropTaker(t)
-		m.reply(o, t.req, nil, err)
+		m.answer(o, t, nil, err)
 	}
 }
 
@@ -852,7 +831,7 @@ func (m *machine) sessionChange(o *out, i sessionChange) {
 	case zk.StateClosed:
 		m.connected, m.connGone = false, true
 		clear(m.claims) // gone with the session
-		m.failTakers(o, errs.closed)
+		m.failTakers(o, ErrClosed)
 	}
 }
 
@@ -883,7 +862,7 @@ func (m *machine) sessionLost(o *out) {
 	}
 	m.session = 0
 	m.fsm.Fire(trLost)
-	m.event(o, events.Lost, "", errs.sessionLost)
+	m.event(o, events.Lost, "", ErrSessionLost)
 	for _, e := range m.order {
 		if e.mine || e.others {
 			e.again, m.exceptHint = true, true // it comes again, claimed by no one
@@ -899,9 +878,14 @@ func (m *machine) failTakers(o *out, err error) {
 		if t.entry != nil {
 			continue
 		}
-		m.dropTaker(t)
-		m.reply(o, t.req, nil, err)
+		m.answer(o, t, nil, err)
 	}
+}
+
+// answer drops taker t and replies to its call.
+func (m *machine) answer(o *out, t *taker, v any, err error) {
+	m.dropTaker(t)
+	m.reply(o, t.req, v, err)
 }
 
 func (m *machine) dropTaker(t *taker) {
@@ -921,7 +905,7 @@ func (m *machine) shutdown(o *out, req uint64) {
 	for _, t := range m.takers {
 		t.withdrawn = true
 	}
-	m.failTakers(o, errs.closed)
+	m.failTakers(o, ErrClosed)
 	m.giveBackClaims(o)
 }
 

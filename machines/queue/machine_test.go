@@ -476,7 +476,7 @@ func TestTranscriptNoClaimWhileItsAckIsInFlight(t *testing.T) {
 	}
 	tr.step(acked{Cmd: end, Name: "qn-0000000001", Err: zk.ErrNoNode})
 	out = tr.step(claimed{Cmd: end, Name: "qn-0000000002", Err: errNotApplied})
-	if r, ok := replied(out, 2); !ok || !errors.Is(r.Err, errs.claimLost) {
+	if r, ok := replied(out, 2); !ok || !errors.Is(r.Err, ErrClaimLost) {
 		t.Fatalf("the ack = %+v, want claim lost", out.Replies)
 	}
 	tr.Check("no_claim_while_its_ack_is_in_flight")
