@@ -156,6 +156,11 @@ type Shell[In any, C Command] struct {
 	lastTimer uint64                       // the last timer's number
 	grantAt   map[uint64]time.Time         // per granted term: when it was granted
 	refused   []In                         // inputs for answers no caller took, to step next (refuse)
+
+	// curSession is the session a session change being handled is about
+	// (0: the input is no session change): its events carry it, so a
+	// LOST names the session that ended, not the connection's next one.
+	curSession int64
 }
 
 type message[In any] struct {
@@ -167,6 +172,8 @@ type message[In any] struct {
 	call  *call[In]
 	gone  *call[In] // this call's caller stopped waiting; in, if any, withdraws it
 	more  bool      // another input for the same command follows: keep its span
+	// session is the session a session change is about (0: not one).
+	session int64
 }
 
 type call[In any] struct {
@@ -188,7 +195,7 @@ func Run[In any, C Command](conn zk.Conn, m Machine[In, C], spec Spec[In, C]) *S
 	s.state.Store(m.State())
 	s.actor = Spawn(s.handle)
 	s.unsubscribe = WatchSession(s.actor, conn, func(ev zk.SessionEvent) message[In] {
-		return message[In]{in: spec.Session(ev), has: true}
+		return message[In]{in: spec.Session(ev), has: true, session: ev.SessionID}
 	})
 	s.actor.Post(message[In]{start: true})
 	return s
@@ -346,7 +353,7 @@ func (s *Shell[In, C]) handle(_ context.Context, msg message[In]) bool {
 	case !msg.has:
 		return s.stepRefused() // a goroutine that gave up, or a caller with no Withdraw
 	default:
-		s.curSpan, s.curCall = context.Background(), 0
+		s.curSpan, s.curCall, s.curSession = context.Background(), 0, msg.session
 		if msg.call != nil {
 			s.calls[msg.call.req] = msg.call
 			s.curSpan, s.curCall = msg.call.ctx, msg.call.req
@@ -360,7 +367,9 @@ func (s *Shell[In, C]) handle(_ context.Context, msg message[In]) bool {
 		}
 		out = s.m.Step(msg.in)
 	}
-	return s.settle(out) && s.stepRefused()
+	ok := s.settle(out)
+	s.curSession = 0
+	return ok && s.stepRefused()
 }
 
 // settle applies a step's output; it reports false once the machine is
@@ -406,6 +415,9 @@ func (s *Shell[In, C]) apply(out Output[C]) {
 		}
 		e.Time, e.Recipe, e.Path, e.Instance = time.Now(), s.spec.Recipe, s.spec.Path, s.spec.Instance
 		e.SessionID, e.TraceID, e.SpanID = s.conn.SessionID(), tsc.TraceID(), tsc.SpanID()
+		if s.curSession != 0 {
+			e.SessionID = s.curSession
+		}
 		s.bus.Publish(e)
 	}
 	// Ended grants' losses close before any request goes out: a request

@@ -80,6 +80,9 @@ func (m *probeMachine) Step(in probeIn) Output[check] {
 		out.Ended = append(out.Ended, TermEnd{Term: in.term, Cause: errProbeClosed})
 		out.Commands = append(out.Commands, check{id: m.term, path: in.path})
 	case sessionChanged:
+		if in.state == zk.StateLost {
+			out.Events = append(out.Events, events.Event{Type: events.Lost, State: m.state})
+		}
 		if in.state == zk.StateClosed {
 			for t := range m.waiting {
 				out.Ended = append(out.Ended, TermEnd{Term: t, Cause: zk.ErrClosed})
@@ -271,5 +274,29 @@ func TestAfterPostsTheCommandsInputAndStopStopsIt(t *testing.T) {
 		if tm.Stop() {
 			t.Error("Stop left the hour's timer running")
 		}
+	}
+}
+
+// The events of a session change carry the session it is about: LOST
+// names the session that ended, although the connection has its next
+// one by the time the machine steps on it.
+func TestLostNamesTheSessionThatEnded(t *testing.T) {
+	s := sim.New()
+	conn := s.Connect()
+	defer conn.Close()
+	sh := runProbe(conn)
+	defer sh.Stop()
+	sub := sh.Subscribe()
+	defer sub.Close()
+	old := conn.SessionID()
+	s.Expire(conn) // the new session is the connection's before LOST is stepped on
+	for ev := range sub.C {
+		if ev.Type != events.Lost {
+			continue
+		}
+		if ev.SessionID != old || conn.SessionID() == old {
+			t.Fatalf("LOST carries session %#x; want the ended %#x (the connection's is now %#x)", ev.SessionID, old, conn.SessionID())
+		}
+		return
 	}
 }
