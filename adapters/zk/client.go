@@ -219,16 +219,18 @@ func call[T any](ctx context.Context, c *client, req func(gz *gozk.Conn) (T, err
 	return r.v, err
 }
 
-// watch forwards go-zookeeper's one-shot watch channel to a WatchEvent
-// channel of capacity 1 that receives exactly one event and is then closed.
+// watch returns the WatchEvent channel of capacity 1 of go-zookeeper's
+// one-shot watch src: it receives exactly one event and is then closed.
 // It runs in the request's goroutine, right after go-zookeeper answered the
-// watch request begun (c.watches.begin) at gen, so that a watch whose caller
-// has gone is still drained and counted; src is nil when no watch was left.
-// The event callback delivers node events to it in the server's order (see
-// inOrder); the goroutine here delivers what the callback did not.
-// rel rewrites the event's path (see RewriteWatchPath).
-func (c *client) watch(gen uint64, src <-chan gozk.Event, path string, kind watchKind, rel func(string) string) <-chan WatchEvent {
+// watch request begun at gen (c.watches.begin) and ticket (c.order.expect),
+// so that a watch whose caller has gone is still counted; src is nil when
+// no watch was left. The event callback delivers its event, in the
+// server's order (see inOrder); a goroutine forwards src only when an
+// event on the path may have passed the callback before the watch was
+// registered there. rel rewrites the event's path (see RewriteWatchPath).
+func (c *client) watch(gen, ticket uint64, src <-chan gozk.Event, path string, kind watchKind, rel func(string) string) <-chan WatchEvent {
 	if src == nil {
+		c.order.settle(path, ticket, kind, nil)
 		c.watches.end(gen, false)
 		return nil
 	}
@@ -236,6 +238,7 @@ func (c *client) watch(gen uint64, src <-chan gozk.Event, path string, kind watc
 	if err := c.begin(); err != nil {
 		// Close began while the request was answered; go-zookeeper ends
 		// the watch with ErrClosing, unobserved.
+		c.order.settle(path, ticket, kind, nil)
 		c.watches.end(gen, false)
 		out <- WatchEvent{Type: EventNotWatching, Err: ErrClosed}
 		close(out)
@@ -245,7 +248,10 @@ func (c *client) watch(gen uint64, src <-chan gozk.Event, path string, kind watc
 	// The watch is counted gone before its event is seen: a reconnect
 	// right after the event must not hold its requests for it (resync).
 	p := &pendingWatch{out: out, fired: c.watches.fired, rel: rel}
-	c.order.register(path, kind, p)
+	if !c.order.settle(path, ticket, kind, p) {
+		c.calls.Done() // the callback delivers its event
+		return out
+	}
 	go func() {
 		defer c.calls.Done()
 		ev, ok := <-src
@@ -411,13 +417,13 @@ func (c *client) ExistsW(ctx context.Context, path string) (Stat, bool, <-chan W
 	}
 	rel := RewriteWatchPath(ctx)
 	r, err := call(ctx, c, func(gz *gozk.Conn) (existsResult, error) {
-		gen := c.watches.begin()
+		gen, ticket := c.watches.begin(), c.order.expect(path)
 		ok, s, ch, err := gz.ExistsW(path)
 		kind := kindExist
 		if ok {
 			kind = kindData
 		}
-		return existsResult{stat: stat(s), exists: ok, w: c.watch(gen, ch, path, kind, rel)}, err
+		return existsResult{stat: stat(s), exists: ok, w: c.watch(gen, ticket, ch, path, kind, rel)}, err
 	})
 	if err != nil {
 		return Stat{}, false, nil, err
@@ -454,9 +460,9 @@ func (c *client) GetW(ctx context.Context, path string) ([]byte, Stat, <-chan Wa
 	}
 	rel := RewriteWatchPath(ctx)
 	r, err := call(ctx, c, func(gz *gozk.Conn) (getResult, error) {
-		gen := c.watches.begin()
+		gen, ticket := c.watches.begin(), c.order.expect(path)
 		d, s, ch, err := gz.GetW(path)
-		return getResult{data: d, stat: stat(s), w: c.watch(gen, ch, path, kindData, rel)}, err
+		return getResult{data: d, stat: stat(s), w: c.watch(gen, ticket, ch, path, kindData, rel)}, err
 	})
 	if err != nil {
 		return nil, Stat{}, nil, err
@@ -490,9 +496,9 @@ func (c *client) ChildrenW(ctx context.Context, path string) ([]string, Stat, <-
 	}
 	rel := RewriteWatchPath(ctx)
 	r, err := call(ctx, c, func(gz *gozk.Conn) (childrenResult, error) {
-		gen := c.watches.begin()
+		gen, ticket := c.watches.begin(), c.order.expect(path)
 		n, s, ch, err := gz.ChildrenW(path)
-		return childrenResult{names: n, stat: stat(s), w: c.watch(gen, ch, path, kindChild, rel)}, err
+		return childrenResult{names: n, stat: stat(s), w: c.watch(gen, ticket, ch, path, kindChild, rel)}, err
 	})
 	if err != nil {
 		return nil, Stat{}, nil, err

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -755,5 +756,44 @@ func TestLoggerGetsGoZookeeperLines(t *testing.T) {
 	}
 	if strings.Contains(out, "authenticated: id=") || strings.Contains(out, "connected to") {
 		t.Fatalf("go-zookeeper's info lines were not switched off:\n%s", out)
+	}
+}
+
+// A watch costs no goroutine: its event comes from the event callback,
+// in the server's order. 200 armed watches leave the goroutine count
+// where it was, and each fires once on its node's change.
+func TestAWatchHoldsNoGoroutine(t *testing.T) {
+	addr := needServer(t)
+	c := connect(t, addr)
+	other := connect(t, addr)
+	ctx := testCtx(t, 30*time.Second)
+	root := testRoot(t, c)
+	const n = 200
+	for i := range n {
+		if _, err := c.Create(ctx, fmt.Sprintf("%s/n%d", root, i), nil, ModePersistent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := runtime.NumGoroutine()
+	chs := make([]<-chan WatchEvent, n)
+	for i := range n {
+		_, _, ch, err := c.GetW(ctx, fmt.Sprintf("%s/n%d", root, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chs[i] = ch
+	}
+	if d := runtime.NumGoroutine() - before; d > n/10 {
+		t.Fatalf("%d goroutines more with %d watches armed, want none per watch", d, n)
+	}
+	for i := range n {
+		if _, err := other.Set(ctx, fmt.Sprintf("%s/n%d", root, i), []byte("x"), AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, ch := range chs {
+		if ev := waitWatch(t, ch, eventWait); ev != (WatchEvent{Type: EventNodeDataChanged, Path: fmt.Sprintf("%s/n%d", root, i)}) {
+			t.Fatalf("watch %d: %+v", i, ev)
+		}
 	}
 }

@@ -25,24 +25,28 @@ func firedBy(t gozk.EventType) []watchKind {
 		return []watchKind{kindExist, kindData}
 	case gozk.EventNodeChildrenChanged:
 		return []watchKind{kindChild}
-	case gozk.EventNodeDeleted:
+	case gozk.EventNodeDeleted, gozk.EventNotWatching: // NotWatching: expiry or close ends every watch
 		return []watchKind{kindExist, kindData, kindChild}
 	}
 	return nil
 }
 
 // inOrder delivers node events to the watch channels in the order the
-// server sent them. go-zookeeper fills its own per-watch channels in order,
-// but each is forwarded by its own goroutine, which would lose the order
-// across watches: a caller watching two nodes could see the later event
-// first. So the event callback — called on go-zookeeper's receive loop for
-// every notification, in order — delivers to the registered channels
-// itself; the forwarding goroutine delivers only what the callback did not
-// (an event that came before the watch was registered here, or the end of
-// the watch on expiry or close).
+// server sent them, with no goroutine per watch: the event callback,
+// called on go-zookeeper's receive loop for every notification (and for
+// the end of every watch on expiry or close), in order, delivers to the
+// registered channels itself. go-zookeeper registers a watch when the
+// request's reply comes, on that loop, and the caller registers it here
+// after; an event on the path in between reaches only go-zookeeper's own
+// channel of the watch. So the events on a path are counted while a watch
+// request on it is out, and a watch that an event may have passed so
+// (rare: a change of the node just as it is watched) is forwarded from
+// go-zookeeper's channel by a goroutine too.
 type inOrder struct {
 	mu      sync.Mutex
 	pending map[watchKey][]*pendingWatch
+	out     map[string]int    // watch requests out, per path
+	seen    map[string]uint64 // events on a path while a request on it is out
 }
 
 type watchKey struct {
@@ -70,14 +74,35 @@ func (p *pendingWatch) deliver(ev gozk.Event) {
 	})
 }
 
-func (o *inOrder) register(path string, kind watchKind, p *pendingWatch) {
+// expect notes a watch request on path about to be sent; settle ends it
+// with the ticket it returns.
+func (o *inOrder) expect(path string) (ticket uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.pending == nil {
-		o.pending = make(map[watchKey][]*pendingWatch)
+	if o.out == nil {
+		o.pending, o.out, o.seen = make(map[watchKey][]*pendingWatch), make(map[string]int), make(map[string]uint64)
 	}
-	k := watchKey{path, kind}
-	o.pending[k] = append(o.pending[k], p)
+	o.out[path]++
+	return o.seen[path]
+}
+
+// settle ends a watch request on path (expect's ticket): p, if not nil,
+// is registered, and settle reports whether an event on path came while
+// the request was out (it may have been p's: forward go-zookeeper's
+// channel too).
+func (o *inOrder) settle(path string, ticket uint64, kind watchKind, p *pendingWatch) (passed bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	passed = o.seen[path] != ticket
+	if o.out[path]--; o.out[path] == 0 {
+		delete(o.out, path)
+		delete(o.seen, path)
+	}
+	if p != nil {
+		k := watchKey{path, kind}
+		o.pending[k] = append(o.pending[k], p)
+	}
+	return passed
 }
 
 func (o *inOrder) unregister(path string, kind watchKind, p *pendingWatch) {
@@ -103,6 +128,9 @@ func (o *inOrder) unregister(path string, kind watchKind, p *pendingWatch) {
 // their one event).
 func (o *inOrder) fire(ev gozk.Event) {
 	o.mu.Lock()
+	if _, ok := o.out[ev.Path]; ok {
+		o.seen[ev.Path]++
+	}
 	var fired []*pendingWatch
 	for _, kind := range firedBy(ev.Type) {
 		k := watchKey{ev.Path, kind}

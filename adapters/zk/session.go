@@ -72,10 +72,10 @@ type subscriber struct {
 }
 
 // onEvent is the go-zookeeper event callback. It runs on go-zookeeper's
-// goroutines (session states come from its connection loop, one at a time)
-// and handles only session events: node events reach their watches through
-// go-zookeeper's per-watch channels. It never calls into go-zookeeper
-// except for SessionID, an atomic load.
+// goroutines (session states come from its connection loop, one at a time;
+// node events and the ends of watches from its receive loop, in the
+// server's order), and gives node events to their watches (inOrder). It
+// never calls into go-zookeeper except for SessionID, an atomic load.
 func (c *client) onEvent(ev gozk.Event) {
 	if ev.Type != gozk.EventSession {
 		c.order.fire(ev)
