@@ -30,6 +30,10 @@ type Transition struct {
 // callback runs inside looplab, so none can deadlock it. Not safe for
 // concurrent use: it belongs to one actor.
 type FSM struct {
+	// Fired, when set, is told of each transition Fire makes (a test
+	// records with it which transitions its transcripts reach).
+	Fired func(from events.State, t Trigger)
+
 	f   *fsm.FSM
 	bug error // the first transition fired where it is not allowed
 }
@@ -79,9 +83,13 @@ func (m *FSM) Can(t Trigger) bool { return m.f.Can(string(t)) }
 // a machine fires only what its own code allows, so that is a bug in the
 // machine, never its input's doing, and its Shell reports it (Bug).
 func (m *FSM) Fire(t Trigger) error {
+	from := m.Current()
 	err := m.f.Event(context.Background(), string(t))
 	var none fsm.NoTransitionError
 	if err == nil || (errors.As(err, &none) && none.Err == nil) {
+		if m.Fired != nil {
+			m.Fired(from, t)
+		}
 		return nil
 	}
 	err = fmt.Errorf("runtime: %s in state %s: %w", t, m.Current(), err)

@@ -66,7 +66,7 @@ func (i barrierReply) String() string {
 // node's deletion, once the connection is back (on the same session or
 // another: the node is not ours, a session's end changes nothing).
 type barrierMachine struct {
-	fsm    *trackedFSM
+	fsm    *runtime.FSM
 	calls  map[uint64]barrierCall // per command in flight: its call
 	parked []barrierCall          // Waits whose watch is made again once the connection is back
 	down   bool                   // the connection is down
@@ -78,7 +78,7 @@ func newBarrierMachine() *barrierMachine {
 	if err != nil {
 		panic(err) // the declarations above are wrong
 	}
-	return &barrierMachine{fsm: &trackedFSM{FSM: f}, calls: make(map[uint64]barrierCall)}
+	return &barrierMachine{fsm: f, calls: make(map[uint64]barrierCall)}
 }
 
 func (m *barrierMachine) State() events.State { return m.fsm.Current() }

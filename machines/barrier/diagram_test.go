@@ -20,8 +20,8 @@ func TestDiagrams(t *testing.T) {
 var seen map[string]bool
 
 // track has fsm of machine name report its transitions to seen.
-func track(f *trackedFSM, name string) {
-	f.fired = func(from events.State, t runtime.Trigger) {
+func track(f *runtime.FSM, name string) {
+	f.Fired = func(from events.State, t runtime.Trigger) {
 		if seen != nil {
 			seen[fmt.Sprintf("%s %s %s", name, from, t)] = true
 		}

@@ -64,7 +64,7 @@ const (
 // runtime.Shell.
 type machine struct {
 	cfg config
-	fsm *trackedFSM
+	fsm *runtime.FSM
 
 	phase   phase
 	req     uint64          // the Enter or Leave call being served (0: none)
@@ -97,7 +97,7 @@ func newMachine(cfg config) (*machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &machine{cfg: cfg, fsm: &trackedFSM{FSM: f}, session: cfg.SessionID}, nil
+	return &machine{cfg: cfg, fsm: f, session: cfg.SessionID}, nil
 }
 
 // State is the machine's state.
@@ -677,17 +677,4 @@ func Diagram() string {
 		return err.Error()
 	}
 	return f.Mermaid()
-}
-
-// trackedFSM is a runtime.FSM that tells fired (tests) of each transition.
-type trackedFSM struct {
-	*runtime.FSM
-	fired func(from events.State, t runtime.Trigger)
-}
-
-func (f *trackedFSM) Fire(t runtime.Trigger) {
-	from := f.Current()
-	if f.FSM.Fire(t) == nil && f.fired != nil {
-		f.fired(from, t)
-	}
 }

@@ -100,7 +100,7 @@ type pending struct {
 // them, so a subscriber that got an event finds it (or later) in the view.
 type machine struct {
 	cfg         config
-	fsm         *trackedFSM
+	fsm         *runtime.FSM
 	nodes       map[string]*entry
 	queue       []queued
 	inflight    map[uint64]pending
@@ -127,7 +127,7 @@ func newMachine(cfg config) (*machine, error) {
 	if cfg.View == nil {
 		cfg.View = newView()
 	}
-	m := &machine{cfg: cfg, fsm: &trackedFSM{FSM: f}, nodes: make(map[string]*entry),
+	m := &machine{cfg: cfg, fsm: f, nodes: make(map[string]*entry),
 		inflight: make(map[uint64]pending), down: !cfg.Up}
 	m.add(cfg.Path, 0)
 	return m, nil
@@ -601,20 +601,6 @@ func (m *machine) stop(o *out) {
 	m.fsm.Fire(trStopped)
 	m.event(o, events.StopComplete)
 	o.Done = true
-}
-
-// trackedFSM is a runtime.FSM that tells fired (tests) of each transition.
-type trackedFSM struct {
-	*runtime.FSM
-	fired func(from events.State, t runtime.Trigger)
-}
-
-// Fire moves the machine and tells fired of it.
-func (f *trackedFSM) Fire(t runtime.Trigger) {
-	from := f.Current()
-	if f.FSM.Fire(t) == nil && f.fired != nil {
-		f.fired(from, t)
-	}
 }
 
 // Diagram is the caches' machine as a Mermaid state diagram.

@@ -16,8 +16,8 @@ func TestDiagram(t *testing.T) { golden.Check(t, "diagram", Diagram()) }
 // TestEveryTransitionInATranscript runs them: "<from> <trigger>".
 var seen map[string]bool
 
-func track(f *trackedFSM) {
-	f.fired = func(from events.State, t runtime.Trigger) {
+func track(f *runtime.FSM) {
+	f.Fired = func(from events.State, t runtime.Trigger) {
 		if seen != nil {
 			seen[fmt.Sprintf("%s %s", from, t)] = true
 		}

@@ -64,7 +64,7 @@ type waiter struct {
 type machine struct {
 	cfg     config
 	node    string
-	fsm     *trackedFSM
+	fsm     *runtime.FSM
 	session int64          // the connection's current session (0: none)
 	ours    map[int64]bool // every session this member had: their nodes are ours
 	down    bool           // the connection is down: no request is made
@@ -96,7 +96,7 @@ func newMachine(cfg config) (*machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &machine{cfg: cfg, node: zk.Join(cfg.Path, cfg.ID), fsm: &trackedFSM{FSM: f},
+	m := &machine{cfg: cfg, node: zk.Join(cfg.Path, cfg.ID), fsm: f,
 		session: cfg.SessionID, down: cfg.SessionID == 0, ours: map[int64]bool{}, data: cfg.Data, gen: 1}
 	if cfg.SessionID != 0 {
 		m.ours[cfg.SessionID] = true
@@ -433,20 +433,6 @@ func (m *machine) event(o *out, e events.Event) {
 }
 
 func retryable(err error) bool { return errors.Is(err, zk.ErrConnectionLoss) }
-
-// trackedFSM is a runtime.FSM that tells fired (tests) of each transition.
-type trackedFSM struct {
-	*runtime.FSM
-	fired func(from events.State, t runtime.Trigger)
-}
-
-// Fire moves the machine and tells fired of it.
-func (f *trackedFSM) Fire(t runtime.Trigger) {
-	from := f.Current()
-	if f.FSM.Fire(t) == nil && f.fired != nil {
-		f.fired(from, t)
-	}
-}
 
 // Diagram is a member's machine as a Mermaid state diagram.
 func Diagram() string {
