@@ -138,7 +138,7 @@ func TestStrategies(t *testing.T) {
 		sub := sticky.Subscribe()
 		defer sub.Close()
 		for slices.ContainsFunc(sticky.Instances(), func(in discovery.Instance) bool { return in.ID == first }) {
-			waitEvent(t, sub, events.MemberLeft)
+			testkit.WaitEvent(t, sub, events.MemberLeft)
 		}
 		next := picks(sticky, 4)
 		if next[0] == first || slices.ContainsFunc(next, func(id string) bool { return id != next[0] }) {
@@ -189,7 +189,7 @@ func TestBadInstanceData(t *testing.T) {
 			t.Fatal(err)
 		}
 		for {
-			ev := waitEvent(t, sub, events.MemberJoined)
+			ev := testkit.WaitEvent(t, sub, events.MemberJoined)
 			if ev.Node == "/services/api/junk" {
 				if !errors.Is(ev.Err, discovery.ErrBadInstance) || ev.Recipe != "discovery" {
 					t.Errorf("the junk's event: recipe %s, err %v; want ErrBadInstance", ev.Recipe, ev.Err)

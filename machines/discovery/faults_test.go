@@ -30,8 +30,8 @@ func TestExpiry(t *testing.T) {
 		}
 		waitInstances(t, p, "i-1@10.0.0.6:8080")
 		tg.Expire(t, c)
-		waitEvent(t, sub, events.MemberLeft)
-		ev := waitEvent(t, sub, events.MemberJoined)
+		testkit.WaitEvent(t, sub, events.MemberLeft)
+		ev := testkit.WaitEvent(t, sub, events.MemberJoined)
 		if got := p.Instances(); len(got) != 1 || got[0].Address != "10.0.0.6" || ev.Err != nil {
 			t.Errorf("after re-registration: %q (event err %v)", ids(got), ev.Err)
 		}
@@ -59,7 +59,7 @@ func TestDisconnect(t *testing.T) {
 		tg.Disconnect(t, pc)
 		done := make(chan error, 1)
 		go func() { done <- r.Update(ctx, inst("i-1", 6)) }()
-		waitEvent(t, rsub, events.Suspended)
+		testkit.WaitEvent(t, rsub, events.Suspended)
 		if got := ids(p.Instances()); len(got) != 1 {
 			t.Errorf("a cut-off provider forgot its instances: %q", got)
 		}

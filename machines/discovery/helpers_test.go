@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/machines/discovery"
 	"github.com/zkrecipes/zkrecipes/testkit"
 )
@@ -51,25 +50,6 @@ func waitInstances(t *testing.T, p *discovery.Provider, want ...string) {
 			}
 		case <-deadline:
 			t.Fatalf("instances %q, want %q", ids(p.Instances()), want)
-		}
-	}
-}
-
-// waitEvent waits, at most 20 s, for the next event of type typ on sub.
-func waitEvent(t *testing.T, sub *events.Subscription, typ events.Type) events.Event {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case ev, ok := <-sub.C:
-			if !ok {
-				t.Fatalf("subscription ended before %s", typ)
-			}
-			if ev.Type == typ {
-				return ev
-			}
-		case <-deadline:
-			t.Fatalf("no %s within 20 s", typ)
 		}
 	}
 }
