@@ -126,9 +126,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Barrier, error) {
 	}
 	b := &Barrier{}
 	b.run(conn, path, o, newBarrierMachine(), runtime.Spec[input, command]{
-		Exec:     b.exec,
-		Withdraw: func(_ input, req uint64) (input, bool) { return cancelReq{Req: req}, true },
-		HandOver: func(req uint64) input { return shutdown{Req: req} }, // never needed: nothing to delete
+		Exec: b.exec,
 	})
 	return b, nil
 }
@@ -141,7 +139,9 @@ func (h *handle) run(conn zk.Conn, path string, o options, m runtime.Machine[inp
 		Scope: ScopeName, Version: Version, Recipe: "barrier", Path: path, Instance: o.id})
 	spec.Recipe, spec.Path, spec.Instance, spec.Telemetry = "barrier", path, o.id, h.tel
 	spec.Session = func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} }
-	spec.Shutdown = func(req uint64) input { return shutdown{Req: req} }
+	spec.Withdraw = func(_ input, req uint64) (input, bool) { return call{Op: opCancel, Req: req}, true }
+	spec.Shutdown = func(req uint64) input { return call{Op: opShutdown, Req: req} }
+	spec.HandOver = func(req uint64) input { return call{Op: opHandover, Req: req} }
 	spec.ErrorType, spec.Closed, spec.CloseTimeout = errorType, ErrClosed, o.closeTimeout
 	h.shell = runtime.Run(conn, m, spec)
 }
@@ -192,16 +192,16 @@ func (b *Barrier) Remove(ctx context.Context) error { return b.call(ctx, opRemov
 // leaves no watch behind.
 func (b *Barrier) Wait(ctx context.Context) error { return b.call(ctx, opWait) }
 
-func (b *Barrier) call(ctx context.Context, op barrierOp) error {
-	_, err := b.do(ctx, string(op), func(req uint64) input { return barrierCall{Req: req, Op: op} })
+func (b *Barrier) call(ctx context.Context, op op) error {
+	_, err := b.do(ctx, op)
 	return err
 }
 
-// do runs one call of the handle's machine in an INTERNAL span named name.
-func (h *handle) do(ctx context.Context, name string, mk func(req uint64) input, attrs ...attribute.KeyValue) (runtime.Answer, error) {
-	ctx, span := h.tel.Start(ctx, name, trace.SpanKindInternal, attrs...)
+// do runs call op of the handle's machine in an INTERNAL span named op.
+func (h *handle) do(ctx context.Context, op op, attrs ...attribute.KeyValue) (runtime.Answer, error) {
+	ctx, span := h.tel.Start(ctx, string(op), trace.SpanKindInternal, attrs...)
 	defer span.End()
-	a, err := h.shell.Do(ctx, mk)
+	a, err := h.shell.Do(ctx, func(req uint64) input { return call{Op: op, Req: req} })
 	runtime.Fail(span, err, errorType(err))
 	return a, err
 }

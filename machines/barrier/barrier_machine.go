@@ -17,25 +17,10 @@ var (
 	barrierTransitions = []runtime.Transition{{Trigger: trStopped, From: []events.State{events.StateStart}, To: events.StateStop}}
 )
 
-// barrierOp is what a Barrier call, and its request, does.
-type barrierOp string
-
-const (
-	opSet    barrierOp = "set"    // create the node and its missing parents
-	opRemove barrierOp = "remove" // delete the node
-	opWait   barrierOp = "wait"   // watch the node for its deletion
-)
-
-// barrierCall is a call of a Barrier.
-type barrierCall struct {
-	Req uint64
-	Op  barrierOp
-}
-
 // barrierReq is the request of a call: command Cmd.
 type barrierReq struct {
 	Cmd uint64
-	Op  barrierOp
+	Op  op
 }
 
 // barrierReply is a request's reply; for a wait, whether the node exists
@@ -52,7 +37,6 @@ type barrierEvent struct {
 	Type zk.EventType
 }
 
-func (i barrierCall) String() string  { return fmt.Sprintf("%s req=%d", i.Op, i.Req) }
 func (c barrierReq) ID() uint64       { return c.Cmd }
 func (c barrierReq) String() string   { return fmt.Sprintf("%s cmd=%d", c.Op, c.Cmd) }
 func (i barrierEvent) String() string { return fmt.Sprintf("event cmd=%d %s", i.Cmd, i.Type) }
@@ -67,8 +51,8 @@ func (i barrierReply) String() string {
 // another: the node is not ours, a session's end changes nothing).
 type barrierMachine struct {
 	fsm    *runtime.FSM
-	calls  map[uint64]barrierCall // per command in flight: its call
-	parked []barrierCall          // Waits whose watch is made again once the connection is back
+	calls  map[uint64]call // per command in flight: its call
+	parked []call          // Waits whose watch is made again once the connection is back
 	down   bool                   // the connection is down
 	cmds   uint64                 // commands made so far
 }
@@ -78,7 +62,7 @@ func newBarrierMachine() *barrierMachine {
 	if err != nil {
 		panic(err) // the declarations above are wrong
 	}
-	return &barrierMachine{fsm: f, calls: make(map[uint64]barrierCall)}
+	return &barrierMachine{fsm: f, calls: make(map[uint64]call)}
 }
 
 func (m *barrierMachine) State() events.State { return m.fsm.Current() }
@@ -93,15 +77,21 @@ func (m *barrierMachine) Start() out {
 func (m *barrierMachine) Step(in input) out {
 	var o out
 	switch i := in.(type) {
-	case barrierCall:
-		m.request(&o, i)
-	case cancelReq:
-		for cmd, c := range m.calls {
-			if c.Req == i.Req {
-				delete(m.calls, cmd)
+	case call:
+		switch i.Op {
+		case opCancel:
+			for cmd, c := range m.calls {
+				if c.Req == i.Req {
+					delete(m.calls, cmd)
+				}
 			}
+			m.parked = slices.DeleteFunc(m.parked, func(c call) bool { return c.Req == i.Req })
+		case opShutdown, opHandover: // a handover is never needed: nothing to delete
+			m.stop(&o)
+			o.Replies = append(o.Replies, runtime.Reply{Req: i.Req})
+		default:
+			m.request(&o, i)
 		}
-		m.parked = slices.DeleteFunc(m.parked, func(c barrierCall) bool { return c.Req == i.Req })
 	case barrierReply:
 		c, ok := m.calls[i.Cmd]
 		switch {
@@ -148,21 +138,18 @@ func (m *barrierMachine) Step(in input) out {
 		case zk.StateClosed:
 			m.stop(&o) // nothing is left to do: no request can be made
 		}
-	case shutdown:
-		m.stop(&o)
-		o.Replies = append(o.Replies, runtime.Reply{Req: i.Req})
 	}
 	return o
 }
 
-func (m *barrierMachine) request(o *out, c barrierCall) {
+func (m *barrierMachine) request(o *out, c call) {
 	m.cmds++
 	m.calls[m.cmds] = c
 	o.Commands = append(o.Commands, barrierReq{Cmd: m.cmds, Op: c.Op})
 }
 
 // again makes Wait c's watch again, once the connection is up.
-func (m *barrierMachine) again(o *out, c barrierCall) {
+func (m *barrierMachine) again(o *out, c call) {
 	if m.down {
 		m.parked = append(m.parked, c)
 		return

@@ -121,18 +121,9 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 	d := &DoubleBarrier{members: members}
 	d.run(conn, path, o, m, runtime.Spec[input, command]{
 		Exec: d.exec,
-		Withdraw: func(call input, req uint64) (input, bool) {
-			switch call.(type) {
-			case enterCall, leaveCall:
-				return cancelReq{Req: req}, true
-			}
-			return nil, false
+		Refused: func(c input, r runtime.Reply) (input, bool) {
+			return enterRefused{}, c.(call).Op == opEnter && r.Err == nil
 		},
-		Refused: func(call input, r runtime.Reply) (input, bool) {
-			_, enter := call.(enterCall)
-			return enterRefused{}, enter && r.Err == nil
-		},
-		HandOver:       func(req uint64) input { return handover{Req: req} },
 		CleanupPending: ErrCleanupPending,
 	})
 	return d, nil
@@ -163,7 +154,7 @@ func (d *DoubleBarrier) Members() int { return d.members }
 // ErrMembersMismatch when the path records another count (nothing is
 // created); ErrSessionLost when the session ended while we waited.
 func (d *DoubleBarrier) Enter(ctx context.Context) error {
-	a, err := d.do(ctx, "enter", func(req uint64) input { return enterCall{Req: req} }, AttrMembers.Int(d.members))
+	a, err := d.do(ctx, opEnter, AttrMembers.Int(d.members))
 	if err == nil {
 		d.node.Store(a.Value)
 	}
@@ -175,7 +166,7 @@ func (d *DoubleBarrier) Enter(ctx context.Context) error {
 // ErrNotEntered without a completed Enter; ErrSessionLost when the session
 // ended while we were a member (we were counted out then).
 func (d *DoubleBarrier) Leave(ctx context.Context) error {
-	_, err := d.do(ctx, "leave", func(req uint64) input { return leaveCall{Req: req} }, AttrMembers.Int(d.members))
+	_, err := d.do(ctx, opLeave, AttrMembers.Int(d.members))
 	return err
 }
 

@@ -10,25 +10,33 @@ import (
 // one of its commands, a watch firing, a session change.
 type input = fmt.Stringer
 
-// enterCall asks to enter; leaveCall to leave.
-type enterCall struct{ Req uint64 }
-type leaveCall struct{ Req uint64 }
+// call is a handle's call (enter, leave; set, remove, wait), or the
+// Shell's word about call Req (cancel: its caller stopped waiting;
+// shutdown; handover: the reply's value is what is left to delete,
+// runtime.Leftovers).
+type call struct {
+	Op  op
+	Req uint64
+}
 
-// cancelReq withdraws call Req: its caller stopped waiting.
-type cancelReq struct{ Req uint64 }
+// op names a call, or a command's request, as transcripts show it.
+type op string
+
+const (
+	opEnter    op = "enter"
+	opLeave    op = "leave"
+	opSet      op = "set"    // create the barrier node and its missing parents
+	opRemove   op = "remove" // delete the barrier node
+	opWait     op = "wait"   // watch the barrier node for its deletion
+	opCancel   op = "cancel"
+	opShutdown op = "shutdown" // fail the calls waiting, delete our node, end the machine
+	opHandover op = "handover" // end a machine whose shutdown could not finish
+)
 
 // enterRefused: the answer to an Enter that let us in came as its
 // caller's ctx ended, and no caller took it (runtime.Spec.Refused): we
 // get out, as for an Enter withdrawn before it was answered.
 type enterRefused struct{}
-
-// shutdown fails the waiting call, deletes our member node and ends the
-// machine.
-type shutdown struct{ Req uint64 }
-
-// handover ends a machine whose shutdown could not finish: the reply's
-// value is the node left to delete (runtime.Leftovers).
-type handover struct{ Req uint64 }
 
 // sessionChange is a change of the connection's session state.
 type sessionChange struct {
@@ -121,12 +129,8 @@ type readyDeleted struct {
 	Err error
 }
 
-func (i enterCall) String() string  { return fmt.Sprintf("enter req=%d", i.Req) }
-func (i leaveCall) String() string  { return fmt.Sprintf("leave req=%d", i.Req) }
-func (i cancelReq) String() string  { return fmt.Sprintf("cancel req=%d", i.Req) }
+func (i call) String() string       { return fmt.Sprintf("%s req=%d", i.Op, i.Req) }
 func (enterRefused) String() string { return "enter refused" }
-func (i shutdown) String() string   { return fmt.Sprintf("shutdown req=%d", i.Req) }
-func (i handover) String() string   { return fmt.Sprintf("handover req=%d", i.Req) }
 func (i sessionChange) String() string {
 	return fmt.Sprintf("session %s %#x", i.State, i.SessionID)
 }

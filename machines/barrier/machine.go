@@ -120,28 +120,31 @@ func (m *machine) Start() out {
 func (m *machine) Step(in input) out {
 	var o out
 	switch i := in.(type) {
-	case enterCall:
-		m.enter(&o, i.Req)
-	case leaveCall:
-		m.leave(&o, i.Req)
-	case cancelReq:
-		if i.Req == m.req && m.req != 0 {
-			m.req = 0
-			m.getOut(&o)
+	case call:
+		switch i.Op {
+		case opEnter:
+			m.enter(&o, i.Req)
+		case opLeave:
+			m.leave(&o, i.Req)
+		case opCancel:
+			if i.Req == m.req && m.req != 0 {
+				m.req = 0
+				m.getOut(&o)
+			}
+		case opShutdown:
+			m.shutdown(&o, i.Req)
+		case opHandover:
+			m.finish(&o)
+			var l runtime.Leftovers
+			if m.member && !m.deleted && !m.connGone {
+				l = runtime.Leftovers{Session: m.session, Nodes: []string{zk.Join(m.cfg.Path, m.name)}}
+			}
+			m.reply(&o, i.Req, l, nil)
 		}
 	case enterRefused:
 		if m.phase == inside && m.req == 0 {
 			m.getOut(&o)
 		}
-	case shutdown:
-		m.shutdown(&o, i.Req)
-	case handover:
-		m.finish(&o)
-		var l runtime.Leftovers
-		if m.member && !m.deleted && !m.connGone {
-			l = runtime.Leftovers{Session: m.session, Nodes: []string{zk.Join(m.cfg.Path, m.name)}}
-		}
-		m.reply(&o, i.Req, l, nil)
 	case sessionChange:
 		m.sessionChange(&o, i)
 	case probed:

@@ -65,13 +65,13 @@ func replied(out runtime.Output[command], req uint64) (runtime.Reply, bool) {
 // highest, and delete our node once alone; then ready goes.
 func TestTranscriptLastArrivalAndExit(t *testing.T) {
 	tr := newTranscript(t, 3)
-	tr.step(enterCall{Req: 1})
+	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"x-1", "y-1"}})
 	out := tr.step(joined{Cmd: 2, Name: "me-1", ReadyCreated: true})
 	if r, ok := replied(out, 1); !ok || r.Err != nil {
 		t.Fatalf("Enter not answered: %+v", r)
 	}
-	tr.step(leaveCall{Req: 2})
+	tr.step(call{Op: opLeave, Req: 2})
 	tr.step(leaveListed{Cmd: 3, Children: []string{"ready", "me-1", "x-1", "y-1"}})
 	tr.step(nodeWatched{Cmd: 4, Exists: true})
 	tr.step(nodeGone{Cmd: 4})
@@ -93,7 +93,7 @@ func TestTranscriptLastArrivalAndExit(t *testing.T) {
 // counted when we leave: it was not in our first listing.
 func TestTranscriptStaleReadyAndNextRound(t *testing.T) {
 	tr := newTranscript(t, 2)
-	tr.step(enterCall{Req: 1})
+	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("2"), ReadyExists: true, ReadyCzxid: 7})
 	tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"me-1"}})
 	tr.step(readyEvent{Cmd: 1, Type: zk.EventNodeDeleted})
@@ -102,7 +102,7 @@ func TestTranscriptStaleReadyAndNextRound(t *testing.T) {
 	if r, ok := replied(out, 1); !ok || r.Err != nil {
 		t.Fatalf("Enter not answered: %+v", r)
 	}
-	tr.step(leaveCall{Req: 2})
+	tr.step(call{Op: opLeave, Req: 2})
 	tr.step(leaveListed{Cmd: 4, Children: []string{"ready", "me-1", "a-1"}})
 	tr.step(memberDeleted{Cmd: 5, Name: "me-1"})
 	tr.step(nodeWatched{Cmd: 6, Exists: true})
@@ -121,7 +121,7 @@ func TestTranscriptStaleReadyAndNextRound(t *testing.T) {
 // name.
 func TestTranscriptSessionLostWhileEntering(t *testing.T) {
 	tr := newTranscript(t, 3)
-	tr.step(enterCall{Req: 1})
+	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"b-1"}})
 	tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"b-1", "me-1"}})
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
@@ -131,7 +131,7 @@ func TestTranscriptSessionLostWhileEntering(t *testing.T) {
 	}
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	tr.step(readyEvent{Cmd: 1, Type: zk.EventNotWatching}) // the old watch ends: ignored
-	tr.step(enterCall{Req: 2})
+	tr.step(call{Op: opEnter, Req: 2})
 	tr.Check("session_lost_while_entering")
 }
 
@@ -141,7 +141,7 @@ func TestTranscriptSessionLostWhileEntering(t *testing.T) {
 // would count us in a round we are not in. It is deleted.
 func TestTranscriptJoinAfterSessionLost(t *testing.T) {
 	tr := newTranscript(t, 3)
-	tr.step(enterCall{Req: 1})
+	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"b-1"}})
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
@@ -159,12 +159,12 @@ func TestTranscriptJoinAfterSessionLost(t *testing.T) {
 // create.
 func TestTranscriptCountFullAndMismatch(t *testing.T) {
 	tr := newTranscript(t, 2)
-	tr.step(enterCall{Req: 1})
+	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("2")})
 	tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"b-1", "me-1"}})
 	tr.step(readyOpened{Cmd: 3})
 	other := newTranscript(t, 3)
-	other.step(enterCall{Req: 1})
+	other.step(call{Op: opEnter, Req: 1})
 	out := other.step(probed{Cmd: 1, PathData: []byte("2")})
 	if r, ok := replied(out, 1); !ok || !errors.Is(r.Err, ErrMembersMismatch) || len(out.Commands) != 0 {
 		t.Fatalf("Enter with 3 on a path of 2 = %+v, %v", r, out.Commands)
@@ -183,7 +183,7 @@ func TestTranscriptCountFullAndMismatch(t *testing.T) {
 // a round in progress without us is waited out.
 func TestTranscriptReadyBeforeOurJoinReply(t *testing.T) {
 	tr := newTranscript(t, 3)
-	tr.step(enterCall{Req: 1})
+	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"x-1", "y-1"}})
 	out := tr.step(readyEvent{Cmd: 1, Type: zk.EventNodeCreated})
 	if _, ok := replied(out, 1); ok {
@@ -193,7 +193,7 @@ func TestTranscriptReadyBeforeOurJoinReply(t *testing.T) {
 	if r, ok := replied(out, 1); !ok || r.Err != nil {
 		t.Fatalf("Enter not answered: %+v", r)
 	}
-	tr.step(leaveCall{Req: 2})
+	tr.step(call{Op: opLeave, Req: 2})
 	out = tr.step(leaveListed{Cmd: 3, Children: []string{"ready", "me-1", "x-1", "y-1"}})
 	for _, c := range out.Commands {
 		if _, ok := c.(deleteMember); ok {
@@ -202,7 +202,7 @@ func TestTranscriptReadyBeforeOurJoinReply(t *testing.T) {
 	}
 
 	other := newTranscript(t, 3)
-	other.step(enterCall{Req: 1})
+	other.step(call{Op: opEnter, Req: 1})
 	other.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"x-1"}})
 	out = other.step(readyEvent{Cmd: 1, Type: zk.EventNodeCreated})
 	if _, ok := replied(out, 1); ok {
@@ -255,7 +255,7 @@ func TestTranscriptReadyBeforeOurJoinReply(t *testing.T) {
 // over) we look again and join the next round.
 func TestTranscriptRoundInProgress(t *testing.T) {
 	tr := newTranscript(t, 3)
-	tr.step(enterCall{Req: 1})
+	tr.step(call{Op: opEnter, Req: 1})
 	out := tr.step(probed{Cmd: 1, PathData: []byte("3"), ReadyExists: true, ReadyCzxid: 50,
 		Children: []string{"ready", "b-1", "c-1"}, Inside: []string{"c-1", "b-1"}})
 	if len(out.Commands) != 1 || out.Commands[0].(watchMember).Name != "b-1" {
@@ -285,10 +285,10 @@ func TestTranscriptRoundInProgress(t *testing.T) {
 // session events that follow add nothing.
 func TestTranscriptNodeGoneBeforeLeave(t *testing.T) {
 	tr := newTranscript(t, 3)
-	tr.step(enterCall{Req: 1})
+	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"x-1", "y-1"}})
 	tr.step(joined{Cmd: 2, Name: "me-1", ReadyCreated: true})
-	tr.step(leaveCall{Req: 2})
+	tr.step(call{Op: opLeave, Req: 2})
 	out := tr.step(leaveListed{Cmd: 3, Children: []string{"ready", "x-1", "y-1"}})
 	if r, ok := replied(out, 2); !ok || !errors.Is(r.Err, ErrSessionLost) || len(out.Commands) != 0 {
 		t.Fatalf("Leave = %+v, commands %v; want ErrSessionLost, nothing sent", r, out.Commands)
@@ -298,7 +298,7 @@ func TestTranscriptNodeGoneBeforeLeave(t *testing.T) {
 	if n := len(out.Events) + len(out2.Events); n != 0 {
 		t.Fatalf("%d more events after the Leave said the session was lost", n)
 	}
-	tr.step(enterCall{Req: 3})
+	tr.step(call{Op: opEnter, Req: 3})
 	tr.Check("node_gone_before_leave")
 }
 
@@ -309,14 +309,14 @@ func TestTranscriptNodeGoneBeforeLeave(t *testing.T) {
 // without y-1), so we sync and list again before the round is fixed.
 func TestTranscriptLeaveListingBehindReady(t *testing.T) {
 	tr := newTranscript(t, 3)
-	tr.step(enterCall{Req: 1})
+	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"x-1"}})
 	tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"me-1", "x-1"}})
 	out := tr.step(readyEvent{Cmd: 1, Type: zk.EventNodeCreated})
 	if r, ok := replied(out, 1); !ok || r.Err != nil {
 		t.Fatalf("Enter not answered: %+v", r)
 	}
-	tr.step(leaveCall{Req: 2})
+	tr.step(call{Op: opLeave, Req: 2})
 	out = tr.step(leaveListed{Cmd: 3, Children: []string{"me-1", "x-1"}})
 	if lm, ok := only[listMembers](out); !ok || !lm.Sync {
 		t.Fatalf("commands %v, want a sync and a listing", out.Commands)
@@ -352,7 +352,7 @@ func only[C command](out runtime.Output[command]) (C, bool) {
 // makes in its place.
 func TestTranscriptReadyInTheWayWent(t *testing.T) {
 	tr := newTranscript(t, 2)
-	tr.step(enterCall{Req: 1})
+	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("2")})
 	out := tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"b-1", "me-1", "ready"}})
 	if o, ok := only[openReady](out); !ok || o.Check {
@@ -369,7 +369,7 @@ func TestTranscriptReadyInTheWayWent(t *testing.T) {
 	}
 
 	other := newTranscript(t, 3)
-	other.step(enterCall{Req: 1})
+	other.step(call{Op: opEnter, Req: 1})
 	other.step(probed{Cmd: 1, PathData: []byte("3")})
 	other.step(readyEvent{Cmd: 1, Type: zk.EventNodeCreated})
 	out = other.step(joined{Cmd: 2, Name: "me-1", Children: []string{"me-1", "ready"}})
@@ -399,7 +399,7 @@ func TestTranscriptReadyInTheWayWent(t *testing.T) {
 // node is deleted, and the members leaving see us gone.
 func TestTranscriptRefusedEnterGetsOut(t *testing.T) {
 	tr := newTranscript(t, 3)
-	tr.step(enterCall{Req: 1})
+	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"x-1", "y-1"}})
 	tr.step(joined{Cmd: 2, Name: "me-1", ReadyCreated: true})
 	out := tr.step(enterRefused{})
@@ -413,21 +413,21 @@ func TestTranscriptRefusedEnterGetsOut(t *testing.T) {
 // FAILED, and the next Leave says so and puts us outside.
 func TestTranscriptSessionLostInside(t *testing.T) {
 	tr := newTranscript(t, 2)
-	tr.step(enterCall{Req: 1})
+	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("2"), Children: []string{"x-1"}})
 	tr.step(joined{Cmd: 2, Name: "me-1", ReadyCreated: true})
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
-	if r, ok := replied(tr.step(leaveCall{Req: 2}), 2); !ok || !errors.Is(r.Err, ErrSessionLost) {
+	if r, ok := replied(tr.step(call{Op: opLeave, Req: 2}), 2); !ok || !errors.Is(r.Err, ErrSessionLost) {
 		t.Fatalf("Leave = %+v, want ErrSessionLost", r)
 	}
 	// Before our node is made, the session's end, or the connection's,
 	// fails Enter and puts us outside, not FAILED: we were no member.
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
-	tr.step(enterCall{Req: 3})
+	tr.step(call{Op: opEnter, Req: 3})
 	if r, ok := replied(tr.step(sessionChange{State: zk.StateLost, SessionID: sess + 1}), 3); !ok || !errors.Is(r.Err, ErrSessionLost) {
 		t.Fatalf("Enter = %+v, want ErrSessionLost", r)
 	}
-	tr.step(enterCall{Req: 4})
+	tr.step(call{Op: opEnter, Req: 4})
 	if r, ok := replied(tr.step(sessionChange{State: zk.StateClosed}), 4); !ok || !errors.Is(r.Err, ErrClosed) {
 		t.Fatalf("Enter = %+v, want ErrClosed", r)
 	}
@@ -445,7 +445,7 @@ func TestTranscriptCloseInEveryState(t *testing.T) {
 		}
 		tr := newTranscript(t, members)
 		if s != events.StateStart {
-			tr.step(enterCall{Req: 1})
+			tr.step(call{Op: opEnter, Req: 1})
 		}
 		if s != events.StateStart && s != events.StateOffer {
 			tr.step(probed{Cmd: 1, PathData: fmt.Appendf(nil, "%d", members), Children: []string{"x-1"}})
@@ -457,7 +457,7 @@ func TestTranscriptCloseInEveryState(t *testing.T) {
 		if tr.m.State() != s {
 			t.Fatalf("state %s, want %s", tr.m.State(), s)
 		}
-		if out := tr.step(shutdown{Req: 9}); !out.Done {
+		if out := tr.step(call{Op: opShutdown, Req: 9}); !out.Done {
 			tr.step(memberDeleted{Cmd: 3, Name: "me-1"})
 		}
 		if tr.m.State() != events.StateStop {
@@ -493,20 +493,20 @@ func newBarrierTranscript(t *testing.T) (*golden.Transcript, func(in fmt.Stringe
 // watch sees the node deleted (a data change sets the watch again).
 func TestTranscriptBarrierCalls(t *testing.T) {
 	tr, step := newBarrierTranscript(t)
-	step(barrierCall{Req: 1, Op: opSet})
+	step(call{Op: opSet, Req: 1})
 	step(barrierReply{Cmd: 1})
-	step(barrierCall{Req: 2, Op: opSet})
+	step(call{Op: opSet, Req: 2})
 	step(barrierReply{Cmd: 2, Err: zk.ErrNoAuth})
-	step(barrierCall{Req: 3, Op: opWait})
+	step(call{Op: opWait, Req: 3})
 	step(barrierReply{Cmd: 3, Exists: true})
 	step(barrierEvent{Cmd: 3, Type: zk.EventNodeDataChanged})
 	step(barrierReply{Cmd: 4, Exists: true})
-	step(barrierCall{Req: 4, Op: opRemove})
+	step(call{Op: opRemove, Req: 4})
 	step(barrierReply{Cmd: 5})
 	if out := step(barrierEvent{Cmd: 4, Type: zk.EventNodeDeleted}); len(out.Replies) != 1 || out.Replies[0].Err != nil {
 		t.Fatalf("Wait not answered: %+v", out.Replies)
 	}
-	step(barrierCall{Req: 5, Op: opWait})
+	step(call{Op: opWait, Req: 5})
 	step(barrierReply{Cmd: 6})
 	tr.Check("barrier_calls")
 }
@@ -516,7 +516,7 @@ func TestTranscriptBarrierCalls(t *testing.T) {
 // session. A withdrawn Wait's replies are ignored.
 func TestTranscriptBarrierWaitThroughFaults(t *testing.T) {
 	tr, step := newBarrierTranscript(t)
-	step(barrierCall{Req: 1, Op: opWait})
+	step(call{Op: opWait, Req: 1})
 	step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	step(barrierReply{Cmd: 1, Err: zk.ErrConnectionLoss})
 	step(sessionChange{State: zk.StateReconnected, SessionID: sess})
@@ -524,8 +524,8 @@ func TestTranscriptBarrierWaitThroughFaults(t *testing.T) {
 	step(sessionChange{State: zk.StateLost, SessionID: sess})
 	step(barrierEvent{Cmd: 2, Type: zk.EventNotWatching})
 	step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
-	step(barrierCall{Req: 2, Op: opWait})
-	step(cancelReq{Req: 2})
+	step(call{Op: opWait, Req: 2})
+	step(call{Op: opCancel, Req: 2})
 	step(barrierReply{Cmd: 4, Exists: true})
 	step(barrierEvent{Cmd: 4, Type: zk.EventNodeDeleted})
 	step(barrierReply{Cmd: 3, Exists: false})
@@ -537,19 +537,19 @@ func TestTranscriptBarrierWaitThroughFaults(t *testing.T) {
 // connection's close.
 func TestTranscriptBarrierClose(t *testing.T) {
 	tr, step := newBarrierTranscript(t)
-	step(barrierCall{Req: 1, Op: opWait})
+	step(call{Op: opWait, Req: 1})
 	step(barrierReply{Cmd: 1, Exists: true})
-	step(barrierCall{Req: 2, Op: opSet})
+	step(call{Op: opSet, Req: 2})
 	step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	step(barrierCall{Req: 3, Op: opWait})
+	step(call{Op: opWait, Req: 3})
 	step(barrierReply{Cmd: 3, Err: zk.ErrConnectionLoss})
-	if out := step(shutdown{Req: 4}); len(out.Replies) != 4 || !out.Done {
+	if out := step(call{Op: opShutdown, Req: 4}); len(out.Replies) != 4 || !out.Done {
 		t.Fatalf("shutdown: %+v", out)
 	}
 	other, step := newBarrierTranscript(t)
-	step(barrierCall{Req: 1, Op: opSet})
+	step(call{Op: opSet, Req: 1})
 	step(barrierReply{Cmd: 1, Err: zk.ErrClosed})
-	step(barrierCall{Req: 2, Op: opWait})
+	step(call{Op: opWait, Req: 2})
 	step(sessionChange{State: zk.StateClosed})
 	tr.Append("\n# the connection closed\n" + other.String())
 	tr.Check("barrier_close")
