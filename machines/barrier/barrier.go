@@ -89,11 +89,12 @@ type Barrier struct{ handle }
 // handle is what a Barrier and a DoubleBarrier have alike: a machine run
 // by a runtime.Shell.
 type handle struct {
-	conn  zk.Conn
-	path  string
-	id    string
-	tel   *runtime.Telemetry
-	shell *runtime.Shell[input, command]
+	conn    zk.Conn
+	path    string
+	id      string
+	members int // a DoubleBarrier's count (0: a Barrier)
+	tel     *runtime.Telemetry
+	shell   *runtime.Shell[input, command]
 }
 
 // BarrierOption is Option.
@@ -125,9 +126,7 @@ func New(conn zk.Conn, path string, opts ...Option) (*Barrier, error) {
 		o.id = uuid.NewString()
 	}
 	b := &Barrier{}
-	b.run(conn, path, o, newBarrierMachine(), runtime.Spec[input, command]{
-		Exec: b.exec,
-	})
+	b.run(conn, path, o, newBarrierMachine(), runtime.Spec[input, command]{})
 	return b, nil
 }
 
@@ -137,7 +136,7 @@ func (h *handle) run(conn zk.Conn, path string, o options, m runtime.Machine[inp
 	h.conn, h.path, h.id = conn, path, o.id
 	h.tel = runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tp, MeterProvider: o.mp,
 		Scope: ScopeName, Version: Version, Recipe: "barrier", Path: path, Instance: o.id})
-	spec.Recipe, spec.Path, spec.Instance, spec.Telemetry = "barrier", path, o.id, h.tel
+	spec.Recipe, spec.Path, spec.Instance, spec.Telemetry, spec.Exec = "barrier", path, o.id, h.tel, h.exec
 	spec.Session = func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} }
 	spec.Withdraw = func(_ input, req uint64) (input, bool) { return call{Op: opCancel, Req: req}, true }
 	spec.Shutdown = func(req uint64) input { return call{Op: opShutdown, Req: req} }
@@ -211,55 +210,3 @@ func (h *handle) do(ctx context.Context, op op, attrs ...attribute.KeyValue) (ru
 // waiting at most WithCloseTimeout). A handle whose connection is closed
 // stops by itself.
 func (h *handle) Close() error { return h.shell.Close() }
-
-// exec makes a call's request off the actor and posts its reply (and a
-// watch's event) back.
-func (b *Barrier) exec(sh *runtime.Shell[input, command], cmd command, op runtime.Op) {
-	c := cmd.(barrierReq)
-	sh.Go(func(ctx context.Context) (input, bool) {
-		r := barrierReply{Cmd: c.Cmd}
-		var w <-chan zk.WatchEvent
-		switch c.Op {
-		case opSet:
-			// no_node (parents to make first) and node_exists (set
-			// already) are steps of Set, not failures.
-			r.Err = zk.EnsurePath(runtime.Expect(ctx, zk.ErrNoNode, zk.ErrNodeExists), opConn{b.conn, op}, b.path, zk.ModePersistent)
-		case opRemove:
-			op(runtime.Expect(ctx, zk.ErrNoNode), "delete", func(ctx context.Context) error {
-				runtime.SetNode(ctx, b.path)
-				r.Err = b.conn.Delete(ctx, b.path, zk.AnyVersion)
-				return r.Err
-			})
-			if errors.Is(r.Err, zk.ErrNoNode) {
-				r.Err = nil
-			}
-		case opWait:
-			// Not an exists: on a barrier not set it would leave a watch
-			// waiting for the next Set, one per Wait.
-			op(ctx, "get", func(ctx context.Context) error {
-				runtime.SetNode(ctx, b.path)
-				r.Exists, w, r.Err = runtime.WatchDeletion(ctx, b.conn, b.path)
-				return r.Err
-			})
-		}
-		if w == nil {
-			return r, true
-		}
-		return postAwait(ctx, sh, r, w, func(t zk.EventType) input { return barrierEvent{Cmd: c.Cmd, Type: t} })
-	})
-}
-
-// opConn makes each create of zk.EnsurePath a request of a command (Op).
-type opConn struct {
-	zk.Conn
-	op runtime.Op
-}
-
-func (c opConn) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (made string, err error) {
-	c.op(ctx, "create", func(ctx context.Context) error {
-		runtime.SetNode(ctx, path)
-		made, err = c.Conn.Create(ctx, path, data, mode)
-		return err
-	})
-	return made, err
-}

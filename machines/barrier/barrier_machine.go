@@ -17,12 +17,6 @@ var (
 	barrierTransitions = []runtime.Transition{{Trigger: trStopped, From: []events.State{events.StateStart}, To: events.StateStop}}
 )
 
-// barrierReq is the request of a call: command Cmd.
-type barrierReq struct {
-	Cmd uint64
-	Op  op
-}
-
 // barrierReply is a request's reply; for a wait, whether the node exists
 // (then a watch was left on it).
 type barrierReply struct {
@@ -37,8 +31,6 @@ type barrierEvent struct {
 	Type zk.EventType
 }
 
-func (c barrierReq) ID() uint64       { return c.Cmd }
-func (c barrierReq) String() string   { return fmt.Sprintf("%s cmd=%d", c.Op, c.Cmd) }
 func (i barrierEvent) String() string { return fmt.Sprintf("event cmd=%d %s", i.Cmd, i.Type) }
 func (i barrierReply) String() string {
 	return fmt.Sprintf("reply cmd=%d exists=%t err=%v", i.Cmd, i.Exists, i.Err)
@@ -53,8 +45,8 @@ type barrierMachine struct {
 	fsm    *runtime.FSM
 	calls  map[uint64]call // per command in flight: its call
 	parked []call          // Waits whose watch is made again once the connection is back
-	down   bool                   // the connection is down
-	cmds   uint64                 // commands made so far
+	down   bool            // the connection is down
+	cmds   uint64          // commands made so far
 }
 
 func newBarrierMachine() *barrierMachine {
@@ -145,7 +137,7 @@ func (m *barrierMachine) Step(in input) out {
 func (m *barrierMachine) request(o *out, c call) {
 	m.cmds++
 	m.calls[m.cmds] = c
-	o.Commands = append(o.Commands, barrierReq{Cmd: m.cmds, Op: c.Op})
+	o.Commands = append(o.Commands, command{Cmd: m.cmds, Op: c.Op})
 }
 
 // again makes Wait c's watch again, once the connection is up.

@@ -31,8 +31,7 @@ var ErrCleanupPending = fmt.Errorf("barrier: %w", zkrecipes.ErrCleanupPending)
 // SUSPENDED, RECONNECTED and LOST, and START, STOP_START, STOP_COMPLETE.
 type DoubleBarrier struct {
 	handle
-	members int
-	node    atomic.Value // string: our member node's name, once entered
+	node atomic.Value // string: our member node's name, once entered
 }
 
 // Option configures a Barrier or a DoubleBarrier. A nil Option is ignored.
@@ -118,9 +117,8 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 	if err != nil {
 		return nil, err
 	}
-	d := &DoubleBarrier{members: members}
+	d := &DoubleBarrier{handle: handle{members: members}}
 	d.run(conn, path, o, m, runtime.Spec[input, command]{
-		Exec: d.exec,
 		Refused: func(c input, r runtime.Reply) (input, bool) {
 			return enterRefused{}, c.(call).Op == opEnter && r.Err == nil
 		},

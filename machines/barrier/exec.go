@@ -11,14 +11,15 @@ import (
 	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
-// exec makes one command's requests off the actor and posts their replies
-// (and a watch's event) back as inputs. A request that fails with the
-// connection is made again once the session is back (every request here
-// is safe to repeat: our member node has one name, and a create that finds
-// it made, or a delete that finds it gone, is what was wanted); when the
-// session ended instead, it fails with ErrSessionLost.
-func (d *DoubleBarrier) exec(sh *runtime.Shell[input, command], cmd command, op runtime.Op) {
-	conn, path := d.conn, d.path
+// exec makes command c's requests off the actor and posts their replies
+// (and a watch's event) back as inputs. A Barrier's request is made once.
+// A member's request that fails with the connection is made again once
+// the session is back (every request here is safe to repeat: our member
+// node has one name, and a create that finds it made, or a delete that
+// finds it gone, is what was wanted); when the session ended instead, it
+// fails with ErrSessionLost.
+func (h *handle) exec(sh *runtime.Shell[input, command], c command, op runtime.Op) {
+	conn, path := h.conn, h.path
 	ready := zk.Join(path, ReadyName)
 	do := func(ctx context.Context, name string, f func(ctx context.Context) error) error {
 		return retry(ctx, conn, func(ctx context.Context) error {
@@ -27,9 +28,55 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[input, command], cmd command, op 
 			return err
 		})
 	}
-	switch c := cmd.(type) {
-	case probe:
-		sh.Go(func(ctx context.Context) (input, bool) {
+	// children lists the path's children (none when it is missing).
+	children := func(ctx context.Context) (kids []string, err error) {
+		err = do(ctx, "children", func(ctx context.Context) (err error) {
+			kids, _, err = conn.Children(ctx, path)
+			return ignoreNoNode(err)
+		})
+		return kids, err
+	}
+	// watchReady reads whether ready exists, leaving a watch on it.
+	watchReady := func(ctx context.Context) (exists bool, czxid int64, w <-chan zk.WatchEvent, err error) {
+		err = do(ctx, "exists", func(ctx context.Context) (err error) {
+			var st zk.Stat
+			st, exists, w, err = conn.ExistsW(ctx, ready)
+			czxid = st.Czxid
+			return err
+		})
+		return exists, czxid, w, err
+	}
+	readyEvent := func(t zk.EventType) input { return readyEvent{Cmd: c.Cmd, Type: t} }
+	sh.Go(func(ctx context.Context) (input, bool) {
+		switch c.Op {
+		case opSet:
+			// no_node (parents to make first) and node_exists (set
+			// already) are steps of Set, not failures.
+			err := zk.EnsurePath(runtime.Expect(ctx, zk.ErrNoNode, zk.ErrNodeExists), opConn{conn, op}, path, zk.ModePersistent)
+			return barrierReply{Cmd: c.Cmd, Err: err}, true
+		case opRemove:
+			var err error
+			op(runtime.Expect(ctx, zk.ErrNoNode), "delete", func(ctx context.Context) error {
+				runtime.SetNode(ctx, path)
+				err = conn.Delete(ctx, path, zk.AnyVersion)
+				return err
+			})
+			return barrierReply{Cmd: c.Cmd, Err: ignoreNoNode(err)}, true
+		case opWait:
+			// Not an exists: on a barrier not set it would leave a watch
+			// waiting for the next Set, one per Wait.
+			r := barrierReply{Cmd: c.Cmd}
+			var w <-chan zk.WatchEvent
+			op(ctx, "get", func(ctx context.Context) error {
+				runtime.SetNode(ctx, path)
+				r.Exists, w, r.Err = runtime.WatchDeletion(ctx, conn, path)
+				return r.Err
+			})
+			if w == nil {
+				return r, true
+			}
+			return postAwait(ctx, sh, r, w, func(t zk.EventType) input { return barrierEvent{Cmd: c.Cmd, Type: t} })
+		case opProbe:
 			r := probed{Cmd: c.Cmd}
 			var w <-chan zk.WatchEvent
 			var wg sync.WaitGroup
@@ -38,110 +85,68 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[input, command], cmd command, op 
 			wg.Go(func() {
 				errData = do(ctx, "get", func(ctx context.Context) (err error) {
 					r.PathData, _, err = conn.Get(ctx, path)
-					if errors.Is(err, zk.ErrNoNode) {
-						return nil
-					}
-					return err
+					return ignoreNoNode(err)
 				})
 			})
-			wg.Go(func() {
-				errKids = do(ctx, "children", func(ctx context.Context) (err error) {
-					r.Children, _, err = conn.Children(ctx, path)
-					if errors.Is(err, zk.ErrNoNode) {
-						return nil
-					}
-					return err
-				})
-			})
-			r.Err = do(ctx, "exists", func(ctx context.Context) (err error) {
-				var st zk.Stat
-				st, r.ReadyExists, w, err = conn.ExistsW(ctx, ready)
-				r.ReadyCzxid = st.Czxid
-				return err
-			})
+			wg.Go(func() { r.Children, errKids = children(ctx) })
+			r.ReadyExists, r.ReadyCzxid, w, r.Err = watchReady(ctx)
 			wg.Wait()
 			r.Err = errors.Join(r.Err, errData, errKids)
 			if r.Err == nil && r.ReadyExists {
-				r.Inside, r.Err = d.inside(ctx, do, members(r.Children, ""), r.ReadyCzxid)
+				r.Inside, r.Err = h.inside(ctx, do, members(r.Children, ""), r.ReadyCzxid)
 			}
 			if r.Err != nil {
 				return r, true
 			}
-			return postAwait(ctx, sh, r, w, func(t zk.EventType) input { return readyEvent{Cmd: c.Cmd, Type: t} })
-		})
-	case join:
-		sh.Go(func(ctx context.Context) (input, bool) {
+			return postAwait(ctx, sh, r, w, readyEvent)
+		case opJoin:
 			r := joined{Cmd: c.Cmd, Name: c.Name}
-			r.Err = do(ctx, "create", func(ctx context.Context) error {
-				var err error
-				r.ReadyCreated, err = d.join(ctx, c.Name, c.WithReady)
+			r.Err = do(ctx, "create", func(ctx context.Context) (err error) {
+				r.ReadyCreated, err = h.join(ctx, c.Name, c.WithReady)
 				return err
 			})
-			if r.Err != nil || r.ReadyCreated {
-				return r, true
+			if r.Err == nil && !r.ReadyCreated {
+				r.Err = do(ctx, "children", func(ctx context.Context) (err error) {
+					r.Children, _, err = conn.Children(ctx, path)
+					return err
+				})
 			}
-			r.Err = do(ctx, "children", func(ctx context.Context) (err error) {
-				r.Children, _, err = conn.Children(ctx, path)
-				return err
-			})
 			return r, true
-		})
-	case openReady:
-		sh.Go(func(ctx context.Context) (input, bool) {
+		case opOpenReady, opCheckReady:
 			r := readyOpened{Cmd: c.Cmd}
-			name := "multi"
-			if c.Check {
+			name, check := "multi", c.Op == opCheckReady
+			if check {
 				name = "exists"
 			}
 			r.Err = do(ctx, name, func(ctx context.Context) (err error) {
-				r.InProgress, r.Stale, err = d.openReady(ctx, c.Name, c.Stale, c.Check)
+				r.InProgress, r.Stale, err = h.openReady(ctx, c.Name, c.Stale, check)
 				return err
 			})
 			if errors.Is(r.Err, errReadyGone) {
 				r.Gone, r.Err = true, nil
 			}
 			return r, true
-		})
-	case watchReady:
-		sh.Go(func(ctx context.Context) (input, bool) {
+		case opWatchReady:
 			r := readyWatched{Cmd: c.Cmd}
 			var w <-chan zk.WatchEvent
-			r.Err = do(ctx, "exists", func(ctx context.Context) (err error) {
-				var st zk.Stat
-				st, r.Exists, w, err = conn.ExistsW(ctx, ready)
-				r.Czxid = st.Czxid
-				return err
-			})
-			if r.Err != nil {
+			if r.Exists, r.Czxid, w, r.Err = watchReady(ctx); r.Err != nil {
 				return r, true
 			}
-			return postAwait(ctx, sh, r, w, func(t zk.EventType) input { return readyEvent{Cmd: c.Cmd, Type: t} })
-		})
-	case listMembers:
-		sh.Go(func(ctx context.Context) (input, bool) {
+			return postAwait(ctx, sh, r, w, readyEvent)
+		case opList, opSyncList:
 			r := leaveListed{Cmd: c.Cmd}
-			if c.Sync {
-				if r.Err = do(ctx, "sync", func(ctx context.Context) error { return conn.Sync(ctx, path) }); r.Err != nil {
-					return r, true
-				}
+			if c.Op == opSyncList {
+				r.Err = do(ctx, "sync", func(ctx context.Context) error { return conn.Sync(ctx, path) })
 			}
-			r.Err = do(ctx, "children", func(ctx context.Context) (err error) {
-				r.Children, _, err = conn.Children(ctx, path)
-				if errors.Is(err, zk.ErrNoNode) {
-					return nil
-				}
-				return err
-			})
+			if r.Err == nil {
+				r.Children, r.Err = children(ctx)
+			}
 			return r, true
-		})
-	case deleteMember:
-		sh.Go(func(ctx context.Context) (input, bool) {
+		case opDeleteMember:
 			r := memberDeleted{Cmd: c.Cmd, Name: c.Name}
 			r.Err = do(ctx, "delete", func(ctx context.Context) error { return deleteIfThere(ctx, conn, zk.Join(path, c.Name)) })
 			return r, true
-		})
-	case watchMember:
-		sh.Go(func(ctx context.Context) (input, bool) {
+		case opWatchMember:
 			r := nodeWatched{Cmd: c.Cmd}
 			var w <-chan zk.WatchEvent
 			r.Err = do(ctx, "get", func(ctx context.Context) (err error) {
@@ -153,16 +158,26 @@ func (d *DoubleBarrier) exec(sh *runtime.Shell[input, command], cmd command, op 
 			}
 			// deleted, or the watch ended: list again either way
 			return postAwait(ctx, sh, r, w, func(zk.EventType) input { return nodeGone{Cmd: c.Cmd} })
-		})
-	case deleteReady:
-		sh.Go(func(ctx context.Context) (input, bool) {
-			r := readyDeleted{Cmd: c.Cmd}
-			r.Err = do(ctx, "delete", func(ctx context.Context) error { return deleteIfThere(ctx, conn, ready) })
-			return r, true
-		})
-	default:
-		panic(fmt.Sprintf("barrier: unknown command %T", cmd))
-	}
+		case opDeleteReady:
+			return readyDeleted{Cmd: c.Cmd, Err: do(ctx, "delete", func(ctx context.Context) error { return deleteIfThere(ctx, conn, ready) })}, true
+		}
+		panic(fmt.Sprintf("barrier: unknown command %v", c))
+	})
+}
+
+// opConn makes each create of zk.EnsurePath a request of a command (Op).
+type opConn struct {
+	zk.Conn
+	op runtime.Op
+}
+
+func (c opConn) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (made string, err error) {
+	c.op(ctx, "create", func(ctx context.Context) error {
+		runtime.SetNode(ctx, path)
+		made, err = c.Conn.Create(ctx, path, data, mode)
+		return err
+	})
+	return made, err
 }
 
 // postAwait posts reply r, then waits for its watch w to fire: the input
@@ -184,13 +199,13 @@ func postAwait(ctx context.Context, sh *runtime.Shell[input, command], r input, 
 // returns those made before ready (made at readyCzxid), or with it (the
 // arrival that completed the count), that are still there: the members
 // of the round in progress.
-func (d *DoubleBarrier) inside(ctx context.Context, do func(context.Context, string, func(context.Context) error) error, ms []string, readyCzxid int64) ([]string, error) {
+func (h *handle) inside(ctx context.Context, do func(context.Context, string, func(context.Context) error) error, ms []string, readyCzxid int64) ([]string, error) {
 	czxids, errs := make([]int64, len(ms)), make([]error, len(ms))
 	var wg sync.WaitGroup
 	for i, n := range ms {
 		wg.Go(func() {
 			errs[i] = do(ctx, "exists", func(ctx context.Context) error {
-				st, ok, err := d.conn.Exists(ctx, zk.Join(d.path, n))
+				st, ok, err := h.conn.Exists(ctx, zk.Join(h.path, n))
 				if ok {
 					czxids[i] = st.Czxid
 				}
@@ -211,12 +226,12 @@ func (d *DoubleBarrier) inside(ctx context.Context, do func(context.Context, str
 // join creates our member node; with withReady, ready with it in one
 // multi, falling back to our node alone when ready exists. A member node
 // found made (by a create whose reply was lost) is ours.
-func (d *DoubleBarrier) join(ctx context.Context, name string, withReady bool) (readyCreated bool, err error) {
-	ours := zk.Join(d.path, name)
+func (h *handle) join(ctx context.Context, name string, withReady bool) (readyCreated bool, err error) {
+	ours := zk.Join(h.path, name)
 	for attempt := 0; ; attempt++ {
 		if withReady {
-			_, err = d.conn.Multi(ctx, &zk.CreateOp{Path: ours, Mode: zk.ModeEphemeral},
-				&zk.CreateOp{Path: zk.Join(d.path, ReadyName), Mode: zk.ModePersistent})
+			_, err = h.conn.Multi(ctx, &zk.CreateOp{Path: ours, Mode: zk.ModeEphemeral},
+				&zk.CreateOp{Path: zk.Join(h.path, ReadyName), Mode: zk.ModePersistent})
 			if err == nil {
 				return true, nil
 			}
@@ -225,7 +240,7 @@ func (d *DoubleBarrier) join(ctx context.Context, name string, withReady bool) (
 				continue
 			}
 		} else {
-			_, err = d.conn.Create(ctx, ours, nil, zk.ModeEphemeral)
+			_, err = h.conn.Create(ctx, ours, nil, zk.ModeEphemeral)
 			if err == nil || errors.Is(err, zk.ErrNodeExists) {
 				return false, nil
 			}
@@ -233,7 +248,7 @@ func (d *DoubleBarrier) join(ctx context.Context, name string, withReady bool) (
 		if !errors.Is(err, zk.ErrNoNode) || attempt == 2 {
 			return false, err
 		}
-		if err := d.createPath(ctx); err != nil {
+		if err := h.createPath(ctx); err != nil {
 			return false, err
 		}
 	}
@@ -241,11 +256,11 @@ func (d *DoubleBarrier) join(ctx context.Context, name string, withReady bool) (
 
 // createPath creates the barrier's path, as a container that records the
 // member count, and its missing parents.
-func (d *DoubleBarrier) createPath(ctx context.Context) error {
-	if err := zk.EnsurePath(ctx, d.conn, zk.Parent(d.path), zk.ModeContainer); err != nil {
+func (h *handle) createPath(ctx context.Context) error {
+	if err := zk.EnsurePath(ctx, h.conn, zk.Parent(h.path), zk.ModeContainer); err != nil {
 		return err
 	}
-	_, err := d.conn.Create(ctx, d.path, []byte(strconv.Itoa(d.members)), zk.ModeContainer)
+	_, err := h.conn.Create(ctx, h.path, []byte(strconv.Itoa(h.members)), zk.ModeContainer)
 	if errors.Is(err, zk.ErrNodeExists) {
 		return nil
 	}
@@ -271,11 +286,11 @@ var errReadyGone = errors.New("barrier: ready went")
 // must not leave a ready that lets the next round's members through. And
 // a ready in the way that goes before we read it is not made again here
 // (errReadyGone), for the same reason: the machine watches ready again.
-func (d *DoubleBarrier) openReady(ctx context.Context, name string, stale int64, check bool) (inProgress []string, staleCzxid int64, err error) {
-	ready, ours := zk.Join(d.path, ReadyName), zk.Join(d.path, name)
+func (h *handle) openReady(ctx context.Context, name string, stale int64, check bool) (inProgress []string, staleCzxid int64, err error) {
+	ready, ours := zk.Join(h.path, ReadyName), zk.Join(h.path, name)
 	for {
 		if !check {
-			_, err := d.conn.Multi(ctx, &zk.CheckOp{Path: ours, Version: zk.AnyVersion},
+			_, err := h.conn.Multi(ctx, &zk.CheckOp{Path: ours, Version: zk.AnyVersion},
 				&zk.CreateOp{Path: ready, Mode: zk.ModePersistent})
 			switch {
 			case err == nil:
@@ -293,8 +308,8 @@ func (d *DoubleBarrier) openReady(ctx context.Context, name string, stale int64,
 			readyErr, ourErr error
 			wg               sync.WaitGroup
 		)
-		wg.Go(func() { ourStat, ourOK, ourErr = d.conn.Exists(ctx, ours) })
-		st, readyOK, readyErr = d.conn.Exists(ctx, ready)
+		wg.Go(func() { ourStat, ourOK, ourErr = h.conn.Exists(ctx, ours) })
+		st, readyOK, readyErr = h.conn.Exists(ctx, ready)
 		wg.Wait()
 		switch {
 		case readyErr != nil || ourErr != nil:
@@ -306,11 +321,11 @@ func (d *DoubleBarrier) openReady(ctx context.Context, name string, stale int64,
 		case st.Czxid >= ourStat.Czxid:
 			return nil, 0, nil // made with or after our node: this round's
 		case st.Czxid != stale:
-			kids, _, err := d.conn.Children(ctx, d.path)
+			kids, _, err := h.conn.Children(ctx, h.path)
 			if err != nil {
 				return nil, 0, err
 			}
-			in, err := d.inside(ctx, direct, members(kids, name), st.Czxid)
+			in, err := h.inside(ctx, direct, members(kids, name), st.Czxid)
 			if err != nil || len(in) > 0 {
 				return in, 0, err
 			}
@@ -318,7 +333,7 @@ func (d *DoubleBarrier) openReady(ctx context.Context, name string, stale int64,
 		if check {
 			return nil, st.Czxid, nil
 		}
-		if err := d.conn.Delete(ctx, ready, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
+		if err := h.conn.Delete(ctx, ready, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
 			return nil, 0, err
 		}
 		stale = 0
@@ -329,7 +344,11 @@ func (d *DoubleBarrier) openReady(ctx context.Context, name string, stale int64,
 func direct(ctx context.Context, _ string, f func(context.Context) error) error { return f(ctx) }
 
 func deleteIfThere(ctx context.Context, conn zk.Conn, path string) error {
-	err := conn.Delete(ctx, path, zk.AnyVersion)
+	return ignoreNoNode(conn.Delete(ctx, path, zk.AnyVersion))
+}
+
+// ignoreNoNode is err, nil when it says the node is not there.
+func ignoreNoNode(err error) error {
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil
 	}

@@ -173,90 +173,53 @@ func (i readyDeleted) String() string {
 	return fmt.Sprintf("ready deleted cmd=%d err=%v", i.Cmd, i.Err)
 }
 
-// command is a request the machine asks its shell to make.
-type command interface {
-	ID() uint64
-	String() string
-}
-
-// probe reads the path's data, the path's children and whether ready
-// exists (leaving a watch on ready), at once.
-type probe struct{ Cmd uint64 }
-
-// join creates our member node (the path, with the member count as its
-// data, when missing); with WithReady, ready too, in one multi (our
-// arrival completes the count). When ready is not created, the children
-// are listed after the create.
-type join struct {
+// command is request Op, which the machine asks its shell to make; its
+// inputs carry Cmd.
+type command struct {
 	Cmd       uint64
-	Name      string
-	WithReady bool
+	Op        op
+	Name      string // join, open or check ready: our member node; delete or watch member: that member
+	WithReady bool   // join: ready too, in one multi (our arrival completes the count)
+	Stale     int64  // open or check ready: the creation zxid of a ready seen before our node (0: none)
 }
 
-// openReady creates ready, or reads whose the one there is (see
-// DoubleBarrier.openReady). When a ready created before our member node
-// (stale: from an earlier round, never deleted) is in the way, it is
-// replaced; Stale is the creation zxid seen before our node was created,
-// or 0. With Check, nothing is made or replaced: the count is not known
-// to be full.
-type openReady struct {
-	Cmd   uint64
-	Name  string // our member node's
-	Stale int64
-	Check bool
-}
+// A command's requests: a Barrier's (opSet, opRemove, opWait) and a
+// double barrier member's.
+const (
+	// probe reads the path's data, the path's children and whether
+	// ready exists (leaving a watch on ready), at once.
+	opProbe op = "probe"
+	// join creates our member node (the path, with the member count as
+	// its data, when missing); WithReady, ready too. When ready is not
+	// created, the children are listed after the create.
+	opJoin op = "join"
+	// open ready creates ready, or reads whose the one there is
+	// (handle.openReady): a ready created before our member node (stale:
+	// from an earlier round, never deleted) in the way is replaced. Check
+	// ready makes and replaces nothing (the count is not known to be
+	// full): it only reads.
+	opOpenReady  op = "open ready"
+	opCheckReady op = "check ready"
+	opWatchReady op = "watch ready" // set a watch on ready, and read whether it exists
+	// list members lists the path's children, to leave; sync, list
+	// members after a sync of the path (the server we read from catches
+	// up with the leader).
+	opList         op = "list members"
+	opSyncList     op = "sync, list members"
+	opDeleteMember op = "delete member"
+	opWatchMember  op = "watch member" // set a watch on member Name, and read whether it exists
+	opDeleteReady  op = "delete ready" // once every member has left
+)
 
-// watchReady sets a watch on ready, and reads whether it exists.
-type watchReady struct{ Cmd uint64 }
-
-// listMembers lists the path's children, to leave; with Sync, after a
-// sync of the path (the server we read from catches up with the leader).
-type listMembers struct {
-	Cmd  uint64
-	Sync bool
-}
-
-// deleteMember deletes our member node Name.
-type deleteMember struct {
-	Cmd  uint64
-	Name string
-}
-
-// watchMember sets a watch on member Name, and reads whether it exists.
-type watchMember struct {
-	Cmd  uint64
-	Name string
-}
-
-// deleteReady deletes ready once every member has left.
-type deleteReady struct{ Cmd uint64 }
-
-func (c probe) ID() uint64        { return c.Cmd }
-func (c join) ID() uint64         { return c.Cmd }
-func (c openReady) ID() uint64    { return c.Cmd }
-func (c watchReady) ID() uint64   { return c.Cmd }
-func (c listMembers) ID() uint64  { return c.Cmd }
-func (c deleteMember) ID() uint64 { return c.Cmd }
-func (c watchMember) ID() uint64  { return c.Cmd }
-func (c deleteReady) ID() uint64  { return c.Cmd }
-
-func (c probe) String() string { return fmt.Sprintf("probe cmd=%d", c.Cmd) }
-func (c join) String() string {
-	return fmt.Sprintf("join cmd=%d %s with_ready=%t", c.Cmd, c.Name, c.WithReady)
-}
-func (c openReady) String() string {
-	if c.Check {
-		return fmt.Sprintf("check ready cmd=%d stale=%d", c.Cmd, c.Stale)
+func (c command) ID() uint64 { return c.Cmd }
+func (c command) String() string {
+	switch c.Op {
+	case opJoin:
+		return fmt.Sprintf("%s cmd=%d %s with_ready=%t", c.Op, c.Cmd, c.Name, c.WithReady)
+	case opOpenReady, opCheckReady:
+		return fmt.Sprintf("%s cmd=%d stale=%d", c.Op, c.Cmd, c.Stale)
+	case opDeleteMember, opWatchMember:
+		return fmt.Sprintf("%s cmd=%d %s", c.Op, c.Cmd, c.Name)
 	}
-	return fmt.Sprintf("open ready cmd=%d stale=%d", c.Cmd, c.Stale)
+	return fmt.Sprintf("%s cmd=%d", c.Op, c.Cmd)
 }
-func (c watchReady) String() string { return fmt.Sprintf("watch ready cmd=%d", c.Cmd) }
-func (c listMembers) String() string {
-	if c.Sync {
-		return fmt.Sprintf("sync, list members cmd=%d", c.Cmd)
-	}
-	return fmt.Sprintf("list members cmd=%d", c.Cmd)
-}
-func (c deleteMember) String() string { return fmt.Sprintf("delete member cmd=%d %s", c.Cmd, c.Name) }
-func (c watchMember) String() string  { return fmt.Sprintf("watch member cmd=%d %s", c.Cmd, c.Name) }
-func (c deleteReady) String() string  { return fmt.Sprintf("delete ready cmd=%d", c.Cmd) }

@@ -166,8 +166,7 @@ func (m *machine) Step(in input) out {
 			if i.Stale != 0 {
 				m.stale = i.Stale
 			}
-			m.watch = m.cmd()
-			o.Commands = append(o.Commands, watchReady{Cmd: m.watch})
+			m.watch = m.send(&o, command{Op: opWatchReady})
 		case len(i.InProgress) > 0:
 			m.withdraw(&o, i.InProgress)
 		default:
@@ -198,8 +197,7 @@ func (m *machine) Step(in input) out {
 			break
 		}
 		// The stale ready was deleted, or the watch ended: watch again.
-		m.watch = m.cmd()
-		o.Commands = append(o.Commands, watchReady{Cmd: m.watch})
+		m.watch = m.send(&o, command{Op: opWatchReady})
 	case leaveListed:
 		m.leaveListed(&o, i)
 	case memberDeleted:
@@ -259,9 +257,8 @@ func (m *machine) enter(o *out, req uint64) {
 }
 
 func (m *machine) probe(o *out) {
-	m.step, m.waitOn = m.cmd(), 0
+	m.step, m.waitOn = m.send(o, command{Op: opProbe}), 0
 	m.watch = m.step // probe leaves the watch on ready
-	o.Commands = append(o.Commands, probe{Cmd: m.step})
 }
 
 func (m *machine) probed(o *out, i probed) {
@@ -284,8 +281,7 @@ func (m *machine) probed(o *out, i probed) {
 		// leave without waiting for us, whose node came after they
 		// listed the round. So no node of ours yet: we wait for one of
 		// them to go (or for ready to), then look again.
-		m.waitOn = m.cmd()
-		o.Commands = append(o.Commands, watchMember{Cmd: m.waitOn, Name: slices.Min(i.Inside)})
+		m.waitOn = m.send(o, command{Op: opWatchMember, Name: slices.Min(i.Inside)})
 		return
 	}
 	if i.ReadyExists {
@@ -294,9 +290,8 @@ func (m *machine) probed(o *out, i probed) {
 	// Our arrival completes the count: our node and ready in one multi.
 	withReady := !i.ReadyExists && len(members(i.Children, "")) >= m.cfg.Members-1
 	m.member, m.deleted, m.joining = true, false, true
-	m.step = m.cmd()
+	m.step = m.send(o, command{Op: opJoin, Name: m.name, WithReady: withReady})
 	m.joinCmd = m.step
-	o.Commands = append(o.Commands, join{Cmd: m.step, Name: m.name, WithReady: withReady})
 }
 
 func (m *machine) joined(o *out, i joined) {
@@ -306,7 +301,7 @@ func (m *machine) joined(o *out, i joined) {
 			// client may have sent it on the session that followed, where
 			// the node would count us in. It goes.
 			m.owed++
-			o.Commands = append(o.Commands, deleteMember{Cmd: m.cmd(), Name: i.Name})
+			m.send(o, command{Op: opDeleteMember, Name: i.Name})
 		}
 		return
 	}
@@ -331,22 +326,21 @@ func (m *machine) joined(o *out, i joined) {
 	case len(members(i.Children, "")) >= m.cfg.Members:
 		// Everyone is in, as our own listing shows: open the way, or
 		// learn whose the ready there is.
-		m.openReady(o, false)
+		m.openReady(o, opOpenReady)
 	case m.opened:
 		// A ready came before our create's reply, so before our node,
 		// unless our own multi made it (its reply lost): whose is it?
-		m.openReady(o, true)
+		m.openReady(o, opCheckReady)
 	}
 	// Else we wait for the watch probe left on ready.
 }
 
-// openReady makes ready (or, with check, only reads whose the one there
-// is): ours when made with or after our node; else a stale one (replaced,
-// or with check reported), or a round in progress without us
-// (readyOpened.InProgress).
-func (m *machine) openReady(o *out, check bool) {
-	m.step = m.cmd()
-	o.Commands = append(o.Commands, openReady{Cmd: m.step, Name: m.name, Stale: m.stale, Check: check})
+// openReady makes ready (opOpenReady; opCheckReady only reads whose the
+// one there is): ours when made with or after our node; else a stale one
+// (replaced, or with a check reported), or a round in progress without
+// us (readyOpened.InProgress).
+func (m *machine) openReady(o *out, op op) {
+	m.step = m.send(o, command{Op: op, Name: m.name, Stale: m.stale})
 }
 
 // readyOpen: ready's creation event came. After our create's reply it was
@@ -368,7 +362,7 @@ func (m *machine) readyMaybeOurs(o *out) {
 		m.opened = true
 		return
 	}
-	m.openReady(o, true)
+	m.openReady(o, opCheckReady)
 }
 
 // withdraw: the ready in our way was made before our node, and members
@@ -384,8 +378,7 @@ func (m *machine) withdraw(o *out, inside []string) {
 	m.step, m.watch = 0, 0 // replies to our reads of ready no longer matter
 	m.newName()
 	m.fsm.Fire(trEnter) // entering again
-	m.waitOn = m.cmd()
-	o.Commands = append(o.Commands, watchMember{Cmd: m.waitOn, Name: slices.Min(inside)})
+	m.waitOn = m.send(o, command{Op: opWatchMember, Name: slices.Min(inside)})
 }
 
 // newName gives our member node a name of its own for the next join: a
@@ -426,8 +419,7 @@ func (m *machine) leave(o *out, req uint64) {
 }
 
 func (m *machine) list(o *out) {
-	m.step, m.watch = m.cmd(), 0
-	o.Commands = append(o.Commands, listMembers{Cmd: m.step})
+	m.step, m.watch = m.send(o, command{Op: opList}), 0
 }
 
 // leaveListed applies the exit protocol: the lowest member waits on the
@@ -453,8 +445,7 @@ func (m *machine) leaveListed(o *out, i leaveListed) {
 		// it has caught up, the listing has ready, and every member
 		// made before it.
 		m.synced = true
-		m.step, m.watch = m.cmd(), 0
-		o.Commands = append(o.Commands, listMembers{Cmd: m.step, Sync: true})
+		m.step, m.watch = m.send(o, command{Op: opSyncList}), 0
 		return
 	}
 	if m.round == nil {
@@ -479,8 +470,7 @@ func (m *machine) leaveListed(o *out, i leaveListed) {
 	}
 	switch {
 	case len(ms) == 0:
-		m.step = m.cmd()
-		o.Commands = append(o.Commands, deleteReady{Cmd: m.step})
+		m.step = m.send(o, command{Op: opDeleteReady})
 	case ours && len(ms) == 1:
 		m.deleteOurs(o)
 		m.step, m.relist = 0, true // list again once it is deleted
@@ -495,14 +485,13 @@ func (m *machine) leaveListed(o *out, i leaveListed) {
 }
 
 func (m *machine) watchNode(o *out, name string) {
-	m.watch = m.cmd()
-	o.Commands = append(o.Commands, watchMember{Cmd: m.watch, Name: name})
+	m.watch = m.send(o, command{Op: opWatchMember, Name: name})
 }
 
 func (m *machine) deleteOurs(o *out) {
 	m.deleted = true
 	m.owed++
-	o.Commands = append(o.Commands, deleteMember{Cmd: m.cmd(), Name: m.name})
+	m.send(o, command{Op: opDeleteMember, Name: m.name})
 }
 
 func (m *machine) memberDeleted(o *out, i memberDeleted) {
@@ -640,9 +629,12 @@ func (m *machine) finish(o *out) {
 	o.Done = true
 }
 
-func (m *machine) cmd() uint64 {
+// send asks for c's request, as a new command, and returns its id.
+func (m *machine) send(o *out, c command) uint64 {
 	m.nextCmd++
-	return m.nextCmd
+	c.Cmd = m.nextCmd
+	o.Commands = append(o.Commands, c)
+	return c.Cmd
 }
 
 func (m *machine) reply(o *out, req uint64, v any, err error) {

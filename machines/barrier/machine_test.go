@@ -146,7 +146,7 @@ func TestTranscriptJoinAfterSessionLost(t *testing.T) {
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	out := tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"b-1", "me-1"}})
-	if len(out.Commands) != 1 || out.Commands[0].(deleteMember).Name != "me-1" {
+	if len(out.Commands) != 1 || out.Commands[0].Op != opDeleteMember || out.Commands[0].Name != "me-1" {
 		t.Fatalf("commands %v, want me-1 deleted", out.Commands)
 	}
 	tr.step(memberDeleted{Cmd: 3, Name: "me-1"})
@@ -196,7 +196,7 @@ func TestTranscriptReadyBeforeOurJoinReply(t *testing.T) {
 	tr.step(call{Op: opLeave, Req: 2})
 	out = tr.step(leaveListed{Cmd: 3, Children: []string{"ready", "me-1", "x-1", "y-1"}})
 	for _, c := range out.Commands {
-		if _, ok := c.(deleteMember); ok {
+		if c.Op == opDeleteMember {
 			t.Fatalf("the lowest member deletes its node first: %v", out.Commands)
 		}
 	}
@@ -212,7 +212,7 @@ func TestTranscriptReadyBeforeOurJoinReply(t *testing.T) {
 	if _, ok := replied(out, 1); ok {
 		t.Fatal("Enter answered on a ready made before our node")
 	}
-	if _, ok := only[openReady](out); !ok {
+	if _, ok := only(out, opOpenReady); !ok {
 		t.Fatalf("commands %v, want openReady to check the ready made before our node", out.Commands)
 	}
 	// It did not count us: x-1 and y-1, made before it, are in a round
@@ -221,10 +221,10 @@ func TestTranscriptReadyBeforeOurJoinReply(t *testing.T) {
 	if _, ok := replied(out, 1); ok || len(out.Commands) != 2 {
 		t.Fatalf("replies %v, commands %v; want none, and our node's delete and a watch on x-1", out.Replies, out.Commands)
 	}
-	if d, ok := out.Commands[0].(deleteMember); !ok || d.Name != "me-1" {
+	if d := out.Commands[0]; d.Op != opDeleteMember || d.Name != "me-1" {
 		t.Fatalf("commands %v, want me-1 deleted first", out.Commands)
 	}
-	if w, ok := out.Commands[1].(watchMember); !ok || w.Name != "x-1" {
+	if w := out.Commands[1]; w.Op != opWatchMember || w.Name != "x-1" {
 		t.Fatalf("commands %v, want a watch on x-1", out.Commands)
 	}
 	other.step(memberDeleted{Cmd: 4, Name: "me-1"})
@@ -234,11 +234,11 @@ func TestTranscriptReadyBeforeOurJoinReply(t *testing.T) {
 	}
 	other.step(nodeWatched{Cmd: 5, Exists: true})
 	out = other.step(nodeGone{Cmd: 5})
-	if _, ok := only[probe](out); !ok {
+	if _, ok := only(out, opProbe); !ok {
 		t.Fatalf("commands %v, want a look again", out.Commands)
 	}
 	out = other.step(probed{Cmd: 6, PathData: []byte("3"), Children: []string{"x-2", "y-2"}})
-	if j, ok := only[join](out); !ok || j.Name != "me-2" || !j.WithReady {
+	if j, ok := only(out, opJoin); !ok || j.Name != "me-2" || !j.WithReady {
 		t.Fatalf("commands %v, want me-2 joined with ready", out.Commands)
 	}
 	if r, ok := replied(other.step(joined{Cmd: 7, Name: "me-2", ReadyCreated: true}), 1); !ok || r.Err != nil {
@@ -258,7 +258,7 @@ func TestTranscriptRoundInProgress(t *testing.T) {
 	tr.step(call{Op: opEnter, Req: 1})
 	out := tr.step(probed{Cmd: 1, PathData: []byte("3"), ReadyExists: true, ReadyCzxid: 50,
 		Children: []string{"ready", "b-1", "c-1"}, Inside: []string{"c-1", "b-1"}})
-	if len(out.Commands) != 1 || out.Commands[0].(watchMember).Name != "b-1" {
+	if len(out.Commands) != 1 || out.Commands[0].Op != opWatchMember || out.Commands[0].Name != "b-1" {
 		t.Fatalf("commands %v, want a watch on b-1 and no node of ours", out.Commands)
 	}
 	tr.step(nodeWatched{Cmd: 2, Exists: true})
@@ -318,29 +318,27 @@ func TestTranscriptLeaveListingBehindReady(t *testing.T) {
 	}
 	tr.step(call{Op: opLeave, Req: 2})
 	out = tr.step(leaveListed{Cmd: 3, Children: []string{"me-1", "x-1"}})
-	if lm, ok := only[listMembers](out); !ok || !lm.Sync {
+	if _, ok := only(out, opSyncList); !ok {
 		t.Fatalf("commands %v, want a sync and a listing", out.Commands)
 	}
 	out = tr.step(leaveListed{Cmd: 4, Children: []string{"ready", "me-1", "x-1", "y-1"}})
-	if w, ok := only[watchMember](out); !ok || w.Name != "y-1" {
+	if w, ok := only(out, opWatchMember); !ok || w.Name != "y-1" {
 		t.Fatalf("commands %v, want the watch on the highest, y-1", out.Commands)
 	}
 	tr.step(nodeWatched{Cmd: 5, Exists: false})
 	out = tr.step(leaveListed{Cmd: 6, Children: []string{"ready", "me-1", "x-1"}})
-	if w, ok := only[watchMember](out); !ok || w.Name != "x-1" {
+	if w, ok := only(out, opWatchMember); !ok || w.Name != "x-1" {
 		t.Fatalf("commands %v, want the watch on x-1", out.Commands)
 	}
 	tr.Check("leave_listing_behind_ready")
 }
 
-// only returns out's one command, if it is a C.
-func only[C command](out runtime.Output[command]) (C, bool) {
-	var c C
-	if len(out.Commands) != 1 {
-		return c, false
+// only returns out's one command, if it is request op.
+func only(out runtime.Output[command], op op) (command, bool) {
+	if len(out.Commands) != 1 || out.Commands[0].Op != op {
+		return command{}, false
 	}
-	c, ok := out.Commands[0].(C)
-	return c, ok
+	return out.Commands[0], true
 }
 
 // Our listing shows the count full, and the ready in openReady's way went
@@ -355,11 +353,11 @@ func TestTranscriptReadyInTheWayWent(t *testing.T) {
 	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("2")})
 	out := tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"b-1", "me-1", "ready"}})
-	if o, ok := only[openReady](out); !ok || o.Check {
+	if _, ok := only(out, opOpenReady); !ok {
 		t.Fatalf("commands %v, want openReady", out.Commands)
 	}
 	out = tr.step(readyOpened{Cmd: 3, Gone: true})
-	if _, ok := only[watchReady](out); !ok || len(out.Replies) != 0 {
+	if _, ok := only(out, opWatchReady); !ok || len(out.Replies) != 0 {
 		t.Fatalf("commands %v, replies %v; want a watch on ready and no reply", out.Commands, out.Replies)
 	}
 	tr.step(readyWatched{Cmd: 4})
@@ -373,17 +371,17 @@ func TestTranscriptReadyInTheWayWent(t *testing.T) {
 	other.step(probed{Cmd: 1, PathData: []byte("3")})
 	other.step(readyEvent{Cmd: 1, Type: zk.EventNodeCreated})
 	out = other.step(joined{Cmd: 2, Name: "me-1", Children: []string{"me-1", "ready"}})
-	if o, ok := only[openReady](out); !ok || !o.Check {
+	if _, ok := only(out, opCheckReady); !ok {
 		t.Fatalf("commands %v, want the ready checked, not made", out.Commands)
 	}
 	out = other.step(readyOpened{Cmd: 3, Stale: 40})
-	if _, ok := only[watchReady](out); !ok || len(out.Replies) != 0 {
+	if _, ok := only(out, opWatchReady); !ok || len(out.Replies) != 0 {
 		t.Fatalf("commands %v, replies %v; want a watch on ready and no reply", out.Commands, out.Replies)
 	}
 	other.step(readyWatched{Cmd: 4, Exists: true, Czxid: 40}) // the stale one: wait
 	other.step(readyEvent{Cmd: 4, Type: zk.EventNodeDeleted})
 	out = other.step(readyWatched{Cmd: 5, Exists: true, Czxid: 60})
-	if o, ok := only[openReady](out); !ok || !o.Check {
+	if _, ok := only(out, opCheckReady); !ok {
 		t.Fatalf("commands %v, want the new ready checked", out.Commands)
 	}
 	out = other.step(readyOpened{Cmd: 6})
