@@ -42,25 +42,15 @@ func (i barrierReply) String() string {
 // node's deletion, once the connection is back (on the same session or
 // another: the node is not ours, a session's end changes nothing).
 type barrierMachine struct {
-	fsm    *runtime.FSM
+	base
 	calls  map[uint64]call // per command in flight: its call
 	parked []call          // Waits whose watch is made again once the connection is back
 	down   bool            // the connection is down
-	cmds   uint64          // commands made so far
 }
 
 func newBarrierMachine() *barrierMachine {
-	f, err := runtime.NewFSM(barrierStates, events.StateStart, barrierTransitions)
-	if err != nil {
-		panic(err) // the declarations above are wrong
-	}
-	return &barrierMachine{fsm: f, calls: make(map[uint64]call)}
+	return &barrierMachine{base: newBase(barrierStates, barrierTransitions), calls: make(map[uint64]call)}
 }
-
-func (m *barrierMachine) State() events.State { return m.fsm.Current() }
-
-// Bug is the first illegal transition the machine fired (nil: none).
-func (m *barrierMachine) Bug() error { return m.fsm.Bug() }
 
 func (m *barrierMachine) Start() out {
 	return out{Events: []events.Event{{Type: events.Start, State: m.State()}}}
@@ -80,7 +70,7 @@ func (m *barrierMachine) Step(in input) out {
 			m.parked = slices.DeleteFunc(m.parked, func(c call) bool { return c.Req == i.Req })
 		case opShutdown, opHandover: // a handover is never needed: nothing to delete
 			m.stop(&o)
-			o.Replies = append(o.Replies, runtime.Reply{Req: i.Req})
+			reply(&o, i.Req, nil, nil)
 		default:
 			m.request(&o, i)
 		}
@@ -98,7 +88,7 @@ func (m *barrierMachine) Step(in input) out {
 			if errors.Is(err, zk.ErrClosed) {
 				err = ErrClosed // the connection is: as when its CLOSED comes first
 			}
-			o.Replies = append(o.Replies, runtime.Reply{Req: c.Req, Err: err})
+			reply(&o, c.Req, nil, err)
 		}
 	case barrierEvent:
 		c, ok := m.calls[i.Cmd]
@@ -106,7 +96,7 @@ func (m *barrierMachine) Step(in input) out {
 		switch {
 		case !ok:
 		case i.Type == zk.EventNodeDeleted:
-			o.Replies = append(o.Replies, runtime.Reply{Req: c.Req})
+			reply(&o, c.Req, nil, nil)
 		default: // its data was set, or the watch ended with the session
 			m.again(&o, c)
 		}
@@ -135,9 +125,7 @@ func (m *barrierMachine) Step(in input) out {
 }
 
 func (m *barrierMachine) request(o *out, c call) {
-	m.cmds++
-	m.calls[m.cmds] = c
-	o.Commands = append(o.Commands, command{Cmd: m.cmds, Op: c.Op})
+	m.calls[m.send(o, command{Op: c.Op})] = c
 }
 
 // again makes Wait c's watch again, once the connection is up.
@@ -152,10 +140,10 @@ func (m *barrierMachine) again(o *out, c call) {
 // stop fails the calls in progress with ErrClosed and ends the machine.
 func (m *barrierMachine) stop(o *out) {
 	for _, cmd := range slices.Sorted(maps.Keys(m.calls)) {
-		o.Replies = append(o.Replies, runtime.Reply{Req: m.calls[cmd].Req, Err: ErrClosed})
+		reply(o, m.calls[cmd].Req, nil, ErrClosed)
 	}
 	for _, c := range m.parked {
-		o.Replies = append(o.Replies, runtime.Reply{Req: c.Req, Err: ErrClosed})
+		reply(o, c.Req, nil, ErrClosed)
 	}
 	m.calls, m.parked = nil, nil
 	m.event(o, events.StopStart)

@@ -113,10 +113,7 @@ func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleB
 	if o.id == "" {
 		o.id = name
 	}
-	m, err := newMachine(config{Path: path, Members: members, Name: name, SessionID: conn.SessionID()})
-	if err != nil {
-		return nil, err
-	}
+	m := newMachine(config{Path: path, Members: members, Name: name, SessionID: conn.SessionID()})
 	d := &DoubleBarrier{handle: handle{members: members}}
 	d.run(conn, path, o, m, runtime.Spec[input, command]{
 		Refused: func(c input, r runtime.Reply) (input, bool) {

@@ -63,8 +63,8 @@ const (
 // machine is a double barrier member: a pure machine, run by a
 // runtime.Shell.
 type machine struct {
+	base
 	cfg config
-	fsm *runtime.FSM
 
 	phase   phase
 	req     uint64          // the Enter or Leave call being served (0: none)
@@ -85,27 +85,54 @@ type machine struct {
 	synced  bool            // leaving: the first listing was made again after a sync
 
 	session  int64
-	nextCmd  uint64
 	owed     int    // deletes of ours in flight at shutdown
 	closing  uint64 // the shutdown call, once it came
 	connGone bool
 }
 
 // newMachine returns a machine for cfg.
-func newMachine(cfg config) (*machine, error) {
+func newMachine(cfg config) *machine {
+	return &machine{base: newBase(states, transitions), cfg: cfg, session: cfg.SessionID}
+}
+
+// base is what both machines have: their FSM, and their commands'
+// numbering.
+type base struct {
+	fsm     *runtime.FSM
+	nextCmd uint64
+}
+
+// newBase starts an FSM in START; it panics when the declarations of its
+// states and transitions are wrong.
+func newBase(states []events.State, transitions []runtime.Transition) base {
 	f, err := runtime.NewFSM(states, events.StateStart, transitions)
 	if err != nil {
-		return nil, err
+		panic(err)
 	}
-	return &machine{cfg: cfg, fsm: f, session: cfg.SessionID}, nil
+	return base{fsm: f}
 }
 
 // State is the machine's state.
-func (m *machine) State() events.State { return m.fsm.Current() }
+func (m *base) State() events.State { return m.fsm.Current() }
 
 // Bug is the first illegal transition the machine fired (nil: none): its
 // Shell reports it as a FAILED event.
-func (m *machine) Bug() error { return m.fsm.Bug() }
+func (m *base) Bug() error { return m.fsm.Bug() }
+
+// send asks for c's request, as a new command, and returns its id.
+func (m *base) send(o *out, c command) uint64 {
+	m.nextCmd++
+	c.Cmd = m.nextCmd
+	o.Commands = append(o.Commands, c)
+	return c.Cmd
+}
+
+// reply answers call req (none when 0).
+func reply(o *out, req uint64, v any, err error) {
+	if req != 0 {
+		o.Replies = append(o.Replies, runtime.Reply{Req: req, Value: v, Err: err})
+	}
+}
 
 type out = runtime.Output[command]
 
@@ -139,7 +166,7 @@ func (m *machine) Step(in input) out {
 			if m.member && !m.deleted && !m.connGone {
 				l = runtime.Leftovers{Session: m.session, Nodes: []string{zk.Join(m.cfg.Path, m.name)}}
 			}
-			m.reply(&o, i.Req, l, nil)
+			reply(&o, i.Req, l, nil)
 		}
 	case enterRefused:
 		if m.phase == inside && m.req == 0 {
@@ -203,31 +230,9 @@ func (m *machine) Step(in input) out {
 	case memberDeleted:
 		m.memberDeleted(&o, i)
 	case nodeWatched:
-		if i.Cmd == m.waitOn && m.phase == entering {
-			switch {
-			case i.Err != nil:
-				m.fail(&o, i.Err)
-			case !i.Exists:
-				m.probe(&o)
-			}
-			break
-		}
-		if i.Cmd != m.watch || m.phase != leaving {
-			break
-		}
-		switch {
-		case i.Err != nil:
-			m.fail(&o, i.Err)
-		case !i.Exists:
-			m.list(&o)
-		}
+		m.memberWatched(&o, i.Cmd, i.Exists, i.Err)
 	case nodeGone:
-		switch {
-		case i.Cmd == m.waitOn && m.phase == entering:
-			m.probe(&o)
-		case i.Cmd == m.watch && m.phase == leaving:
-			m.list(&o)
-		}
+		m.memberWatched(&o, i.Cmd, false, nil)
 	case readyDeleted:
 		if i.Cmd != m.step || m.phase != leaving {
 			break
@@ -235,7 +240,7 @@ func (m *machine) Step(in input) out {
 		m.phase, m.member, m.deleted = outside, false, false
 		m.fsm.Fire(trOut)
 		m.event(&o, events.Left, nil)
-		m.answer(&o, nil)
+		m.answer(&o, nil, nil)
 	}
 	m.finishShutdown(&o)
 	return o
@@ -244,10 +249,10 @@ func (m *machine) Step(in input) out {
 func (m *machine) enter(o *out, req uint64) {
 	switch {
 	case m.closing != 0:
-		m.reply(o, req, nil, ErrClosed)
+		reply(o, req, nil, ErrClosed)
 		return
 	case m.phase != outside:
-		m.reply(o, req, nil, ErrAlreadyEntered)
+		reply(o, req, nil, ErrAlreadyEntered)
 		return
 	}
 	m.phase, m.req, m.stale, m.lost, m.opened = entering, req, 0, false, false
@@ -394,23 +399,21 @@ func (m *machine) entered(o *out) {
 	m.phase, m.step, m.watch = inside, 0, 0
 	m.fsm.Fire(trEntered)
 	m.event(o, events.Entered, nil)
-	req := m.req
-	m.req = 0
-	m.reply(o, req, m.name, nil)
+	m.answer(o, m.name, nil)
 }
 
 func (m *machine) leave(o *out, req uint64) {
 	switch {
 	case m.closing != 0:
-		m.reply(o, req, nil, ErrClosed)
+		reply(o, req, nil, ErrClosed)
 		return
 	case m.lost && m.phase == outside:
 		m.lost = false
 		m.fsm.Fire(trOut)
-		m.reply(o, req, nil, ErrSessionLost)
+		reply(o, req, nil, ErrSessionLost)
 		return
 	case m.phase != inside:
-		m.reply(o, req, nil, ErrNotEntered)
+		reply(o, req, nil, ErrNotEntered)
 		return
 	}
 	m.phase, m.req, m.deleted, m.round, m.relist, m.synced = leaving, req, false, nil, false, false
@@ -484,6 +487,25 @@ func (m *machine) leaveListed(o *out, i leaveListed) {
 	}
 }
 
+// memberWatched: the member that watchMember cmd watches is there
+// (exists: the watch is left), or gone, or the watch failed. Gone, it is
+// the member of the round in progress we wait for to enter (we look
+// again), or the one we wait for to leave (we list again).
+func (m *machine) memberWatched(o *out, cmd uint64, exists bool, err error) {
+	switch {
+	case (cmd != m.waitOn || m.phase != entering) && (cmd != m.watch || m.phase != leaving):
+		// an earlier watch's
+	case err != nil:
+		m.fail(o, err)
+	case exists:
+		// its event comes
+	case m.phase == entering:
+		m.probe(o)
+	default:
+		m.list(o)
+	}
+}
+
 func (m *machine) watchNode(o *out, name string) {
 	m.watch = m.send(o, command{Op: opWatchMember, Name: name})
 }
@@ -528,16 +550,14 @@ func (m *machine) fail(o *out, err error) {
 	if errors.Is(err, ErrSessionLost) || errors.Is(err, zk.ErrSessionExpired) {
 		err = ErrSessionLost
 	}
-	req := m.req
-	m.req = 0
 	m.getOut(o)
-	m.reply(o, req, nil, err)
+	m.answer(o, nil, err)
 }
 
-func (m *machine) answer(o *out, err error) {
-	req := m.req
+// answer replies to the call in progress, which is then over.
+func (m *machine) answer(o *out, v any, err error) {
+	reply(o, m.req, v, err)
 	m.req = 0
-	m.reply(o, req, nil, err)
 }
 
 func (m *machine) sessionChange(o *out, i sessionChange) {
@@ -556,11 +576,9 @@ func (m *machine) sessionChange(o *out, i sessionChange) {
 	case zk.StateClosed:
 		m.connGone = true
 		if m.req != 0 {
-			req := m.req
-			m.req = 0
 			m.phase, m.member, m.step, m.watch = outside, false, 0, 0
 			m.fsm.Fire(trOut)
-			m.reply(o, req, nil, ErrClosed)
+			m.answer(o, nil, ErrClosed)
 		}
 	}
 }
@@ -571,18 +589,16 @@ func (m *machine) sessionChange(o *out, i sessionChange) {
 // Leave does (lost).
 func (m *machine) countedOut(o *out) {
 	wasMember, wasIn := m.member && !m.deleted, m.phase != outside
-	req := m.req
-	m.req = 0
 	m.phase, m.member, m.deleted, m.joining, m.step, m.watch = outside, false, false, false, 0, 0
 	switch {
 	case wasMember:
-		m.lost = req == 0
+		m.lost = m.req == 0
 		m.fsm.Fire(trLost)
 		m.event(o, events.Lost, ErrSessionLost)
 	case wasIn: // entering, our node not made yet
 		m.fsm.Fire(trOut)
 	}
-	m.reply(o, req, nil, ErrSessionLost)
+	m.answer(o, nil, ErrSessionLost)
 }
 
 // sessionLost: our member node went with the session; we are counted out.
@@ -594,17 +610,11 @@ func (m *machine) sessionLost(o *out) {
 	m.countedOut(o)
 }
 
+// shutdown fails the call in progress and deletes our member node: the
+// machine finishes once the delete is done (finishShutdown).
 func (m *machine) shutdown(o *out, req uint64) {
-	if m.closing != 0 {
-		m.reply(o, req, nil, ErrClosed)
-		return
-	}
 	m.closing = req
-	if m.req != 0 {
-		r := m.req
-		m.req = 0
-		m.reply(o, r, nil, ErrClosed)
-	}
+	m.answer(o, nil, ErrClosed)
 	m.event(o, events.StopStart, nil)
 	if m.member && !m.deleted && !m.connGone && m.session != 0 {
 		m.deleteOurs(o)
@@ -617,31 +627,13 @@ func (m *machine) finishShutdown(o *out) {
 		return
 	}
 	m.finish(o)
-	m.reply(o, m.closing, nil, nil)
+	reply(o, m.closing, nil, nil)
 }
 
 func (m *machine) finish(o *out) {
-	if m.State() == events.StateStop {
-		return
-	}
 	m.fsm.Fire(trStopped)
 	m.event(o, events.StopComplete, nil)
 	o.Done = true
-}
-
-// send asks for c's request, as a new command, and returns its id.
-func (m *machine) send(o *out, c command) uint64 {
-	m.nextCmd++
-	c.Cmd = m.nextCmd
-	o.Commands = append(o.Commands, c)
-	return c.Cmd
-}
-
-func (m *machine) reply(o *out, req uint64, v any, err error) {
-	if req == 0 {
-		return
-	}
-	o.Replies = append(o.Replies, runtime.Reply{Req: req, Value: v, Err: err})
 }
 
 func (m *machine) event(o *out, t events.Type, err error) {
@@ -666,10 +658,4 @@ func members(children []string, skip string) []string {
 // Diagram renders the double barrier's machine, its states and
 // transitions, as a Mermaid state diagram (docs/diagrams is generated from
 // it).
-func Diagram() string {
-	f, err := runtime.NewFSM(states, events.StateStart, transitions)
-	if err != nil {
-		return err.Error()
-	}
-	return f.Mermaid()
-}
+func Diagram() string { return newBase(states, transitions).fsm.Mermaid() }

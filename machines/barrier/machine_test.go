@@ -22,10 +22,7 @@ type transcript struct {
 }
 
 func newTranscript(t *testing.T, members int) *transcript {
-	m, err := newMachine(config{Path: "/app/b", Members: members, Name: "me", SessionID: sess})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMachine(config{Path: "/app/b", Members: members, Name: "me", SessionID: sess})
 	tr := &transcript{m: m, Transcript: &golden.Transcript{T: t, State: m.State,
 		Event: func(e events.Event) string { return fmt.Sprintf("%s state=%s node=%s", e.Type, e.State, e.Node) },
 		Value: func(v any) string {
