@@ -115,34 +115,33 @@ func WithBarrierMeterProvider(mp metric.MeterProvider) Option { return WithMeter
 // New returns a Barrier on path. Nothing is sent. Errors: zk.ErrInvalidPath,
 // ErrInvalidOption, ErrClosed (a nil or closed connection).
 func New(conn zk.Conn, path string, opts ...Option) (*Barrier, error) {
-	if err := checkPath(conn, path); err != nil {
-		return nil, err
-	}
-	conn, o, err := newOptions(conn, opts)
+	conn, o, err := newOptions(conn, path, uuid.NewString(), opts)
 	if err != nil {
 		return nil, err
 	}
-	if o.id == "" {
-		o.id = uuid.NewString()
-	}
 	b := &Barrier{}
-	b.run(conn, path, o, newBarrierMachine(), runtime.Spec[input, command]{})
+	b.run(conn, path, o, newBarrierMachine())
 	return b, nil
 }
 
-// run starts m in h's Shell, with spec completed by what both handles'
-// specs have alike.
-func (h *handle) run(conn zk.Conn, path string, o options, m runtime.Machine[input, command], spec runtime.Spec[input, command]) {
+// run starts m in h's Shell. (Only a member's Enter is answered with what
+// must be given back when refused, and only a member has nodes to hand
+// over.)
+func (h *handle) run(conn zk.Conn, path string, o options, m runtime.Machine[input, command]) {
 	h.conn, h.path, h.id = conn, path, o.id
 	h.tel = runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tp, MeterProvider: o.mp,
 		Scope: ScopeName, Version: Version, Recipe: "barrier", Path: path, Instance: o.id})
-	spec.Recipe, spec.Path, spec.Instance, spec.Telemetry, spec.Exec = "barrier", path, o.id, h.tel, h.exec
-	spec.Session = func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} }
-	spec.Withdraw = func(_ input, req uint64) (input, bool) { return call{Op: opCancel, Req: req}, true }
-	spec.Shutdown = func(req uint64) input { return call{Op: opShutdown, Req: req} }
-	spec.HandOver = func(req uint64) input { return call{Op: opHandover, Req: req} }
-	spec.ErrorType, spec.Closed, spec.CloseTimeout = errorType, ErrClosed, o.closeTimeout
-	h.shell = runtime.Run(conn, m, spec)
+	h.shell = runtime.Run(conn, m, runtime.Spec[input, command]{
+		Recipe: "barrier", Path: path, Instance: o.id, Telemetry: h.tel, Exec: h.exec,
+		Session:  func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
+		Withdraw: func(_ input, req uint64) (input, bool) { return call{Op: opCancel, Req: req}, true },
+		Refused: func(c input, r runtime.Reply) (input, bool) {
+			return enterRefused{}, c.(call).Op == opEnter && r.Err == nil
+		},
+		Shutdown:  func(req uint64) input { return call{Op: opShutdown, Req: req} },
+		HandOver:  func(req uint64) input { return call{Op: opHandover, Req: req} },
+		ErrorType: errorType, Closed: ErrClosed, CloseTimeout: o.closeTimeout, CleanupPending: ErrCleanupPending,
+	})
 }
 
 func checkPath(conn zk.Conn, path string) error {

@@ -71,10 +71,14 @@ func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.clos
 // permissions is refused (ErrInvalidOption).
 func WithACL(acl ...zk.ACL) Option { return func(o *options) { o.acl = acl } }
 
-// newOptions applies opts to the defaults, checks them, and returns conn
-// creating with WithACL's ACL.
-func newOptions(conn zk.Conn, opts []Option) (zk.Conn, options, error) {
-	o := options{closeTimeout: 10 * time.Second, tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
+// newOptions checks conn and path, applies opts to the defaults (id: the
+// handle's ID without WithID), checks them, and returns conn creating with
+// WithACL's ACL.
+func newOptions(conn zk.Conn, path, id string, opts []Option) (zk.Conn, options, error) {
+	if err := checkPath(conn, path); err != nil {
+		return nil, options{}, err
+	}
+	o := options{id: id, closeTimeout: 10 * time.Second, tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
@@ -99,28 +103,16 @@ func newOptions(conn zk.Conn, opts []Option) (zk.Conn, options, error) {
 // members through together. Nothing is sent until Enter. Errors:
 // zk.ErrInvalidPath, ErrInvalidOption (members below 1), ErrClosed.
 func NewDouble(conn zk.Conn, path string, members int, opts ...Option) (*DoubleBarrier, error) {
-	if err := checkPath(conn, path); err != nil {
+	name := uuid.NewString()
+	conn, o, err := newOptions(conn, path, name, opts)
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if members < 1 {
+	case members < 1:
 		return nil, fmt.Errorf("%w: members %d: it must be at least 1", ErrInvalidOption, members)
 	}
-	conn, o, err := newOptions(conn, opts)
-	if err != nil {
-		return nil, err
-	}
-	name := uuid.NewString()
-	if o.id == "" {
-		o.id = name
-	}
-	m := newMachine(config{Path: path, Members: members, Name: name, SessionID: conn.SessionID()})
 	d := &DoubleBarrier{handle: handle{members: members}}
-	d.run(conn, path, o, m, runtime.Spec[input, command]{
-		Refused: func(c input, r runtime.Reply) (input, bool) {
-			return enterRefused{}, c.(call).Op == opEnter && r.Err == nil
-		},
-		CleanupPending: ErrCleanupPending,
-	})
+	d.run(conn, path, o, newMachine(config{Path: path, Members: members, Name: name, SessionID: conn.SessionID()}))
 	return d, nil
 }
 

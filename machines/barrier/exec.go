@@ -144,7 +144,9 @@ func (h *handle) exec(sh *runtime.Shell[input, command], c command, op runtime.O
 			return r, true
 		case opDeleteMember:
 			r := memberDeleted{Cmd: c.Cmd, Name: c.Name}
-			r.Err = do(ctx, "delete", func(ctx context.Context) error { return deleteIfThere(ctx, conn, zk.Join(path, c.Name)) })
+			r.Err = do(ctx, "delete", func(ctx context.Context) error {
+				return ignoreNoNode(conn.Delete(ctx, zk.Join(path, c.Name), zk.AnyVersion))
+			})
 			return r, true
 		case opWatchMember:
 			r := nodeWatched{Cmd: c.Cmd}
@@ -159,7 +161,9 @@ func (h *handle) exec(sh *runtime.Shell[input, command], c command, op runtime.O
 			// deleted, or the watch ended: list again either way
 			return postAwait(ctx, sh, r, w, func(zk.EventType) input { return nodeGone{Cmd: c.Cmd} })
 		case opDeleteReady:
-			return readyDeleted{Cmd: c.Cmd, Err: do(ctx, "delete", func(ctx context.Context) error { return deleteIfThere(ctx, conn, ready) })}, true
+			return readyDeleted{Cmd: c.Cmd, Err: do(ctx, "delete", func(ctx context.Context) error {
+				return ignoreNoNode(conn.Delete(ctx, ready, zk.AnyVersion))
+			})}, true
 		}
 		panic(fmt.Sprintf("barrier: unknown command %v", c))
 	})
@@ -342,10 +346,6 @@ func (h *handle) openReady(ctx context.Context, name string, stale int64, check 
 
 // direct makes f once, for requests made inside another's retry.
 func direct(ctx context.Context, _ string, f func(context.Context) error) error { return f(ctx) }
-
-func deleteIfThere(ctx context.Context, conn zk.Conn, path string) error {
-	return ignoreNoNode(conn.Delete(ctx, path, zk.AnyVersion))
-}
 
 // ignoreNoNode is err, nil when it says the node is not there.
 func ignoreNoNode(err error) error {

@@ -207,16 +207,14 @@ func (m *machine) Step(in input) out {
 		case i.Err != nil:
 			m.fail(&o, i.Err)
 		case i.Exists && i.Czxid != m.stale:
-			// Made after the stale one went; ours if made with or after
-			// our node, which openReady's check tells.
-			m.readyMaybeOurs(&o)
+			m.readySeen(&o, false)
 		}
 	case readyEvent:
 		if i.Cmd != m.watch || m.phase != entering {
 			break
 		}
 		if i.Type == zk.EventNodeCreated {
-			m.readyOpen(&o)
+			m.readySeen(&o, true)
 			break
 		}
 		if m.waitOn != 0 {
@@ -250,15 +248,14 @@ func (m *machine) enter(o *out, req uint64) {
 	switch {
 	case m.closing != 0:
 		reply(o, req, nil, ErrClosed)
-		return
 	case m.phase != outside:
 		reply(o, req, nil, ErrAlreadyEntered)
-		return
+	default:
+		m.phase, m.req, m.stale, m.lost, m.opened = entering, req, 0, false, false
+		m.newName()
+		m.fsm.Fire(trEnter)
+		m.probe(o)
 	}
-	m.phase, m.req, m.stale, m.lost, m.opened = entering, req, 0, false, false
-	m.newName()
-	m.fsm.Fire(trEnter)
-	m.probe(o)
 }
 
 func (m *machine) probe(o *out) {
@@ -348,26 +345,21 @@ func (m *machine) openReady(o *out, op op) {
 	m.step = m.send(o, command{Op: op, Name: m.name, Stale: m.stale})
 }
 
-// readyOpen: ready's creation event came. After our create's reply it was
-// made after our node: this round's, and we are through. Before it, it was
-// made before our node (the server sends events and replies in the order
-// it applies the changes), unless by our own multi: joined decides.
-func (m *machine) readyOpen(o *out) {
-	if m.joining {
+// readySeen: a ready came (created: its creation event; else found there,
+// made after the stale one went). Before our create's reply, it was made
+// before our node (the server sends events and replies in the order it
+// applies the changes), unless by our own multi: joined decides. After
+// it, a creation is this round's, and we are through; a ready found is
+// ours if made with or after our node, which openReady's check tells.
+func (m *machine) readySeen(o *out, created bool) {
+	switch {
+	case m.joining:
 		m.opened = true
-		return
+	case created:
+		m.entered(o)
+	default:
+		m.openReady(o, opCheckReady)
 	}
-	m.entered(o)
-}
-
-// readyMaybeOurs: a ready is there, made after the stale one went; whether
-// it was made with or after our node is not known yet.
-func (m *machine) readyMaybeOurs(o *out) {
-	if m.joining {
-		m.opened = true
-		return
-	}
-	m.openReady(o, opCheckReady)
 }
 
 // withdraw: the ready in our way was made before our node, and members
@@ -406,19 +398,17 @@ func (m *machine) leave(o *out, req uint64) {
 	switch {
 	case m.closing != 0:
 		reply(o, req, nil, ErrClosed)
-		return
 	case m.lost && m.phase == outside:
 		m.lost = false
 		m.fsm.Fire(trOut)
 		reply(o, req, nil, ErrSessionLost)
-		return
 	case m.phase != inside:
 		reply(o, req, nil, ErrNotEntered)
-		return
+	default:
+		m.phase, m.req, m.deleted, m.round, m.relist, m.synced = leaving, req, false, nil, false, false
+		m.fsm.Fire(trLeave)
+		m.list(o)
 	}
-	m.phase, m.req, m.deleted, m.round, m.relist, m.synced = leaving, req, false, nil, false, false
-	m.fsm.Fire(trLeave)
-	m.list(o)
 }
 
 func (m *machine) list(o *out) {
