@@ -72,9 +72,6 @@ func (h *handle) exec(sh *runtime.Shell[input, command], c command, op runtime.O
 				r.Exists, w, r.Err = runtime.WatchDeletion(ctx, conn, path)
 				return r.Err
 			})
-			if w == nil {
-				return r, true
-			}
 			return postAwait(ctx, sh, r, w, func(t zk.EventType) input { return barrierEvent{Cmd: c.Cmd, Type: t} })
 		case opProbe:
 			r := probed{Cmd: c.Cmd}
@@ -155,9 +152,6 @@ func (h *handle) exec(sh *runtime.Shell[input, command], c command, op runtime.O
 				r.Exists, w, err = runtime.WatchDeletion(ctx, conn, zk.Join(path, c.Name))
 				return err
 			})
-			if r.Err != nil || !r.Exists {
-				return r, true
-			}
 			// deleted, or the watch ended: list again either way
 			return postAwait(ctx, sh, r, w, func(zk.EventType) input { return nodeGone{Cmd: c.Cmd} })
 		case opDeleteReady:
@@ -185,8 +179,12 @@ func (c opConn) Create(ctx context.Context, path string, data []byte, mode zk.Cr
 }
 
 // postAwait posts reply r, then waits for its watch w to fire: the input
-// is fired's (zk.EventNotWatching when w ends unfired).
+// is fired's (zk.EventNotWatching when w ends unfired). With no watch (w
+// nil: none was left), r is the command's only input.
 func postAwait(ctx context.Context, sh *runtime.Shell[input, command], r input, w <-chan zk.WatchEvent, fired func(zk.EventType) input) (input, bool) {
+	if w == nil {
+		return r, true
+	}
 	sh.Post(ctx, r, true)
 	select {
 	case ev, ok := <-w:

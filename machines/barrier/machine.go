@@ -468,12 +468,12 @@ func (m *machine) leaveListed(o *out, i leaveListed) {
 		m.deleteOurs(o)
 		m.step, m.relist = 0, true // list again once it is deleted
 	case ours && ms[0] == m.name:
-		m.watchNode(o, ms[len(ms)-1])
+		m.watch = m.send(o, command{Op: opWatchMember, Name: ms[len(ms)-1]})
 	default:
 		if ours {
 			m.deleteOurs(o)
 		}
-		m.watchNode(o, ms[0])
+		m.watch = m.send(o, command{Op: opWatchMember, Name: ms[0]})
 	}
 }
 
@@ -494,10 +494,6 @@ func (m *machine) memberWatched(o *out, cmd uint64, exists bool, err error) {
 	default:
 		m.list(o)
 	}
-}
-
-func (m *machine) watchNode(o *out, name string) {
-	m.watch = m.send(o, command{Op: opWatchMember, Name: name})
 }
 
 func (m *machine) deleteOurs(o *out) {
