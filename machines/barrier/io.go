@@ -69,13 +69,13 @@ type joined struct {
 	Err          error
 }
 
-// readyOpened is the reply to openReady: ready is ours; or Gone: the
-// ready in the way went before we could read it (another member replaced
-// a stale one, or the round it let through is over), and nothing was
-// made; or InProgress: the ready in the way was made before our node, and
-// these members, made before it, are still in; or, for a Check, Stale: the
-// ready there was made before our node and no one is in (its creation
-// zxid).
+// readyOpened is the reply to open or check ready: ready is ours; or
+// Gone: the ready in the way went before we could read it (another member
+// replaced a stale one, or the round it let through is over), and nothing
+// was made; or InProgress: the ready in the way was made before our node,
+// and these members, made before it, are still in; or, for check ready,
+// Stale: the ready there was made before our node and no one is in (its
+// creation zxid).
 type readyOpened struct {
 	Cmd        uint64
 	Gone       bool
@@ -84,7 +84,7 @@ type readyOpened struct {
 	Err        error
 }
 
-// readyWatched is the reply to watchReady.
+// readyWatched is the reply to watch ready.
 type readyWatched struct {
 	Cmd    uint64
 	Exists bool
@@ -92,27 +92,27 @@ type readyWatched struct {
 	Err    error
 }
 
-// readyEvent: the watch on ready that probe or watchReady left fired.
+// readyEvent: the watch on ready that probe or watch ready left fired.
 type readyEvent struct {
 	Cmd  uint64
 	Type zk.EventType
 }
 
-// leaveListed is the reply to listMembers.
+// leaveListed is the reply to list members.
 type leaveListed struct {
 	Cmd      uint64
 	Children []string
 	Err      error
 }
 
-// memberDeleted is the reply to deleteMember.
+// memberDeleted is the reply to delete member.
 type memberDeleted struct {
 	Cmd  uint64
 	Name string
 	Err  error
 }
 
-// nodeWatched is the reply to watchMember: whether the member node still
+// nodeWatched is the reply to watch member: whether the member node still
 // exists (then a watch was left on it).
 type nodeWatched struct {
 	Cmd    uint64
@@ -120,10 +120,10 @@ type nodeWatched struct {
 	Err    error
 }
 
-// nodeGone: the watch watchMember left fired.
+// nodeGone: the watch that watch member left fired.
 type nodeGone struct{ Cmd uint64 }
 
-// readyDeleted is the reply to deleteReady.
+// readyDeleted is the reply to delete ready.
 type readyDeleted struct {
 	Cmd uint64
 	Err error

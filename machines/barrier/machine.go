@@ -477,7 +477,7 @@ func (m *machine) leaveListed(o *out, i leaveListed) {
 	}
 }
 
-// memberWatched: the member that watchMember cmd watches is there
+// memberWatched: the member that watch member cmd watches is there
 // (exists: the watch is left), or gone, or the watch failed. Gone, it is
 // the member of the round in progress we wait for to enter (we look
 // again), or the one we wait for to leave (we list again).
