@@ -41,5 +41,5 @@ func TestEveryTransitionInATranscript(t *testing.T) {
 		TestTranscriptRoundInProgress, TestTranscriptNodeGoneBeforeLeave, TestTranscriptLeaveListingBehindReady,
 		TestTranscriptReadyInTheWayWent, TestTranscriptRefusedEnterGetsOut, TestTranscriptBarrierCalls,
 		TestTranscriptBarrierWaitThroughFaults, TestTranscriptBarrierClose, TestTranscriptSessionLostInside,
-		TestTranscriptCloseInEveryState)
+		TestTranscriptCloseInEveryState, TestTranscriptWithdrawnEnterGetsOut, TestTranscriptEnterWithdrawnDuringItsCreate)
 }

@@ -532,3 +532,33 @@ func TestDoubleBarrierRoundMissedByTheFirstLook(t *testing.T) {
 func members(kids []string) []string {
 	return slices.DeleteFunc(slices.Clone(kids), func(k string) bool { return k == barrier.ReadyName })
 }
+
+// An Enter whose ctx ends while it waits for the others returns the ctx's
+// error and takes our member node away at once (not at Close): the others
+// do not count us.
+func TestDoubleBarrierEnterCancelledWhileWaiting(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		c, watcher := tg.Connect(t), tg.Connect(t)
+		d := newDouble(t, c, "/b/cancelled", 2)
+		ctx, cancel := context.WithCancel(ctxT(t))
+		entered := make(chan error, 1)
+		go func() { entered <- d.Enter(ctx) }()
+		for len(members(children(t, watcher, "/b/cancelled"))) == 0 {
+			waitAny(t)
+		}
+		cancel()
+		if err := <-entered; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Enter = %v, want context.Canceled", err)
+		}
+		deadline := time.Now().Add(15 * time.Second)
+		for kids := members(children(t, watcher, "/b/cancelled")); len(kids) != 0; kids = members(children(t, watcher, "/b/cancelled")) {
+			if time.Now().After(deadline) {
+				t.Fatalf("member nodes %v still there 15 s after the withdrawn Enter", kids)
+			}
+			waitAny(t)
+		}
+		if s := d.State(); s != events.StateStart {
+			t.Fatalf("state %s after the withdrawn Enter, want START", s)
+		}
+	})
+}

@@ -404,6 +404,40 @@ func TestTranscriptRefusedEnterGetsOut(t *testing.T) {
 	tr.Check("refused_enter_gets_out")
 }
 
+// An Enter whose caller stopped waiting while the others were awaited
+// (withdrawn: the Shell's cancel) gets out: our node is deleted, and we
+// are outside, with no reply owed.
+func TestTranscriptWithdrawnEnterGetsOut(t *testing.T) {
+	tr := newTranscript(t, 3)
+	tr.step(call{Op: opEnter, Req: 1})
+	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"b-1"}})
+	tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"b-1", "me-1"}})
+	out := tr.step(call{Op: opCancel, Req: 1})
+	del, ok := only(out, opDeleteMember)
+	if !ok || del.Name != "me-1" || len(out.Replies) != 0 || tr.m.State() != events.StateStart {
+		t.Fatalf("withdrawn Enter: %+v, state %s; want me-1 deleted, no reply, outside", out, tr.m.State())
+	}
+	tr.step(memberDeleted{Cmd: del.Cmd, Name: "me-1"})
+	tr.step(readyEvent{Cmd: 1, Type: zk.EventNodeCreated}) // the others' round: not ours
+	tr.Check("withdrawn_enter_gets_out")
+}
+
+// An Enter withdrawn while our node's create is out: the node the reply
+// says was made is deleted when the reply comes.
+func TestTranscriptEnterWithdrawnDuringItsCreate(t *testing.T) {
+	tr := newTranscript(t, 3)
+	tr.step(call{Op: opEnter, Req: 1})
+	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"b-1"}})
+	if out := tr.step(call{Op: opCancel, Req: 1}); len(out.Commands) != 0 {
+		t.Fatalf("withdrawn during the create: %+v, want nothing sent before its reply", out)
+	}
+	out := tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"b-1", "me-1"}})
+	if del, ok := only(out, opDeleteMember); !ok || del.Name != "me-1" {
+		t.Fatalf("the create's reply: %+v, want me-1 deleted", out)
+	}
+	tr.Check("enter_withdrawn_during_its_create")
+}
+
 // The session ends while we are inside, with no call in progress: we are
 // FAILED, and the next Leave says so and puts us outside.
 func TestTranscriptSessionLostInside(t *testing.T) {
