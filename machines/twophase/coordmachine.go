@@ -69,16 +69,12 @@ type ctTx struct {
 // coordMachine is a coordinator: its proposals from their create to their
 // decision, and every decided transaction until it is deleted.
 type coordMachine struct {
+	base
 	cfg      coordConfig
-	fsm      *runtime.FSM
-	p        paths
 	txs      map[string]*ctTx
 	due      []string // retention over, waiting for an expiry slot
 	expiring int      // expiries in flight (at most janitorWidth)
 	drops    map[uint64]string
-	session  int64
-	closing  uint64
-	nextCmd  uint64
 }
 
 // janitorWidth is how many due transactions are expired at once: one by
@@ -86,18 +82,9 @@ type coordMachine struct {
 const janitorWidth = 8
 
 func newCoordMachine(cfg coordConfig) (*coordMachine, error) {
-	f, err := runtime.NewFSM(coordStates, events.StateStart, coordTransitions)
-	if err != nil {
-		return nil, err
-	}
-	return &coordMachine{cfg: cfg, fsm: f, p: paths{cfg.Root}, txs: make(map[string]*ctTx),
-		drops: make(map[uint64]string), session: cfg.SessionID}, nil
+	b, err := newBase(cfg.Root, cfg.SessionID, coordStates, coordTransitions)
+	return &coordMachine{base: b, cfg: cfg, txs: make(map[string]*ctTx), drops: make(map[uint64]string)}, err
 }
-
-func (m *coordMachine) State() events.State { return m.fsm.Current() }
-
-// Bug is the machine's first illegal transition (nil: none).
-func (m *coordMachine) Bug() error { return m.fsm.Bug() }
 
 // Start publishes START and looks for decided transactions left under the
 // root by a coordinator that closed or crashed before their retention was
@@ -434,11 +421,7 @@ func (m *coordMachine) decided(o *out, i decided) {
 func (m *coordMachine) finish(o *out, t *ctTx, res Outcome) {
 	m.reply(o, t.req, res, nil)
 	t.req, t.want = 0, res
-	ev := events.Event{Type: events.Committed, State: stateDecided, Node: m.p.tx(t.id)}
-	if !res.Committed {
-		ev = events.Event{Type: events.Aborted, State: stateDecided, Node: m.p.tx(t.id), Err: fmt.Errorf("%w: %s", ErrAborted, res.Reason)}
-	}
-	o.Events = append(o.Events, ev)
+	o.Events = append(o.Events, m.outcomeEvent(t.id, res, events.PhaseNone, events.PhaseNone))
 	drop := m.cmd()
 	m.drops[drop] = t.id
 	o.Commands = append(o.Commands, dropCoord{Cmd: drop, Tx: t.id, Outcome: res})
@@ -501,15 +484,4 @@ func (m *coordMachine) at(tx string, cmd uint64, st ctState) *ctTx {
 		return nil
 	}
 	return t
-}
-
-func (m *coordMachine) cmd() uint64 {
-	m.nextCmd++
-	return m.nextCmd
-}
-
-func (m *coordMachine) reply(o *out, req uint64, v any, err error) {
-	if req != 0 {
-		o.Replies = append(o.Replies, runtime.Reply{Req: req, Value: v, Err: err})
-	}
 }

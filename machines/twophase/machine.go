@@ -72,9 +72,8 @@ type ptx struct {
 
 // machine is a participant: a pure machine, run by a runtime.Shell.
 type machine struct {
+	base
 	cfg config
-	fsm *runtime.FSM
-	p   paths
 
 	serving    uint64 // the serve call (0: not serving)
 	txs        map[string]*ptx
@@ -91,33 +90,64 @@ type machine struct {
 	sleepCmd   uint64 // the resync timer
 	b          backoff
 	failed     bool // the session ended while serving; not registered again yet
-	session    int64
 	deregCmd   uint64   // the deregistration in flight, or waiting for regBusy
 	deregLeft  bool     // closing, the deregistration failed: made again on a reconnect, or handed over
 	regBusy    uint64   // a registration whose reply has not come (it may create our node yet)
 	waiting    []uint64 // awaitStopped calls
-	closing    uint64   // the shutdown call
 	stopped    bool
-	nextCmd    uint64
 }
 
 // newMachine returns a machine for cfg.
 func newMachine(cfg config) (*machine, error) {
-	f, err := runtime.NewFSM(states, events.StateStart, transitions)
-	if err != nil {
-		return nil, err
-	}
-	return &machine{cfg: cfg, fsm: f, p: paths{cfg.Root}, session: cfg.SessionID}, nil
+	b, err := newBase(cfg.Root, cfg.SessionID, states, transitions)
+	return &machine{base: b, cfg: cfg}, err
+}
+
+type out = runtime.Output[command]
+
+// base is what both machines have: their FSM, the layout under the root,
+// their command ids, the session of their ephemeral nodes and the
+// shutdown call.
+type base struct {
+	fsm     *runtime.FSM
+	p       paths
+	nextCmd uint64
+	session int64
+	closing uint64
+}
+
+func newBase(root string, session int64, states []events.State, trs []runtime.Transition) (base, error) {
+	f, err := runtime.NewFSM(states, events.StateStart, trs)
+	return base{fsm: f, p: paths{root}, session: session}, err
 }
 
 // State is the machine's state.
-func (m *machine) State() events.State { return m.fsm.Current() }
+func (m *base) State() events.State { return m.fsm.Current() }
 
 // Bug is the machine's first illegal transition (nil: none); its Shell
 // reports it.
-func (m *machine) Bug() error { return m.fsm.Bug() }
+func (m *base) Bug() error { return m.fsm.Bug() }
 
-type out = runtime.Output[command]
+func (m *base) cmd() uint64 {
+	m.nextCmd++
+	return m.nextCmd
+}
+
+// reply answers call req (0: none) with v and err.
+func (m *base) reply(o *out, req uint64, v any, err error) {
+	if req != 0 {
+		o.Replies = append(o.Replies, runtime.Reply{Req: req, Value: v, Err: err})
+	}
+}
+
+// outcomeEvent is COMMITTED or ABORTED (the reason in Err) for tx's
+// decision o, in phase ended or failed.
+func (m *base) outcomeEvent(tx string, o Outcome, ended, failed events.Phase) events.Event {
+	if o.Committed {
+		return events.Event{Type: events.Committed, Phase: ended, State: stateDecided, Node: m.p.tx(tx)}
+	}
+	return events.Event{Type: events.Aborted, Phase: failed, State: stateDecided, Node: m.p.tx(tx), Err: fmt.Errorf("%w: %s", ErrAborted, o.Reason)}
+}
 
 // Start begins: nothing is sent until Serve.
 func (m *machine) Start() out {
@@ -138,12 +168,12 @@ func (m *machine) Step(in input) out {
 		m.waiting = append(m.waiting, i.Req)
 	case shutdown:
 		if m.closing != 0 {
-			m.reply(&o, i.Req, ErrClosed)
+			m.reply(&o, i.Req, nil, ErrClosed)
 			break
 		}
 		m.closing = i.Req
 		if m.serving != 0 {
-			m.reply(&o, m.serving, ErrClosed)
+			m.reply(&o, m.serving, nil, ErrClosed)
 			m.stopServing(&o)
 		}
 	case handover:
@@ -260,10 +290,10 @@ func (m *machine) Step(in input) out {
 func (m *machine) serve(o *out, req uint64) {
 	switch {
 	case m.closing != 0:
-		m.reply(o, req, ErrClosed)
+		m.reply(o, req, nil, ErrClosed)
 		return
 	case m.serving != 0:
-		m.reply(o, req, ErrServing)
+		m.reply(o, req, nil, ErrServing)
 		return
 	}
 	m.serving, m.txs, m.done, m.failed = req, make(map[string]*ptx), make(map[string]uint64), false
@@ -292,12 +322,12 @@ func (m *machine) finish(o *out) {
 		return
 	}
 	for _, req := range m.waiting {
-		m.reply(o, req, nil)
+		m.reply(o, req, nil, nil)
 	}
 	m.waiting = nil
 	if m.closing != 0 && !m.stopped {
 		m.stopped = true
-		m.reply(o, m.closing, nil)
+		m.reply(o, m.closing, nil, nil)
 		o.Done = true
 	}
 }
@@ -376,7 +406,7 @@ func (m *machine) resync(o *out) {
 // would be refused again at every resync: serving ends with it instead.
 func (m *machine) fail(o *out, err error) {
 	if m.serving != 0 && errors.Is(err, zk.ErrNoAuth) {
-		m.reply(o, m.serving, fmt.Errorf("twophase: participant %s: %w", m.cfg.ID, err))
+		m.reply(o, m.serving, nil, fmt.Errorf("twophase: participant %s: %w", m.cfg.ID, err))
 		m.stopServing(o)
 		return
 	}
@@ -606,26 +636,9 @@ func (m *machine) handled(o *out, i handled) {
 		m.fail(o, nil) // called again at the resync
 		return
 	}
-	ev := events.Event{Type: events.Committed, Phase: events.PhaseEnded, State: stateDecided}
-	if !t.outcome.Committed {
-		ev = events.Event{Type: events.Aborted, Phase: events.PhaseFailed, State: stateDecided,
-			Err: fmt.Errorf("%w: %s", ErrAborted, t.outcome.Reason)}
-	}
-	m.event(o, t, ev)
+	o.Events = append(o.Events, m.outcomeEvent(t.id, t.outcome, events.PhaseEnded, events.PhaseFailed))
 	t.st = stHandled
 	m.advance(o, t)
-}
-
-func (m *machine) cmd() uint64 {
-	m.nextCmd++
-	return m.nextCmd
-}
-
-func (m *machine) reply(o *out, req uint64, err error) {
-	if req == 0 {
-		return
-	}
-	o.Replies = append(o.Replies, runtime.Reply{Req: req, Err: err})
 }
 
 func (m *machine) event(o *out, t *ptx, ev events.Event) {
