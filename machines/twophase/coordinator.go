@@ -210,13 +210,13 @@ func (c *Coordinator) exec(sh *runtime.Shell[input, command], cmd command, op ru
 	case watchVotes:
 		until := c.watching(cmd.Tx)
 		sh.Go(func(ctx context.Context) (input, bool) {
-			r := votesListed{Cmd: cmd.Cmd, Tx: cmd.Tx}
+			r := listed{What: "votes", Cmd: cmd.Cmd, Tx: cmd.Tx}
 			var w <-chan zk.WatchEvent
 			r.Err = do(ctx, "children", func(ctx context.Context) (err error) {
 				r.Kids, _, w, err = conn.ChildrenW(ctx, ps.votes(cmd.Tx))
 				return err
 			})
-			return watch(ctx, until, sh, r, r.Err, w, func(t zk.EventType) input { return votesEvent{Cmd: cmd.Cmd, Tx: cmd.Tx, Type: t} })
+			return watch(ctx, until, sh, r, r.Err, w, fired{What: "votes", Cmd: cmd.Cmd, Tx: cmd.Tx})
 		})
 	case expire:
 		sh.Go(func(ctx context.Context) (input, bool) {

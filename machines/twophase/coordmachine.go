@@ -169,7 +169,7 @@ func (m *coordMachine) Step(in input) out {
 			t.req, t.undecided = 0, true
 			m.queue(t)
 		}
-	case votesListed:
+	case listed:
 		if t := m.watch(i.Tx, i.Cmd); t != nil {
 			switch {
 			case i.Err != nil:
@@ -190,9 +190,9 @@ func (m *coordMachine) Step(in input) out {
 				}
 			}
 		}
-	case votesEvent:
+	case fired:
 		if t := m.watch(i.Tx, i.Cmd); t != nil {
-			m.rewatch(&o, t, i.Type, &t.votes, func(c uint64) command { return watchVotes{Cmd: c, Tx: t.id} })
+			m.rewatch(&o, t, i)
 		}
 	case decisionRead:
 		if t := m.watch(i.Tx, i.Cmd); t != nil {
@@ -205,12 +205,6 @@ func (m *coordMachine) Step(in input) out {
 				m.collected(&o, t, Outcome{}, false)
 			}
 		}
-	case decisionEvent:
-		if t := m.watch(i.Tx, i.Cmd); t != nil {
-			m.rewatch(&o, t, i.Type, &t.dec, func(c uint64) command {
-				return readDecision{Cmd: c, Tx: t.id, Made: i.Type == zk.EventNodeCreated}
-			})
-		}
 	case coordWatched:
 		if t := m.watch(i.Tx, i.Cmd); t != nil {
 			switch {
@@ -222,10 +216,6 @@ func (m *coordMachine) Step(in input) out {
 				t.ended = false
 				m.watchOthers(&o, t)
 			}
-		}
-	case coordEvent:
-		if t := m.watch(i.Tx, i.Cmd); t != nil {
-			m.rewatch(&o, t, i.Type, &t.coord, func(c uint64) command { return watchCoord{Cmd: c, Tx: t.id} })
 		}
 	case decided:
 		m.decided(&o, i)
@@ -341,14 +331,24 @@ func (m *coordMachine) watch(tx string, cmd uint64) *ctTx {
 
 // rewatch sets the watch that fired again; one that ended without a
 // change ended with the session: our node is looked at alone first.
-func (m *coordMachine) rewatch(o *out, t *ctTx, typ zk.EventType, w *uint64, again func(cmd uint64) command) {
-	if typ == zk.EventNotWatching {
+func (m *coordMachine) rewatch(o *out, t *ctTx, i fired) {
+	if i.Type == zk.EventNotWatching {
 		t.votes, t.dec, t.ended = 0, 0, true
 		m.watchAll(o, t)
 		return
 	}
-	*w = m.cmd()
-	o.Commands = append(o.Commands, again(*w))
+	c := m.cmd()
+	switch i.Cmd {
+	case t.votes:
+		t.votes = c
+		o.Commands = append(o.Commands, watchVotes{Cmd: c, Tx: t.id})
+	case t.dec:
+		t.dec = c
+		o.Commands = append(o.Commands, readDecision{Cmd: c, Tx: t.id, Made: i.Type == zk.EventNodeCreated})
+	case t.coord:
+		t.coord = c
+		o.Commands = append(o.Commands, watchCoord{Cmd: c, Tx: t.id})
+	}
 }
 
 // retry reads again after a failure, after a backoff.

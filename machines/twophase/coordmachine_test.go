@@ -39,9 +39,9 @@ func TestTranscriptCoordinatorCommits(t *testing.T) {
 	wc, rd, wv := commands[watchCoord](out)[0], commands[readDecision](out)[0], commands[watchVotes](out)[0]
 	tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: true})
 	tr.step(decisionRead{Cmd: rd.Cmd, Tx: "tx1"})
-	tr.step(votesListed{Cmd: wv.Cmd, Tx: "tx1", Kids: []string{"a"}})
-	out = tr.step(votesEvent{Cmd: wv.Cmd, Tx: "tx1", Type: zk.EventNodeChildrenChanged})
-	out = tr.step(votesListed{Cmd: commands[watchVotes](out)[0].Cmd, Tx: "tx1", Kids: []string{"a", "b"}})
+	tr.step(listed{What: "votes", Cmd: wv.Cmd, Tx: "tx1", Kids: []string{"a"}})
+	out = tr.step(fired{What: "votes", Cmd: wv.Cmd, Tx: "tx1", Type: zk.EventNodeChildrenChanged})
+	out = tr.step(listed{What: "votes", Cmd: commands[watchVotes](out)[0].Cmd, Tx: "tx1", Kids: []string{"a", "b"}})
 	if len(out.Replies) != 1 || out.Replies[0].Value != (Outcome{Committed: true}) {
 		t.Fatalf("collected %+v, want commit", out.Replies)
 	}
@@ -71,14 +71,14 @@ func TestTranscriptCoordinatorWatchesEndThenTimesOut(t *testing.T) {
 	wc, rd, wv := commands[watchCoord](out)[0], commands[readDecision](out)[0], commands[watchVotes](out)[0]
 	tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: true})
 	tr.step(decisionRead{Cmd: rd.Cmd, Tx: "tx1"})
-	tr.step(votesListed{Cmd: wv.Cmd, Tx: "tx1"})
-	out = tr.step(votesEvent{Cmd: wv.Cmd, Tx: "tx1", Type: zk.EventNotWatching})
+	tr.step(listed{What: "votes", Cmd: wv.Cmd, Tx: "tx1"})
+	out = tr.step(fired{What: "votes", Cmd: wv.Cmd, Tx: "tx1", Type: zk.EventNotWatching})
 	if c := out.Commands; len(c) != 1 || len(commands[watchCoord](out)) != 1 {
 		t.Fatalf("commands %v, want our node's watch alone", c)
 	}
-	tr.step(decisionEvent{Cmd: rd.Cmd, Tx: "tx1", Type: zk.EventNotWatching}) // stale
+	tr.step(fired{What: "decision", Cmd: rd.Cmd, Tx: "tx1", Type: zk.EventNotWatching}) // stale
 	out = tr.step(coordWatched{Cmd: commands[watchCoord](out)[0].Cmd, Tx: "tx1", Exists: true})
-	out = tr.step(votesListed{Cmd: commands[watchVotes](out)[0].Cmd, Tx: "tx1", Err: zk.ErrConnectionLoss})
+	out = tr.step(listed{What: "votes", Cmd: commands[watchVotes](out)[0].Cmd, Tx: "tx1", Err: zk.ErrConnectionLoss})
 	out = tr.step(woke{Cmd: commands[sleep](out)[0].Cmd, Tx: "tx1"})
 	if len(out.Commands) != 3 {
 		t.Fatalf("commands %v, want every watch again", out.Commands)

@@ -23,7 +23,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 	switch c := cmd.(type) {
 	case listInbox:
 		sh.Go(func(ctx context.Context) (input, bool) {
-			r := inboxListed{Cmd: c.Cmd}
+			r := listed{What: "inbox", Cmd: c.Cmd}
 			inbox := ps.inbox(p.id)
 			var w <-chan zk.WatchEvent
 			list := func(ctx context.Context) (err error) {
@@ -37,7 +37,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 					r.Err = do(ctx, "children", list)
 				}
 			}
-			return watch(ctx, nil, sh, r, r.Err, w, func(t zk.EventType) input { return inboxEvent{Cmd: c.Cmd, Type: t} })
+			return watch(ctx, nil, sh, r, r.Err, w, fired{What: "inbox", Cmd: c.Cmd})
 		})
 	case register:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -47,7 +47,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 				w, err = p.register(ctx)
 				return err
 			})
-			return watch(ctx, nil, sh, r, r.Err, w, func(t zk.EventType) input { return regEvent{Cmd: c.Cmd, Type: t} })
+			return watch(ctx, nil, sh, r, r.Err, w, fired{What: "registration", Cmd: c.Cmd})
 		})
 	case load:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -96,7 +96,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 				r.Yes, r.Reason = decodeVote(vote)
 			}
 			r.DecWatched = r.Err == nil && w != nil
-			return watch(ctx, nil, sh, r, r.Err, w, func(t zk.EventType) input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
+			return watch(ctx, nil, sh, r, r.Err, w, fired{What: "decision", Cmd: c.Cmd, Tx: c.Tx})
 		})
 	case prepare:
 		hctx, span := p.handlerCtx(c.Tx, "prepare")
@@ -241,7 +241,7 @@ func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do do
 		sh.Go(func(ctx context.Context) (input, bool) {
 			r, w, err := lookDecision(ctx, conn, ps, do, c.Tx, c.Made)
 			r.Cmd, r.Tx, r.Err = c.Cmd, c.Tx, err
-			return watch(ctx, until, sh, r, err, w, func(t zk.EventType) input { return decisionEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
+			return watch(ctx, until, sh, r, err, w, fired{What: "decision", Cmd: c.Cmd, Tx: c.Tx})
 		})
 	case watchCoord:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -251,7 +251,7 @@ func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do do
 				r.Exists, w, err = runtime.WatchDeletion(ctx, conn, ps.coordinator(c.Tx))
 				return err
 			})
-			return watch(ctx, until, sh, r, r.Err, w, func(t zk.EventType) input { return coordEvent{Cmd: c.Cmd, Tx: c.Tx, Type: t} })
+			return watch(ctx, until, sh, r, r.Err, w, fired{What: "coordinator", Cmd: c.Cmd, Tx: c.Tx})
 		})
 	case makeDecision:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -279,26 +279,26 @@ func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do do
 	}
 }
 
-// watch posts r, then waits for w to fire, or for until to close (nil:
-// never): then the machine, which no longer waits for it, gets
-// NotWatching. After an error, or with no watch, r is the command's last
-// input.
-func watch(ctx context.Context, until <-chan struct{}, sh *runtime.Shell[input, command], r input, err error, w <-chan zk.WatchEvent, mk func(zk.EventType) input) (input, bool) {
+// watch posts r, then waits for w to fire (f, of the event's type), or
+// for until to close (nil: never): then the machine, which no longer
+// waits for it, gets f of NotWatching. After an error, or with no watch,
+// r is the command's last input.
+func watch(ctx context.Context, until <-chan struct{}, sh *runtime.Shell[input, command], r input, err error, w <-chan zk.WatchEvent, f fired) (input, bool) {
 	if err != nil || w == nil {
 		return r, true
 	}
 	sh.Post(ctx, r, true)
+	f.Type = zk.EventNotWatching
 	select {
 	case ev, ok := <-w:
-		if !ok {
-			return mk(zk.EventNotWatching), true
+		if ok {
+			f.Type = ev.Type
 		}
-		return mk(ev.Type), true
 	case <-until:
-		return mk(zk.EventNotWatching), true
 	case <-ctx.Done():
 		return nil, false
 	}
+	return f, true
 }
 
 // register creates our ephemeral registration node, or finds the one an

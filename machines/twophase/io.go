@@ -41,17 +41,23 @@ type sessionChange struct {
 	SessionID int64
 }
 
-// inboxListed is the reply to listInbox: our inbox's entries (a child
-// watch is left on it).
-type inboxListed struct {
+// listed is the reply to listInbox (What: "inbox") and to watchVotes
+// ("votes"): the children's names (a child watch is left).
+type listed struct {
+	What string
 	Cmd  uint64
+	Tx   string
 	Kids []string
 	Err  error
 }
 
-// inboxEvent: the child watch listInbox left fired.
-type inboxEvent struct {
+// fired: the watch command Cmd left fired. What it watched (What: the
+// inbox, our registration, a decision, a coordinator node, the votes) is
+// for transcripts: the machines know a watch by its command.
+type fired struct {
+	What string
 	Cmd  uint64
+	Tx   string
 	Type zk.EventType
 }
 
@@ -60,12 +66,6 @@ type inboxEvent struct {
 type registered struct {
 	Cmd uint64
 	Err error
-}
-
-// regEvent: the watch on our registration node fired.
-type regEvent struct {
-	Cmd  uint64
-	Type zk.EventType
 }
 
 // loaded is the reply to load: the transaction (Gone: deleted; Bad: not
@@ -98,13 +98,6 @@ type decisionRead struct {
 	Err     error
 }
 
-// decisionEvent: a watch on a decision node fired.
-type decisionEvent struct {
-	Cmd  uint64
-	Tx   string
-	Type zk.EventType
-}
-
 // coordWatched is the reply to watchCoord: whether the coordinator node
 // exists (then a watch is left on it).
 type coordWatched struct {
@@ -112,13 +105,6 @@ type coordWatched struct {
 	Tx     string
 	Exists bool
 	Err    error
-}
-
-// coordEvent: the watch on a coordinator node fired.
-type coordEvent struct {
-	Cmd  uint64
-	Tx   string
-	Type zk.EventType
 }
 
 // prepared is the reply to prepare: the handler's vote. Cancelled when
@@ -195,15 +181,12 @@ func (awaitStopped) isInput()  {}
 func (shutdown) isInput()      {}
 func (handover) isInput()      {}
 func (sessionChange) isInput() {}
-func (inboxListed) isInput()   {}
-func (inboxEvent) isInput()    {}
+func (listed) isInput()        {}
+func (fired) isInput()         {}
 func (registered) isInput()    {}
-func (regEvent) isInput()      {}
 func (loaded) isInput()        {}
 func (decisionRead) isInput()  {}
-func (decisionEvent) isInput() {}
 func (coordWatched) isInput()  {}
-func (coordEvent) isInput()    {}
 func (prepared) isInput()      {}
 func (voteWritten) isInput()   {}
 func (decided) isInput()       {}
@@ -220,12 +203,13 @@ func (i handover) String() string     { return fmt.Sprintf("handover req=%d", i.
 func (i sessionChange) String() string {
 	return fmt.Sprintf("session %s %#x", i.State, i.SessionID)
 }
-func (i inboxListed) String() string {
-	return fmt.Sprintf("inbox listed cmd=%d kids=%v err=%v", i.Cmd, i.Kids, i.Err)
+func (i listed) String() string {
+	return fmt.Sprintf("%s listed cmd=%d%s kids=%v err=%v", i.What, i.Cmd, opt(i.Tx), i.Kids, i.Err)
 }
-func (i inboxEvent) String() string { return fmt.Sprintf("inbox event cmd=%d %s", i.Cmd, i.Type) }
+func (i fired) String() string {
+	return fmt.Sprintf("%s event cmd=%d%s %s", i.What, i.Cmd, opt(i.Tx), i.Type)
+}
 func (i registered) String() string { return fmt.Sprintf("registered cmd=%d err=%v", i.Cmd, i.Err) }
-func (i regEvent) String() string   { return fmt.Sprintf("registration event cmd=%d %s", i.Cmd, i.Type) }
 func (i loaded) String() string {
 	return fmt.Sprintf("loaded cmd=%d %s gone=%t bad=%t payload=%q decided=%t dec_gone=%t outcome=%s dec_watched=%t voted=%t yes=%t reason=%q err=%v",
 		i.Cmd, i.Tx, i.Gone, i.Bad, i.Payload, i.Decided, i.DecGone, outcomeString(i.Outcome), i.DecWatched, i.Voted, i.Yes, i.Reason, i.Err)
@@ -233,14 +217,8 @@ func (i loaded) String() string {
 func (i decisionRead) String() string {
 	return fmt.Sprintf("decision read cmd=%d %s exists=%t gone=%t outcome=%s err=%v", i.Cmd, i.Tx, i.Exists, i.Gone, outcomeString(i.Outcome), i.Err)
 }
-func (i decisionEvent) String() string {
-	return fmt.Sprintf("decision event cmd=%d %s %s", i.Cmd, i.Tx, i.Type)
-}
 func (i coordWatched) String() string {
 	return fmt.Sprintf("coordinator watched cmd=%d %s exists=%t err=%v", i.Cmd, i.Tx, i.Exists, i.Err)
-}
-func (i coordEvent) String() string {
-	return fmt.Sprintf("coordinator event cmd=%d %s %s", i.Cmd, i.Tx, i.Type)
 }
 func (i prepared) String() string {
 	return fmt.Sprintf("prepared cmd=%d %s yes=%t reason=%q cancelled=%t", i.Cmd, i.Tx, i.Yes, i.Reason, i.Cancelled)
@@ -263,6 +241,14 @@ func (i entryDeleted) String() string {
 }
 func (i deregistered) String() string { return fmt.Sprintf("deregistered cmd=%d err=%v", i.Cmd, i.Err) }
 func (i woke) String() string         { return strings.TrimSpace(fmt.Sprintf("woke cmd=%d %s", i.Cmd, i.Tx)) }
+
+// opt is s after a space, or nothing.
+func opt(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " " + s
+}
 
 func outcomeString(o Outcome) string {
 	if o.Committed {
@@ -439,19 +425,6 @@ type (
 		Tx  string
 		Err error
 	}
-	// votesListed: the names of the votes (a child watch is left).
-	votesListed struct {
-		Cmd  uint64
-		Tx   string
-		Kids []string
-		Err  error
-	}
-	// votesEvent: the votes' child watch fired.
-	votesEvent struct {
-		Cmd  uint64
-		Tx   string
-		Type zk.EventType
-	}
 	// expired: the transaction is deleted, or kept while a participant
 	// is Waiting for its call, or Err.
 	expired struct {
@@ -481,8 +454,6 @@ func (collectCall) isInput()  {}
 func (decideCall) isInput()   {}
 func (abandonCall) isInput()  {}
 func (created) isInput()      {}
-func (votesListed) isInput()  {}
-func (votesEvent) isInput()   {}
 func (expired) isInput()      {}
 func (coordDropped) isInput() {}
 func (swept) isInput()        {}
@@ -494,12 +465,6 @@ func (i collectCall) String() string { return fmt.Sprintf("collect req=%d %s", i
 func (i decideCall) String() string  { return fmt.Sprintf("decide req=%d %s", i.Req, i.Tx) }
 func (i abandonCall) String() string { return fmt.Sprintf("abandon req=%d %s", i.Req, i.Tx) }
 func (i created) String() string     { return fmt.Sprintf("created cmd=%d %s err=%v", i.Cmd, i.Tx, i.Err) }
-func (i votesListed) String() string {
-	return fmt.Sprintf("votes listed cmd=%d %s kids=%v err=%v", i.Cmd, i.Tx, i.Kids, i.Err)
-}
-func (i votesEvent) String() string {
-	return fmt.Sprintf("votes event cmd=%d %s %s", i.Cmd, i.Tx, i.Type)
-}
 func (i expired) String() string {
 	return fmt.Sprintf("expired cmd=%d %s waiting=%t err=%v", i.Cmd, i.Tx, i.Waiting, i.Err)
 }

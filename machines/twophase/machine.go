@@ -89,7 +89,7 @@ type machine struct {
 	registered bool
 	sleepCmd   uint64 // the resync timer
 	b          backoff
-	failed     bool // the session ended while serving; not registered again yet
+	failed     bool     // the session ended while serving; not registered again yet
 	deregCmd   uint64   // the deregistration in flight, or waiting for regBusy
 	deregLeft  bool     // closing, the deregistration failed: made again on a reconnect, or handed over
 	regBusy    uint64   // a registration whose reply has not come (it may create our node yet)
@@ -184,11 +184,23 @@ func (m *machine) Step(in input) out {
 		o.Replies = append(o.Replies, runtime.Reply{Req: i.Req, Value: l})
 	case sessionChange:
 		m.sessionChange(&o, i)
-	case inboxListed:
+	case listed:
 		m.inboxListed(&o, i)
-	case inboxEvent:
-		if i.Cmd == m.inboxCmd && m.serving != 0 {
+	case fired: // a watch fired: what it watched is looked at again
+		t := m.txs[i.Tx]
+		switch {
+		case m.serving == 0:
+		case i.Cmd == m.inboxCmd:
 			m.listInbox(&o)
+		case i.Cmd == m.regCmd:
+			m.register(&o)
+		case t == nil:
+		case i.Cmd == t.decCmd:
+			t.decCmd, t.decArmed, t.decMade = 0, false, i.Type == zk.EventNodeCreated
+			m.advance(&o, t)
+		case i.Cmd == t.coordCmd:
+			t.coordCmd = 0
+			m.advance(&o, t)
 		}
 	case registered:
 		if i.Cmd == m.regBusy {
@@ -210,21 +222,10 @@ func (m *machine) Step(in input) out {
 		}
 		m.registered, m.failed = true, false
 		m.b = backoff{}
-	case regEvent:
-		if i.Cmd == m.regCmd && m.serving != 0 {
-			m.register(&o)
-		}
 	case loaded:
 		m.loaded(&o, i)
 	case decisionRead:
 		m.decisionRead(&o, i)
-	case decisionEvent:
-		t := m.txs[i.Tx]
-		if t == nil || t.decCmd != i.Cmd {
-			break
-		}
-		t.decCmd, t.decArmed, t.decMade = 0, false, i.Type == zk.EventNodeCreated
-		m.advance(&o, t)
 	case coordWatched:
 		t := m.txs[i.Tx]
 		if t == nil || t.coordCmd != i.Cmd {
@@ -242,13 +243,6 @@ func (m *machine) Step(in input) out {
 				m.advance(&o, t)
 			}
 		}
-	case coordEvent:
-		t := m.txs[i.Tx]
-		if t == nil || t.coordCmd != i.Cmd {
-			break
-		}
-		t.coordCmd = 0
-		m.advance(&o, t)
 	case prepared:
 		m.prepared(&o, i)
 	case voteWritten:
@@ -428,7 +422,7 @@ func (m *machine) register(o *out) {
 	o.Commands = append(o.Commands, register{Cmd: m.regCmd})
 }
 
-func (m *machine) inboxListed(o *out, i inboxListed) {
+func (m *machine) inboxListed(o *out, i listed) {
 	if i.Cmd != m.inboxCmd || m.serving == 0 {
 		return
 	}

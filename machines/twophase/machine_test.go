@@ -92,7 +92,7 @@ func eventTypes(out runtime.Output[command]) []events.Type {
 // the load command's id.
 func (tr *transcript) serving() uint64 {
 	tr.step(serveCall{Req: 1})
-	out := tr.step(inboxListed{Cmd: 1, Kids: []string{"tx1"}})
+	out := tr.step(listed{What: "inbox", Cmd: 1, Kids: []string{"tx1"}})
 	tr.step(registered{Cmd: 2})
 	tr.wantState(events.StateDetermine)
 	return commands[load](out)[0].Cmd
@@ -113,7 +113,7 @@ func TestTranscriptVotedYesAndCommitted(t *testing.T) {
 	out = tr.step(voteWritten{Cmd: v.Cmd, Tx: "tx1", Yes: true})
 	wc := commands[watchCoord](out)[0]
 	tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: true})
-	out = tr.step(decisionEvent{Cmd: ld, Tx: "tx1", Type: zk.EventNodeCreated})
+	out = tr.step(fired{What: "decision", Cmd: ld, Tx: "tx1", Type: zk.EventNodeCreated})
 	rd := commands[readDecision](out)[0]
 	out = tr.step(decisionRead{Cmd: rd.Cmd, Tx: "tx1", Exists: true, Outcome: Outcome{Committed: true}})
 	h := commands[handle](out)[0]
@@ -206,7 +206,7 @@ func TestTranscriptCoordinatorGone(t *testing.T) {
 	out = tr.step(voteWritten{Cmd: commands[vote](out)[0].Cmd, Tx: "tx1", Yes: true})
 	wc := commands[watchCoord](out)[0]
 	tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: true})
-	out = tr.step(coordEvent{Cmd: wc.Cmd, Tx: "tx1", Type: zk.EventNodeDeleted})
+	out = tr.step(fired{What: "coordinator", Cmd: wc.Cmd, Tx: "tx1", Type: zk.EventNodeDeleted})
 	wc = commands[watchCoord](out)[0]
 	out = tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: false})
 	d := commands[makeDecision](out)
@@ -230,7 +230,7 @@ func TestTranscriptRestartFindsVote(t *testing.T) {
 	}
 	wc := commands[watchCoord](out)[0]
 	tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: true})
-	out = tr.step(decisionEvent{Cmd: ld, Tx: "tx1", Type: zk.EventNodeCreated})
+	out = tr.step(fired{What: "decision", Cmd: ld, Tx: "tx1", Type: zk.EventNodeCreated})
 	out = tr.step(decisionRead{Cmd: commands[readDecision](out)[0].Cmd, Tx: "tx1", Exists: true, Outcome: Outcome{Committed: true}})
 	out = tr.step(handled{Cmd: commands[handle](out)[0].Cmd, Tx: "tx1"})
 	tr.step(entryDeleted{Cmd: commands[deleteEntry](out)[0].Cmd, Tx: "tx1"})
@@ -281,7 +281,7 @@ func TestTranscriptSessionLostAndClose(t *testing.T) {
 	tr.wantState(events.StateFailed)
 	out = tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	li := commands[listInbox](out)[0]
-	out = tr.step(inboxListed{Cmd: li.Cmd, Kids: []string{"tx1"}})
+	out = tr.step(listed{What: "inbox", Cmd: li.Cmd, Kids: []string{"tx1"}})
 	tr.wantState(events.StateFailed)
 	tr.step(registered{Cmd: commands[register](out)[0].Cmd})
 	tr.wantState(events.StateDetermine)
@@ -308,10 +308,10 @@ func TestTranscriptStaleListingAfterDelete(t *testing.T) {
 	out := tr.step(loaded{Cmd: ld, Tx: "tx1", Decided: true, Outcome: Outcome{Committed: true}})
 	out = tr.step(handled{Cmd: commands[handle](out)[0].Cmd, Tx: "tx1"})
 	del := commands[deleteEntry](out)[0]
-	out = tr.step(inboxEvent{Cmd: 1, Type: zk.EventNodeChildrenChanged})
+	out = tr.step(fired{What: "inbox", Cmd: 1, Type: zk.EventNodeChildrenChanged})
 	li := commands[listInbox](out)[0]
 	tr.step(entryDeleted{Cmd: del.Cmd, Tx: "tx1"})
-	out = tr.step(inboxListed{Cmd: li.Cmd, Kids: []string{"tx1", "tx2"}})
+	out = tr.step(listed{What: "inbox", Cmd: li.Cmd, Kids: []string{"tx1", "tx2"}})
 	if l := commands[load](out); len(l) != 1 || l[0].Tx != "tx2" {
 		t.Fatalf("loads %v, want tx2 only", l)
 	}
@@ -325,7 +325,7 @@ func TestTranscriptStaleListingAfterDelete(t *testing.T) {
 func TestTranscriptCloseWhileRegistering(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(serveCall{Req: 1})
-	out := tr.step(inboxListed{Cmd: 1})
+	out := tr.step(listed{What: "inbox", Cmd: 1})
 	reg := commands[register](out)[0]
 	out = tr.step(shutdown{Req: 2})
 	if len(commands[deregister](out)) != 0 {
@@ -351,7 +351,7 @@ func TestTranscriptCloseWhileRegistering(t *testing.T) {
 func TestTranscriptCloseWhileDisconnected(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(serveCall{Req: 1})
-	out := tr.step(inboxListed{Cmd: 1})
+	out := tr.step(listed{What: "inbox", Cmd: 1})
 	tr.step(registered{Cmd: commands[register](out)[0].Cmd})
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	out = tr.step(shutdown{Req: 2})
@@ -373,13 +373,13 @@ func TestTranscriptCloseWhileDisconnected(t *testing.T) {
 func TestTranscriptSessionLostWhileIdle(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(serveCall{Req: 1})
-	out := tr.step(inboxListed{Cmd: 1})
+	out := tr.step(listed{What: "inbox", Cmd: 1})
 	tr.step(registered{Cmd: commands[register](out)[0].Cmd})
 	tr.wantState(events.StateReady)
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.wantState(events.StateFailed)
 	out = tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
-	out = tr.step(inboxListed{Cmd: commands[listInbox](out)[0].Cmd})
+	out = tr.step(listed{What: "inbox", Cmd: commands[listInbox](out)[0].Cmd})
 	tr.step(registered{Cmd: commands[register](out)[0].Cmd})
 	tr.wantState(events.StateReady)
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess + 1})
