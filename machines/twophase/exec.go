@@ -99,20 +99,15 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			return watch(ctx, nil, sh, r, r.Err, w, fired{What: "decision", Cmd: c.Cmd, Tx: c.Tx})
 		})
 	case prepare:
-		hctx, span := p.handlerCtx(c.Tx, "prepare")
-		sh.Go(func(ctx context.Context) (input, bool) {
-			hc, cancel := context.WithCancel(hctx)
-			defer cancel()
-			defer context.AfterFunc(ctx, cancel)()
-			yes, err := p.h.Prepare(hc, Tx{ID: c.Tx, Payload: c.Payload})
-			span.End()
-			r := prepared{Cmd: c.Cmd, Tx: c.Tx, Yes: yes, Cancelled: hctx.Err() != nil || ctx.Err() != nil}
+		p.callHandler(sh, c.Tx, "prepare", func(ctx context.Context, cut func() bool) (input, error) {
+			yes, err := p.h.Prepare(ctx, Tx{ID: c.Tx, Payload: c.Payload})
+			r := prepared{Cmd: c.Cmd, Tx: c.Tx, Yes: yes, Cancelled: cut()}
 			if err != nil {
 				r.Yes, r.Reason = false, err.Error()
 			} else if !yes {
 				r.Reason = "voted no"
 			}
-			return r, true
+			return r, nil // a no vote: the span is no failure
 		})
 	case vote:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -155,31 +150,24 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			return r, true
 		})
 	case handle:
-		name := "commit"
-		if !c.Outcome.Committed {
-			name = "abort"
+		name, tx := "abort", Tx{ID: c.Tx, Payload: c.Payload}
+		if c.Outcome.Committed {
+			name = "commit"
 		}
-		hctx, span := p.handlerCtx(c.Tx, name)
-		sh.Go(func(ctx context.Context) (input, bool) {
-			hc, cancel := context.WithCancel(hctx)
-			defer cancel()
-			defer context.AfterFunc(ctx, cancel)()
-			tx := Tx{ID: c.Tx, Payload: c.Payload}
+		p.callHandler(sh, c.Tx, name, func(ctx context.Context, cut func() bool) (input, error) {
 			var err error
 			if c.Outcome.Committed {
-				err = p.h.Commit(hc, tx)
+				err = p.h.Commit(ctx, tx)
 			} else {
-				err = p.h.Abort(hc, tx, c.Outcome.Reason)
+				err = p.h.Abort(ctx, tx, c.Outcome.Reason)
 			}
-			runtime.Fail(span, err, "handler")
-			span.End()
 			// A handler that returned nil did its work, even when Serve's
 			// ctx ended meanwhile: only a failure then counts as cut short.
-			r := handled{Cmd: c.Cmd, Tx: c.Tx, Cancelled: err != nil && (hctx.Err() != nil || ctx.Err() != nil)}
+			r := handled{Cmd: c.Cmd, Tx: c.Tx, Cancelled: err != nil && cut()}
 			if err != nil {
 				r.Err = fmt.Errorf("twophase: handler: %w", err)
 			}
-			return r, true
+			return r, err
 		})
 	case deleteEntry:
 		sh.Go(func(ctx context.Context) (input, bool) {
@@ -367,21 +355,28 @@ func getDecision(ctx context.Context, conn zk.Conn, ps paths, do doFunc, tx stri
 	return r, nil
 }
 
-// handlerCtx is the ctx of a handler call on tx, named name: Serve's ctx
-// with the call's span, a child of the transaction's.
-func (p *Participant) handlerCtx(tx, name string) (context.Context, trace.Span) {
+// callHandler makes the handler call f, named name, on tx off the actor:
+// with Serve's ctx, ended also with the actor, and in a span of its own,
+// a child of the transaction's. cut says whether Serve's ctx or the
+// actor's has ended; f's error marks the span failed.
+func (p *Participant) callHandler(sh *runtime.Shell[input, command], tx, name string, f func(ctx context.Context, cut func() bool) (input, error)) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	sctx := p.hctx
-	if sctx == nil {
-		sctx = p.life
-	}
-	ts, ok := p.spans[tx]
-	if !ok {
-		_, ts = p.tel.Start(sctx, "participate", trace.SpanKindInternal, AttrTx.String(tx))
+	hctx, ts := p.hctx, p.spans[tx]
+	if ts == nil {
+		_, ts = p.tel.Start(hctx, "participate", trace.SpanKindInternal, AttrTx.String(tx))
 		p.spans[tx] = ts
 	}
-	return p.tel.Start(trace.ContextWithSpan(sctx, ts), name, trace.SpanKindInternal, AttrTx.String(tx))
+	p.mu.Unlock()
+	hctx, span := p.tel.Start(trace.ContextWithSpan(hctx, ts), name, trace.SpanKindInternal, AttrTx.String(tx))
+	sh.Go(func(ctx context.Context) (input, bool) {
+		hc, cancel := context.WithCancel(hctx)
+		defer cancel()
+		defer context.AfterFunc(ctx, cancel)()
+		in, err := f(hc, func() bool { return hctx.Err() != nil || ctx.Err() != nil })
+		runtime.Fail(span, err, "handler")
+		span.End()
+		return in, true
+	})
 }
 
 // endSpans ends the span of transaction tx, or every one ("").

@@ -25,9 +25,6 @@ type Participant struct {
 	tel   *runtime.Telemetry
 	shell *runtime.Shell[input, command]
 
-	life   context.Context // cancelled by Close
-	cancel context.CancelFunc
-
 	mu      sync.Mutex
 	closed  bool
 	serving bool
@@ -70,7 +67,6 @@ func NewParticipant(conn zk.Conn, root, id string, h Handler, opts ...Option) (*
 	}
 	sp := spec(conn, root, id, o)
 	p := &Participant{conn: conn, p: paths{root}, id: id, h: h, spans: make(map[string]trace.Span), tel: sp.Telemetry}
-	p.life, p.cancel = context.WithCancel(context.Background())
 	sp.Exec = p.exec
 	sp.Withdraw = func(call input, req uint64) (input, bool) {
 		if _, ok := call.(serveCall); ok {
@@ -111,8 +107,7 @@ func (p *Participant) Close() error {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
-	p.cancel()
-	err := p.shell.Close()
+	err := p.shell.Close() // a Serve in progress returns: its handler call's ctx ends
 	p.served.Wait()
 	return err
 }
@@ -137,11 +132,10 @@ func (p *Participant) Serve(ctx context.Context) error {
 	p.serving = true
 	p.served.Add(1)
 	hctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(p.life, cancel)()
 	p.hctx = hctx
 	p.mu.Unlock()
 	defer func() {
+		cancel() // a handler call in flight ends with Serve
 		p.mu.Lock()
 		p.serving = false
 		p.mu.Unlock()
@@ -153,18 +147,23 @@ func (p *Participant) Serve(ctx context.Context) error {
 	// Serving goes on until ctx ends (the call is withdrawn: serving
 	// stops) or Close (ErrClosed).
 	_, err := p.shell.Do(ctx, func(req uint64) input { return serveCall{Req: req} })
-	if p.life.Err() != nil || errors.Is(err, ErrClosed) {
-		return ErrClosed
+	if !errors.Is(err, ErrClosed) && !p.isClosed() {
+		cancel()
+		_, _ = p.shell.Do(context.Background(), func(req uint64) input { return awaitStopped{Req: req} })
 	}
-	cancel() // a handler call in flight ends with Serve's ctx
-	_, _ = p.shell.Do(context.Background(), func(req uint64) input { return awaitStopped{Req: req} })
-	if p.life.Err() != nil {
+	switch {
+	case errors.Is(err, ErrClosed) || p.isClosed():
 		return ErrClosed
-	}
-	if ctx.Err() != nil {
+	case ctx.Err() != nil:
 		return ctx.Err()
 	}
 	return err // the server refused a write (zk.ErrNoAuth)
+}
+
+func (p *Participant) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 // spec is the Shell's spec of the handle id on root, but for its Exec.
