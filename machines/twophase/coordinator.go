@@ -205,22 +205,22 @@ func (c *Coordinator) exec(sh *runtime.Shell[input, command], cmd command, op ru
 	switch cmd := cmd.(type) {
 	case create:
 		sh.Go(func(ctx context.Context) (input, bool) {
-			return created{Cmd: cmd.Cmd, Tx: cmd.Tx, Err: c.create(ctx, do, cmd)}, true
+			return created{ref: cmd.ref, Err: c.create(ctx, do, cmd)}, true
 		})
 	case watchVotes:
 		until := c.watching(cmd.Tx)
 		sh.Go(func(ctx context.Context) (input, bool) {
-			r := listed{What: "votes", Cmd: cmd.Cmd, Tx: cmd.Tx}
+			r := listed{What: "votes", ref: cmd.ref}
 			var w <-chan zk.WatchEvent
 			r.Err = do(ctx, "children", func(ctx context.Context) (err error) {
 				r.Kids, _, w, err = conn.ChildrenW(ctx, ps.votes(cmd.Tx))
 				return err
 			})
-			return watch(ctx, until, sh, r, r.Err, w, fired{What: "votes", Cmd: cmd.Cmd, Tx: cmd.Tx})
+			return watch(ctx, until, sh, r, r.Err, w, fired{What: "votes", ref: cmd.ref})
 		})
 	case expire:
 		sh.Go(func(ctx context.Context) (input, bool) {
-			r := expired{Cmd: cmd.Cmd, Tx: cmd.Tx}
+			r := expired{ref: cmd.ref}
 			if r.Waiting, r.Err = c.unhandled(ctx, cmd.Tx, cmd.Participants); r.Err == nil && !r.Waiting {
 				r.Err = deleteTx(ctx, c.conn, ps, cmd.Tx)
 			}
@@ -239,10 +239,10 @@ func (c *Coordinator) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			// On failure, our session's end deletes it, or the
 			// transaction's deletion does.
 			_ = c.rq.Delete(dctx, ps.coordinator(cmd.Tx), zk.AnyVersion)
-			return coordDropped{Cmd: cmd.Cmd}, true
+			return coordDropped{ref: cmd.ref}, true
 		})
 	case sweep:
-		sh.Go(func(ctx context.Context) (input, bool) { return swept{Cmd: cmd.Cmd, Due: c.sweep(ctx)}, true })
+		sh.Go(func(ctx context.Context) (input, bool) { return swept{ref: cmd.ref, Due: c.sweep(ctx)}, true })
 	case makeDecision:
 		c.unwatch(cmd.Tx)
 		execShared(sh, conn, ps, do, nil, cmd)

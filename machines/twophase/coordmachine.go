@@ -91,7 +91,7 @@ func newCoordMachine(cfg coordConfig) (*coordMachine, error) {
 // over.
 func (m *coordMachine) Start() out {
 	return out{Events: []events.Event{{Type: events.Start, State: events.StateStart}},
-		Commands: []command{sweep{Cmd: m.cmd()}}}
+		Commands: []command{sweep{ref: ref{Cmd: m.cmd()}}}}
 }
 
 // Step handles one input.
@@ -107,7 +107,7 @@ func (m *coordMachine) Step(in input) out {
 		default:
 			t := &ctTx{id: i.Tx, participants: i.Participants, req: i.Req, cmd: m.cmd()}
 			m.txs[t.id] = t
-			o.Commands = append(o.Commands, create{Cmd: t.cmd, Tx: t.id, Data: i.Data, Nonce: i.Nonce, Participants: i.Participants})
+			o.Commands = append(o.Commands, create{ref: ref{t.cmd, t.id}, Data: i.Data, Nonce: i.Nonce, Participants: i.Participants})
 		}
 	case collectCall:
 		if t := m.call(&o, i.Req, i.Tx, ctOpen); t != nil {
@@ -297,7 +297,7 @@ func (m *coordMachine) abandon(o *out, req uint64, tx string) {
 func (m *coordMachine) collect(o *out, t *ctTx) {
 	t.st, t.voted = ctCollect, make(map[string]bool, len(t.participants))
 	t.timeout = m.cmd()
-	o.Commands = append(o.Commands, sleep{Cmd: t.timeout, Tx: t.id, Delay: m.cfg.VoteTimeout})
+	o.Commands = append(o.Commands, sleep{ref: ref{t.timeout, t.id}, Delay: m.cfg.VoteTimeout})
 	m.watchAll(o, t)
 }
 
@@ -309,7 +309,7 @@ func (m *coordMachine) collect(o *out, t *ctTx) {
 // race").
 func (m *coordMachine) watchAll(o *out, t *ctTx) {
 	t.coord = m.cmd()
-	o.Commands = append(o.Commands, watchCoord{Cmd: t.coord, Tx: t.id})
+	o.Commands = append(o.Commands, watchCoord{ref: ref{t.coord, t.id}})
 	if !t.ended {
 		m.watchOthers(o, t)
 	}
@@ -317,7 +317,7 @@ func (m *coordMachine) watchAll(o *out, t *ctTx) {
 
 func (m *coordMachine) watchOthers(o *out, t *ctTx) {
 	t.dec, t.votes = m.cmd(), m.cmd()
-	o.Commands = append(o.Commands, readDecision{Cmd: t.dec, Tx: t.id}, watchVotes{Cmd: t.votes, Tx: t.id})
+	o.Commands = append(o.Commands, readDecision{ref: ref{t.dec, t.id}}, watchVotes{ref: ref{t.votes, t.id}})
 }
 
 // watch finds the collecting transaction whose watch cmd answers.
@@ -341,13 +341,13 @@ func (m *coordMachine) rewatch(o *out, t *ctTx, i fired) {
 	switch i.Cmd {
 	case t.votes:
 		t.votes = c
-		o.Commands = append(o.Commands, watchVotes{Cmd: c, Tx: t.id})
+		o.Commands = append(o.Commands, watchVotes{ref: ref{c, t.id}})
 	case t.dec:
 		t.dec = c
-		o.Commands = append(o.Commands, readDecision{Cmd: c, Tx: t.id, Made: i.Type == zk.EventNodeCreated})
+		o.Commands = append(o.Commands, readDecision{ref: ref{c, t.id}, Made: i.Type == zk.EventNodeCreated})
 	case t.coord:
 		t.coord = c
-		o.Commands = append(o.Commands, watchCoord{Cmd: c, Tx: t.id})
+		o.Commands = append(o.Commands, watchCoord{ref: ref{c, t.id}})
 	}
 }
 
@@ -356,7 +356,7 @@ func (m *coordMachine) retry(o *out, t *ctTx) {
 	t.votes, t.dec, t.coord = 0, 0, 0
 	if t.retry == 0 {
 		t.retry = m.cmd()
-		o.Commands = append(o.Commands, sleep{Cmd: t.retry, Tx: t.id, Delay: t.b.next()})
+		o.Commands = append(o.Commands, sleep{ref: ref{t.retry, t.id}, Delay: t.b.next()})
 	}
 }
 
@@ -375,7 +375,7 @@ func (m *coordMachine) decide(o *out, t *ctTx, want Outcome) {
 		return
 	}
 	t.st, t.cmd = ctDecide, m.cmd()
-	o.Commands = append(o.Commands, makeDecision{Cmd: t.cmd, Tx: t.id, Want: want})
+	o.Commands = append(o.Commands, makeDecision{ref: ref{t.cmd, t.id}, Want: want})
 }
 
 func (m *coordMachine) decided(o *out, i decided) {
@@ -424,14 +424,14 @@ func (m *coordMachine) finish(o *out, t *ctTx, res Outcome) {
 	o.Events = append(o.Events, m.outcomeEvent(t.id, res, events.PhaseNone, events.PhaseNone))
 	drop := m.cmd()
 	m.drops[drop] = t.id
-	o.Commands = append(o.Commands, dropCoord{Cmd: drop, Tx: t.id, Outcome: res})
+	o.Commands = append(o.Commands, dropCoord{ref: ref{drop, t.id}, Outcome: res})
 	m.wait(o, t, m.cfg.Retention)
 }
 
 // wait keeps t for d, then expires it.
 func (m *coordMachine) wait(o *out, t *ctTx, d time.Duration) {
 	t.st, t.cmd = ctRetain, m.cmd()
-	o.Commands = append(o.Commands, sleep{Cmd: t.cmd, Tx: t.id, Delay: max(d, 0)})
+	o.Commands = append(o.Commands, sleep{ref: ref{t.cmd, t.id}, Delay: max(d, 0)})
 }
 
 func (m *coordMachine) queue(t *ctTx) {
@@ -450,9 +450,9 @@ func (m *coordMachine) pump(o *out) {
 		t.st, t.cmd = ctExpire, m.cmd()
 		m.expiring++
 		if t.undecided {
-			o.Commands = append(o.Commands, makeDecision{Cmd: t.cmd, Tx: t.id, Want: Outcome{Reason: ReasonCancelled}})
+			o.Commands = append(o.Commands, makeDecision{ref: ref{t.cmd, t.id}, Want: Outcome{Reason: ReasonCancelled}})
 		} else {
-			o.Commands = append(o.Commands, expire{Cmd: t.cmd, Tx: t.id, Participants: t.participants})
+			o.Commands = append(o.Commands, expire{ref: ref{t.cmd, t.id}, Participants: t.participants})
 		}
 	}
 }

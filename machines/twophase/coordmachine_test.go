@@ -22,9 +22,9 @@ func newCoordTranscript(t *testing.T) *transcript {
 // tx1 to a and b up to the collection of the votes: it returns the
 // collection's commands.
 func (tr *transcript) proposed() runtime.Output[command] {
-	tr.step(swept{Cmd: 1})
+	tr.step(swept{ref: ref{Cmd: 1}})
 	out := tr.step(proposeCall{Req: 1, Tx: "tx1", Participants: []string{"a", "b"}})
-	tr.step(created{Cmd: commands[create](out)[0].Cmd, Tx: "tx1"})
+	tr.step(created{ref: ref{commands[create](out)[0].Cmd, "tx1"}})
 	tr.wantState(events.StateDetermine)
 	return tr.step(collectCall{Req: 2, Tx: "tx1"})
 }
@@ -37,26 +37,26 @@ func TestTranscriptCoordinatorCommits(t *testing.T) {
 	tr := newCoordTranscript(t)
 	out := tr.proposed()
 	wc, rd, wv := commands[watchCoord](out)[0], commands[readDecision](out)[0], commands[watchVotes](out)[0]
-	tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: true})
-	tr.step(decisionRead{Cmd: rd.Cmd, Tx: "tx1"})
-	tr.step(listed{What: "votes", Cmd: wv.Cmd, Tx: "tx1", Kids: []string{"a"}})
-	out = tr.step(fired{What: "votes", Cmd: wv.Cmd, Tx: "tx1", Type: zk.EventNodeChildrenChanged})
-	out = tr.step(listed{What: "votes", Cmd: commands[watchVotes](out)[0].Cmd, Tx: "tx1", Kids: []string{"a", "b"}})
+	tr.step(coordWatched{ref: ref{wc.Cmd, "tx1"}, Exists: true})
+	tr.step(decisionRead{ref: ref{rd.Cmd, "tx1"}})
+	tr.step(listed{What: "votes", ref: ref{wv.Cmd, "tx1"}, Kids: []string{"a"}})
+	out = tr.step(fired{What: "votes", ref: ref{wv.Cmd, "tx1"}, Type: zk.EventNodeChildrenChanged})
+	out = tr.step(listed{What: "votes", ref: ref{commands[watchVotes](out)[0].Cmd, "tx1"}, Kids: []string{"a", "b"}})
 	if len(out.Replies) != 1 || out.Replies[0].Value != (Outcome{Committed: true}) {
 		t.Fatalf("collected %+v, want commit", out.Replies)
 	}
 	out = tr.step(decideCall{Req: 3, Tx: "tx1"})
 	md := commands[makeDecision](out)[0]
-	out = tr.step(decided{Cmd: md.Cmd, Tx: "tx1", Outcome: md.Want})
+	out = tr.step(decided{ref: ref{md.Cmd, "tx1"}, Outcome: md.Want})
 	if len(out.Events) != 1 || out.Events[0].Type != events.Committed {
 		t.Fatalf("events %v, want COMMITTED", out.Events)
 	}
 	tr.wantState(events.StateStart)
-	tr.step(coordDropped{Cmd: commands[dropCoord](out)[0].Cmd})
-	out = tr.step(woke{Cmd: commands[sleep](out)[0].Cmd, Tx: "tx1"})
-	out = tr.step(expired{Cmd: commands[expire](out)[0].Cmd, Tx: "tx1", Waiting: true})
-	out = tr.step(woke{Cmd: commands[sleep](out)[0].Cmd, Tx: "tx1"})
-	tr.step(expired{Cmd: commands[expire](out)[0].Cmd, Tx: "tx1"})
+	tr.step(coordDropped{ref: ref{Cmd: commands[dropCoord](out)[0].Cmd}})
+	out = tr.step(woke{ref: ref{commands[sleep](out)[0].Cmd, "tx1"}})
+	out = tr.step(expired{ref: ref{commands[expire](out)[0].Cmd, "tx1"}, Waiting: true})
+	out = tr.step(woke{ref: ref{commands[sleep](out)[0].Cmd, "tx1"}})
+	tr.step(expired{ref: ref{commands[expire](out)[0].Cmd, "tx1"}})
 	tr.Check("coordinator_commits")
 }
 
@@ -69,21 +69,21 @@ func TestTranscriptCoordinatorWatchesEndThenTimesOut(t *testing.T) {
 	out := tr.proposed()
 	timeout := commands[sleep](out)[0]
 	wc, rd, wv := commands[watchCoord](out)[0], commands[readDecision](out)[0], commands[watchVotes](out)[0]
-	tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: true})
-	tr.step(decisionRead{Cmd: rd.Cmd, Tx: "tx1"})
-	tr.step(listed{What: "votes", Cmd: wv.Cmd, Tx: "tx1"})
-	out = tr.step(fired{What: "votes", Cmd: wv.Cmd, Tx: "tx1", Type: zk.EventNotWatching})
+	tr.step(coordWatched{ref: ref{wc.Cmd, "tx1"}, Exists: true})
+	tr.step(decisionRead{ref: ref{rd.Cmd, "tx1"}})
+	tr.step(listed{What: "votes", ref: ref{wv.Cmd, "tx1"}})
+	out = tr.step(fired{What: "votes", ref: ref{wv.Cmd, "tx1"}, Type: zk.EventNotWatching})
 	if c := out.Commands; len(c) != 1 || len(commands[watchCoord](out)) != 1 {
 		t.Fatalf("commands %v, want our node's watch alone", c)
 	}
-	tr.step(fired{What: "decision", Cmd: rd.Cmd, Tx: "tx1", Type: zk.EventNotWatching}) // stale
-	out = tr.step(coordWatched{Cmd: commands[watchCoord](out)[0].Cmd, Tx: "tx1", Exists: true})
-	out = tr.step(listed{What: "votes", Cmd: commands[watchVotes](out)[0].Cmd, Tx: "tx1", Err: zk.ErrConnectionLoss})
-	out = tr.step(woke{Cmd: commands[sleep](out)[0].Cmd, Tx: "tx1"})
+	tr.step(fired{What: "decision", ref: ref{rd.Cmd, "tx1"}, Type: zk.EventNotWatching}) // stale
+	out = tr.step(coordWatched{ref: ref{commands[watchCoord](out)[0].Cmd, "tx1"}, Exists: true})
+	out = tr.step(listed{What: "votes", ref: ref{commands[watchVotes](out)[0].Cmd, "tx1"}, Err: zk.ErrConnectionLoss})
+	out = tr.step(woke{ref: ref{commands[sleep](out)[0].Cmd, "tx1"}})
 	if len(out.Commands) != 3 {
 		t.Fatalf("commands %v, want every watch again", out.Commands)
 	}
-	out = tr.step(woke{Cmd: timeout.Cmd, Tx: "tx1"})
+	out = tr.step(woke{ref: ref{timeout.Cmd, "tx1"}})
 	if len(out.Replies) != 1 || out.Replies[0].Value != (Outcome{Reason: ReasonVoteTimeout}) {
 		t.Fatalf("collected %+v, want a vote timeout", out.Replies)
 	}
@@ -96,7 +96,7 @@ func TestTranscriptCoordinatorReadsTheDecision(t *testing.T) {
 	tr := newCoordTranscript(t)
 	out := tr.proposed()
 	abort := Outcome{Reason: "b: no"}
-	tr.step(decisionRead{Cmd: commands[readDecision](out)[0].Cmd, Tx: "tx1", Exists: true, Outcome: abort})
+	tr.step(decisionRead{ref: ref{commands[readDecision](out)[0].Cmd, "tx1"}, Exists: true, Outcome: abort})
 	out = tr.step(decideCall{Req: 3, Tx: "tx1"})
 	if len(commands[makeDecision](out)) != 0 || len(out.Replies) != 1 || out.Replies[0].Value != abort {
 		t.Fatalf("decided %+v %v, want the decision read", out.Replies, out.Commands)
@@ -109,18 +109,18 @@ func TestTranscriptCoordinatorReadsTheDecision(t *testing.T) {
 // Another Propose of the same id meanwhile is refused.
 func TestTranscriptCoordinatorAbandoned(t *testing.T) {
 	tr := newCoordTranscript(t)
-	tr.step(swept{Cmd: 1})
+	tr.step(swept{ref: ref{Cmd: 1}})
 	out := tr.step(proposeCall{Req: 1, Tx: "tx1", Participants: []string{"a"}})
 	if out := tr.step(proposeCall{Req: 2, Tx: "tx1", Participants: []string{"a"}}); !errors.Is(out.Replies[0].Err, ErrTxExists) {
 		t.Fatalf("the same id again: %+v", out.Replies)
 	}
 	tr.step(abandonCall{Req: 3, Tx: "tx1"})
-	out = tr.step(created{Cmd: commands[create](out)[0].Cmd, Tx: "tx1"})
+	out = tr.step(created{ref: ref{commands[create](out)[0].Cmd, "tx1"}})
 	md := commands[makeDecision](out)[0]
 	if md.Want != (Outcome{Reason: ReasonCancelled}) {
 		t.Fatalf("decide %v", md)
 	}
-	tr.step(decided{Cmd: md.Cmd, Tx: "tx1", Outcome: md.Want})
+	tr.step(decided{ref: ref{md.Cmd, "tx1"}, Outcome: md.Want})
 	tr.Check("coordinator_abandoned")
 }
 
@@ -130,19 +130,19 @@ func TestTranscriptCoordinatorAbandoned(t *testing.T) {
 // A transaction the sweep found is deleted once its retention is over.
 func TestTranscriptCoordinatorJanitor(t *testing.T) {
 	tr := newCoordTranscript(t)
-	out := tr.step(swept{Cmd: 1, Due: []dueTx{{Tx: "old", Delay: time.Second}}})
+	out := tr.step(swept{ref: ref{Cmd: 1}, Due: []dueTx{{Tx: "old", Delay: time.Second}}})
 	old := commands[sleep](out)[0]
 	out = tr.step(proposeCall{Req: 1, Tx: "tx1", Participants: []string{"a"}})
-	out = tr.step(created{Cmd: commands[create](out)[0].Cmd, Tx: "tx1", Err: errors.New("twophase: no auth")})
+	out = tr.step(created{ref: ref{commands[create](out)[0].Cmd, "tx1"}, Err: errors.New("twophase: no auth")})
 	md := commands[makeDecision](out)[0]
-	out = tr.step(decided{Cmd: md.Cmd, Tx: "tx1", Err: zk.ErrConnectionLoss})
-	out = tr.step(woke{Cmd: commands[sleep](out)[0].Cmd, Tx: "tx1"})
-	tr.step(decided{Cmd: commands[makeDecision](out)[0].Cmd, Tx: "tx1", Gone: true})
-	out = tr.step(woke{Cmd: old.Cmd, Tx: "old"})
+	out = tr.step(decided{ref: ref{md.Cmd, "tx1"}, Err: zk.ErrConnectionLoss})
+	out = tr.step(woke{ref: ref{commands[sleep](out)[0].Cmd, "tx1"}})
+	tr.step(decided{ref: ref{commands[makeDecision](out)[0].Cmd, "tx1"}, Gone: true})
+	out = tr.step(woke{ref: ref{old.Cmd, "old"}})
 	if e := commands[expire](out); len(e) != 1 || e[0].Participants != nil {
 		t.Fatalf("expire %v, want old's, its participants read", e)
 	}
-	tr.step(expired{Cmd: commands[expire](out)[0].Cmd, Tx: "old"})
+	tr.step(expired{ref: ref{commands[expire](out)[0].Cmd, "old"}})
 	tr.Check("coordinator_janitor")
 }
 
@@ -158,8 +158,8 @@ func TestTranscriptCoordinatorClose(t *testing.T) {
 	}
 	tr.step(proposeCall{Req: 4, Tx: "tx2", Participants: []string{"a"}})
 	md := commands[makeDecision](out)[0]
-	out = tr.step(decided{Cmd: md.Cmd, Tx: "tx1", Outcome: md.Want})
-	out = tr.step(coordDropped{Cmd: commands[dropCoord](out)[0].Cmd})
+	out = tr.step(decided{ref: ref{md.Cmd, "tx1"}, Outcome: md.Want})
+	out = tr.step(coordDropped{ref: ref{Cmd: commands[dropCoord](out)[0].Cmd}})
 	if !out.Done {
 		t.Fatal("not done")
 	}
@@ -185,10 +185,10 @@ func TestTranscriptCoordinatorHandOver(t *testing.T) {
 // is left to abort, and the machine is done.
 func TestTranscriptCoordinatorCloseWhileCreating(t *testing.T) {
 	tr := newCoordTranscript(t)
-	tr.step(swept{Cmd: 1})
+	tr.step(swept{ref: ref{Cmd: 1}})
 	out := tr.step(proposeCall{Req: 1, Tx: "tx1", Participants: []string{"a"}})
 	tr.step(shutdown{Req: 2})
-	out = tr.step(created{Cmd: commands[create](out)[0].Cmd, Tx: "tx1", Err: zk.ErrConnectionLoss})
+	out = tr.step(created{ref: ref{commands[create](out)[0].Cmd, "tx1"}, Err: zk.ErrConnectionLoss})
 	if !out.Done || len(out.Commands) != 0 {
 		t.Fatalf("done %t, commands %v", out.Done, out.Commands)
 	}

@@ -23,7 +23,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 	switch c := cmd.(type) {
 	case listInbox:
 		sh.Go(func(ctx context.Context) (input, bool) {
-			r := listed{What: "inbox", Cmd: c.Cmd}
+			r := listed{What: "inbox", ref: c.ref}
 			inbox := ps.inbox(p.id)
 			var w <-chan zk.WatchEvent
 			list := func(ctx context.Context) (err error) {
@@ -37,21 +37,21 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 					r.Err = do(ctx, "children", list)
 				}
 			}
-			return watch(ctx, nil, sh, r, r.Err, w, fired{What: "inbox", Cmd: c.Cmd})
+			return watch(ctx, nil, sh, r, r.Err, w, fired{What: "inbox", ref: c.ref})
 		})
 	case register:
 		sh.Go(func(ctx context.Context) (input, bool) {
-			r := registered{Cmd: c.Cmd}
+			r := registered{ref: c.ref}
 			var w <-chan zk.WatchEvent
 			r.Err = do(ctx, "create", func(ctx context.Context) (err error) {
 				w, err = p.register(ctx)
 				return err
 			})
-			return watch(ctx, nil, sh, r, r.Err, w, fired{What: "registration", Cmd: c.Cmd})
+			return watch(ctx, nil, sh, r, r.Err, w, fired{What: "registration", ref: c.ref})
 		})
 	case load:
 		sh.Go(func(ctx context.Context) (input, bool) {
-			r := loaded{Cmd: c.Cmd, Tx: c.Tx}
+			r := loaded{ref: c.ref}
 			// The transaction, its decision (with a watch) and our vote,
 			// read at once: one round trip.
 			var (
@@ -96,12 +96,12 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 				r.Yes, r.Reason = decodeVote(vote)
 			}
 			r.DecWatched = r.Err == nil && w != nil
-			return watch(ctx, nil, sh, r, r.Err, w, fired{What: "decision", Cmd: c.Cmd, Tx: c.Tx})
+			return watch(ctx, nil, sh, r, r.Err, w, fired{What: "decision", ref: c.ref})
 		})
 	case prepare:
 		p.callHandler(sh, c.Tx, "prepare", func(ctx context.Context, cut func() bool) (input, error) {
 			yes, err := p.h.Prepare(ctx, Tx{ID: c.Tx, Payload: c.Payload})
-			r := prepared{Cmd: c.Cmd, Tx: c.Tx, Yes: yes, Cancelled: cut()}
+			r := prepared{ref: c.ref, Yes: yes, Cancelled: cut()}
 			if err != nil {
 				r.Yes, r.Reason = false, err.Error()
 			} else if !yes {
@@ -111,7 +111,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 		})
 	case vote:
 		sh.Go(func(ctx context.Context) (input, bool) {
-			r := voteWritten{Cmd: c.Cmd, Tx: c.Tx, Yes: c.Yes, Reason: c.Reason}
+			r := voteWritten{ref: c.ref, Yes: c.Yes, Reason: c.Reason}
 			path := ps.vote(c.Tx, p.id)
 			var err error
 			if !c.Yes {
@@ -163,7 +163,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			}
 			// A handler that returned nil did its work, even when Serve's
 			// ctx ended meanwhile: only a failure then counts as cut short.
-			r := handled{Cmd: c.Cmd, Tx: c.Tx, Cancelled: err != nil && cut()}
+			r := handled{ref: c.ref, Cancelled: err != nil && cut()}
 			if err != nil {
 				r.Err = fmt.Errorf("twophase: handler: %w", err)
 			}
@@ -171,7 +171,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 		})
 	case deleteEntry:
 		sh.Go(func(ctx context.Context) (input, bool) {
-			r := entryDeleted{Cmd: c.Cmd, Tx: c.Tx}
+			r := entryDeleted{ref: c.ref}
 			r.Err = do(ctx, "delete", func(ctx context.Context) error {
 				err := conn.Delete(ctx, ps.inboxEntry(p.id, c.Tx), zk.AnyVersion)
 				if errors.Is(err, zk.ErrNoNode) {
@@ -199,7 +199,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			if !errors.Is(err, zk.ErrConnectionLoss) && !errors.Is(err, context.DeadlineExceeded) {
 				err = nil // done, or nothing a retry would change
 			}
-			return deregistered{Cmd: c.Cmd, Err: err}, true
+			return deregistered{ref: c.ref, Err: err}, true
 		})
 	default:
 		execShared(sh, conn, ps, do, nil, cmd)
@@ -229,21 +229,21 @@ func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do do
 		sh.Go(func(ctx context.Context) (input, bool) {
 			r, w, err := lookDecision(ctx, conn, ps, do, c.Tx, c.Made)
 			r.Cmd, r.Tx, r.Err = c.Cmd, c.Tx, err
-			return watch(ctx, until, sh, r, err, w, fired{What: "decision", Cmd: c.Cmd, Tx: c.Tx})
+			return watch(ctx, until, sh, r, err, w, fired{What: "decision", ref: c.ref})
 		})
 	case watchCoord:
 		sh.Go(func(ctx context.Context) (input, bool) {
-			r := coordWatched{Cmd: c.Cmd, Tx: c.Tx}
+			r := coordWatched{ref: c.ref}
 			var w <-chan zk.WatchEvent
 			r.Err = do(ctx, "get", func(ctx context.Context) (err error) {
 				r.Exists, w, err = runtime.WatchDeletion(ctx, conn, ps.coordinator(c.Tx))
 				return err
 			})
-			return watch(ctx, until, sh, r, r.Err, w, fired{What: "coordinator", Cmd: c.Cmd, Tx: c.Tx})
+			return watch(ctx, until, sh, r, r.Err, w, fired{What: "coordinator", ref: c.ref})
 		})
 	case makeDecision:
 		sh.Go(func(ctx context.Context) (input, bool) {
-			r := decided{Cmd: c.Cmd, Tx: c.Tx}
+			r := decided{ref: c.ref}
 			var err error
 			do(ctx, "create", func(ctx context.Context) error {
 				r.Outcome, err = decide(ctx, conn, ps, c.Tx, c.Want)
@@ -261,7 +261,7 @@ func execShared(sh *runtime.Shell[input, command], conn zk.Conn, ps paths, do do
 		// A timer, not a goroutine: a coordinator has one per transaction
 		// it keeps, for the retention period. One that fires after the
 		// actor stopped posts nothing.
-		sh.After(c.Delay, woke{Cmd: c.Cmd, Tx: c.Tx})
+		sh.After(c.Delay, woke{ref: c.ref})
 	default:
 		panic(fmt.Sprintf("twophase: unknown command %T", cmd))
 	}

@@ -45,8 +45,7 @@ type sessionChange struct {
 // ("votes"): the children's names (a child watch is left).
 type listed struct {
 	What string
-	Cmd  uint64
-	Tx   string
+	ref
 	Kids []string
 	Err  error
 }
@@ -56,15 +55,14 @@ type listed struct {
 // for transcripts: the machines know a watch by its command.
 type fired struct {
 	What string
-	Cmd  uint64
-	Tx   string
+	ref
 	Type zk.EventType
 }
 
 // registered is the reply to register: our registration node exists (a
 // watch is left on it).
 type registered struct {
-	Cmd uint64
+	ref
 	Err error
 }
 
@@ -72,8 +70,7 @@ type registered struct {
 // ours to read), its decision (a watch is left when it is not made:
 // DecWatched) and our vote.
 type loaded struct {
-	Cmd        uint64
-	Tx         string
+	ref
 	Gone       bool
 	Bad        bool
 	Payload    []byte
@@ -90,8 +87,7 @@ type loaded struct {
 // decisionRead is the reply to readDecision: Exists with its Outcome, or
 // Gone (deleted after its retention), or neither (a watch is left).
 type decisionRead struct {
-	Cmd     uint64
-	Tx      string
+	ref
 	Exists  bool
 	Gone    bool
 	Outcome Outcome
@@ -101,8 +97,7 @@ type decisionRead struct {
 // coordWatched is the reply to watchCoord: whether the coordinator node
 // exists (then a watch is left on it).
 type coordWatched struct {
-	Cmd    uint64
-	Tx     string
+	ref
 	Exists bool
 	Err    error
 }
@@ -110,8 +105,7 @@ type coordWatched struct {
 // prepared is the reply to prepare: the handler's vote. Cancelled when
 // Serve's ctx ended during the call: nothing is voted.
 type prepared struct {
-	Cmd       uint64
-	Tx        string
+	ref
 	Yes       bool
 	Reason    string
 	Cancelled bool
@@ -122,8 +116,7 @@ type prepared struct {
 // transaction is Gone. Decided: our no vote and its abort decision were
 // made together, and Outcome is that decision.
 type voteWritten struct {
-	Cmd     uint64
-	Tx      string
+	ref
 	Yes     bool
 	Reason  string
 	Found   bool
@@ -136,8 +129,7 @@ type voteWritten struct {
 // decided is the reply to decide: the decision, or the transaction is
 // Gone.
 type decided struct {
-	Cmd     uint64
-	Tx      string
+	ref
 	Outcome Outcome
 	Gone    bool
 	Err     error
@@ -149,30 +141,27 @@ type decided struct {
 // for cut short, it was called again at once by a step that came before
 // the end of serving (TestOtelPropose's third commit span, seen in CI).
 type handled struct {
-	Cmd       uint64
-	Tx        string
+	ref
 	Err       error
 	Cancelled bool
 }
 
 // entryDeleted is the reply to deleteEntry.
 type entryDeleted struct {
-	Cmd uint64
-	Tx  string
+	ref
 	Err error
 }
 
 // deregistered is the reply to deregister: Err is a connection loss or
 // a timeout (any other error leaves nothing to do).
 type deregistered struct {
-	Cmd uint64
+	ref
 	Err error
 }
 
 // woke is the reply to sleep.
 type woke struct {
-	Cmd uint64
-	Tx  string
+	ref
 }
 
 func (serveCall) isInput()     {}
@@ -260,6 +249,16 @@ func outcomeString(o Outcome) string {
 	return fmt.Sprintf("abort(%q)", o.Reason)
 }
 
+// ref is what a command and the inputs that answer it share: the
+// command's id and, when it is about one, its transaction.
+type ref struct {
+	Cmd uint64
+	Tx  string
+}
+
+// ID is the command's id.
+func (r ref) ID() uint64 { return r.Cmd }
+
 // command is a request the machine asks its shell to make.
 type command interface {
 	ID() uint64
@@ -268,38 +267,34 @@ type command interface {
 
 // listInbox lists our inbox, leaving a child watch (the inbox is created
 // when missing).
-type listInbox struct{ Cmd uint64 }
+type listInbox struct{ ref }
 
 // register creates our ephemeral registration node, or finds the one an
 // old session of ours still has, and leaves a watch on it.
-type register struct{ Cmd uint64 }
+type register struct{ ref }
 
 // load reads transaction Tx, its decision (leaving a watch when it is not
 // made) and our vote, at once.
 type load struct {
-	Cmd uint64
-	Tx  string
+	ref
 }
 
 // readDecision reads Tx's decision, leaving a watch when it is not made.
 // Made: a watch just said it was created, so it is read alone (one round
 // trip, and no watch left on a node that changes only when deleted).
 type readDecision struct {
-	Cmd  uint64
-	Tx   string
+	ref
 	Made bool
 }
 
 // watchCoord reads whether Tx's coordinator node exists, leaving a watch.
 type watchCoord struct {
-	Cmd uint64
-	Tx  string
+	ref
 }
 
 // prepare calls the handler's Prepare, off the actor.
 type prepare struct {
-	Cmd     uint64
-	Tx      string
+	ref
 	Payload []byte
 }
 
@@ -307,8 +302,7 @@ type prepare struct {
 // Abort in the same multi, so that a no vote is never there without an
 // abort decision (the coordinator counts votes without reading them).
 type vote struct {
-	Cmd    uint64
-	Tx     string
+	ref
 	Yes    bool
 	Reason string
 	Abort  Outcome
@@ -316,49 +310,32 @@ type vote struct {
 
 // makeDecision creates Tx's decision with Want, or reads the one made first.
 type makeDecision struct {
-	Cmd  uint64
-	Tx   string
+	ref
 	Want Outcome
 }
 
 // handle calls the handler's Commit or Abort, off the actor.
 type handle struct {
-	Cmd     uint64
-	Tx      string
+	ref
 	Payload []byte
 	Outcome Outcome
 }
 
 // deleteEntry deletes Tx's entry from our inbox: we are done with it.
 type deleteEntry struct {
-	Cmd uint64
-	Tx  string
+	ref
 }
 
 // deregister deletes our registration node, if our session owns it.
-type deregister struct{ Cmd uint64 }
+type deregister struct{ ref }
 
 // sleep waits Delay: the participant's before a resync after an error of
 // the server, the coordinator's for Tx (its vote timeout, its retention,
 // a retry).
 type sleep struct {
-	Cmd   uint64
-	Tx    string
+	ref
 	Delay time.Duration
 }
-
-func (c listInbox) ID() uint64    { return c.Cmd }
-func (c register) ID() uint64     { return c.Cmd }
-func (c load) ID() uint64         { return c.Cmd }
-func (c readDecision) ID() uint64 { return c.Cmd }
-func (c watchCoord) ID() uint64   { return c.Cmd }
-func (c prepare) ID() uint64      { return c.Cmd }
-func (c vote) ID() uint64         { return c.Cmd }
-func (c makeDecision) ID() uint64 { return c.Cmd }
-func (c handle) ID() uint64       { return c.Cmd }
-func (c deleteEntry) ID() uint64  { return c.Cmd }
-func (c deregister) ID() uint64   { return c.Cmd }
-func (c sleep) ID() uint64        { return c.Cmd }
 
 func (c listInbox) String() string { return fmt.Sprintf("list inbox cmd=%d", c.Cmd) }
 func (c register) String() string  { return fmt.Sprintf("register cmd=%d", c.Cmd) }
@@ -421,25 +398,23 @@ type (
 type (
 	// created: the transaction's nodes are made (or Err).
 	created struct {
-		Cmd uint64
-		Tx  string
+		ref
 		Err error
 	}
 	// expired: the transaction is deleted, or kept while a participant
 	// is Waiting for its call, or Err.
 	expired struct {
-		Cmd     uint64
-		Tx      string
+		ref
 		Waiting bool
 		Err     error
 	}
 	// coordDropped: our node of a decided transaction was deleted (or
 	// not: our session's end deletes it).
-	coordDropped struct{ Cmd uint64 }
+	coordDropped struct{ ref }
 	// swept: the decided transactions found under the root, each with
 	// what is left of its retention.
 	swept struct {
-		Cmd uint64
+		ref
 		Due []dueTx
 	}
 )
@@ -476,39 +451,29 @@ type (
 	// create makes the transaction, our node, its votes directory and the
 	// participants' inbox entries, in one multi.
 	create struct {
-		Cmd          uint64
-		Tx           string
+		ref
 		Data         []byte
 		Nonce        string
 		Participants []string
 	}
 	// watchVotes lists the votes, leaving a child watch.
 	watchVotes struct {
-		Cmd uint64
-		Tx  string
+		ref
 	}
 	// expire deletes a decided transaction once every participant has
 	// had its call.
 	expire struct {
-		Cmd          uint64
-		Tx           string
+		ref
 		Participants []string // nil: read from the transaction's node
 	}
 	// dropCoord counts a decided transaction and deletes our node of it.
 	dropCoord struct {
-		Cmd     uint64
-		Tx      string
+		ref
 		Outcome Outcome
 	}
 	// sweep finds the decided transactions under the root.
-	sweep struct{ Cmd uint64 }
+	sweep struct{ ref }
 )
-
-func (c create) ID() uint64     { return c.Cmd }
-func (c watchVotes) ID() uint64 { return c.Cmd }
-func (c expire) ID() uint64     { return c.Cmd }
-func (c dropCoord) ID() uint64  { return c.Cmd }
-func (c sweep) ID() uint64      { return c.Cmd }
 
 func (c create) String() string {
 	return fmt.Sprintf("create cmd=%d %s participants=%v", c.Cmd, c.Tx, c.Participants)

@@ -209,7 +209,7 @@ func (m *machine) Step(in input) out {
 				// Serving stopped while it was in flight: our node may
 				// have been made after the deregistration would have
 				// looked, so the deregistration goes now.
-				o.Commands = append(o.Commands, deregister{Cmd: m.deregCmd})
+				o.Commands = append(o.Commands, deregister{ref: ref{Cmd: m.deregCmd}})
 			}
 		}
 		if i.Cmd != m.regCmd || m.serving == 0 {
@@ -305,7 +305,7 @@ func (m *machine) stopServing(o *out) {
 	m.inboxCmd, m.inboxArmed, m.regCmd, m.registered, m.sleepCmd, m.failed = 0, false, 0, false, 0, false
 	m.deregCmd = m.cmd()
 	if m.regBusy == 0 {
-		o.Commands = append(o.Commands, deregister{Cmd: m.deregCmd})
+		o.Commands = append(o.Commands, deregister{ref: ref{Cmd: m.deregCmd}})
 	} // else it goes when the registration's reply comes
 }
 
@@ -379,7 +379,7 @@ func (m *machine) lose() {
 func (m *machine) resync(o *out) {
 	if m.deregLeft {
 		m.deregCmd, m.deregLeft = m.cmd(), false
-		o.Commands = append(o.Commands, deregister{Cmd: m.deregCmd})
+		o.Commands = append(o.Commands, deregister{ref: ref{Cmd: m.deregCmd}})
 	}
 	if m.serving == 0 {
 		return
@@ -408,18 +408,18 @@ func (m *machine) fail(o *out, err error) {
 		return
 	}
 	m.sleepCmd = m.cmd()
-	o.Commands = append(o.Commands, sleep{Cmd: m.sleepCmd, Delay: m.b.next()})
+	o.Commands = append(o.Commands, sleep{ref: ref{Cmd: m.sleepCmd}, Delay: m.b.next()})
 }
 
 func (m *machine) listInbox(o *out) {
 	m.inboxCmd, m.inboxArmed = m.cmd(), false
-	o.Commands = append(o.Commands, listInbox{Cmd: m.inboxCmd})
+	o.Commands = append(o.Commands, listInbox{ref: ref{Cmd: m.inboxCmd}})
 }
 
 func (m *machine) register(o *out) {
 	m.regCmd, m.registered = m.cmd(), false
 	m.regBusy = m.regCmd
-	o.Commands = append(o.Commands, register{Cmd: m.regCmd})
+	o.Commands = append(o.Commands, register{ref: ref{Cmd: m.regCmd}})
 }
 
 func (m *machine) inboxListed(o *out, i listed) {
@@ -475,7 +475,7 @@ func (m *machine) advance(o *out, t *ptx) {
 	switch t.st {
 	case stLoad:
 		t.cmd = m.cmd()
-		o.Commands = append(o.Commands, load{Cmd: t.cmd, Tx: t.id})
+		o.Commands = append(o.Commands, load{ref: ref{t.cmd, t.id}})
 	case stPrepare, stDecided:
 		if !t.queued {
 			t.queued = true
@@ -484,7 +484,7 @@ func (m *machine) advance(o *out, t *ptx) {
 		m.pump(o)
 	case stVote:
 		t.cmd = m.cmd()
-		v := vote{Cmd: t.cmd, Tx: t.id, Yes: t.yes, Reason: t.reason}
+		v := vote{ref: ref{t.cmd, t.id}, Yes: t.yes, Reason: t.reason}
 		if !t.yes {
 			v.Abort = Outcome{Reason: m.abortReason(t.reason)}
 		}
@@ -498,18 +498,18 @@ func (m *machine) advance(o *out, t *ptx) {
 			m.advance(o, t)
 		case t.decCmd == 0:
 			t.decCmd, t.decArmed = m.cmd(), false
-			o.Commands = append(o.Commands, readDecision{Cmd: t.decCmd, Tx: t.id, Made: t.decMade})
+			o.Commands = append(o.Commands, readDecision{ref: ref{t.decCmd, t.id}, Made: t.decMade})
 			t.decMade = false
 		case t.decArmed && t.coordCmd == 0:
 			t.coordCmd = m.cmd()
-			o.Commands = append(o.Commands, watchCoord{Cmd: t.coordCmd, Tx: t.id})
+			o.Commands = append(o.Commands, watchCoord{ref: ref{t.coordCmd, t.id}})
 		}
 	case stDecide:
 		t.cmd = m.cmd()
-		o.Commands = append(o.Commands, makeDecision{Cmd: t.cmd, Tx: t.id, Want: t.want})
+		o.Commands = append(o.Commands, makeDecision{ref: ref{t.cmd, t.id}, Want: t.want})
 	case stHandled:
 		t.cmd = m.cmd()
-		o.Commands = append(o.Commands, deleteEntry{Cmd: t.cmd, Tx: t.id})
+		o.Commands = append(o.Commands, deleteEntry{ref: ref{t.cmd, t.id}})
 	}
 }
 
@@ -526,9 +526,9 @@ func (m *machine) pump(o *out) {
 		t.cmd = m.cmd()
 		m.busy = t.cmd
 		if t.st == stPrepare {
-			o.Commands = append(o.Commands, prepare{Cmd: t.cmd, Tx: t.id, Payload: t.payload})
+			o.Commands = append(o.Commands, prepare{ref: ref{t.cmd, t.id}, Payload: t.payload})
 		} else {
-			o.Commands = append(o.Commands, handle{Cmd: t.cmd, Tx: t.id, Payload: t.payload, Outcome: t.outcome})
+			o.Commands = append(o.Commands, handle{ref: ref{t.cmd, t.id}, Payload: t.payload, Outcome: t.outcome})
 		}
 	}
 }

@@ -92,8 +92,8 @@ func eventTypes(out runtime.Output[command]) []events.Type {
 // the load command's id.
 func (tr *transcript) serving() uint64 {
 	tr.step(serveCall{Req: 1})
-	out := tr.step(listed{What: "inbox", Cmd: 1, Kids: []string{"tx1"}})
-	tr.step(registered{Cmd: 2})
+	out := tr.step(listed{What: "inbox", ref: ref{Cmd: 1}, Kids: []string{"tx1"}})
+	tr.step(registered{ref: ref{Cmd: 2}})
 	tr.wantState(events.StateDetermine)
 	return commands[load](out)[0].Cmd
 }
@@ -106,31 +106,31 @@ func TestTranscriptVotedYesAndCommitted(t *testing.T) {
 	tr := newTranscript(t)
 	tr.wantState(events.StateStart)
 	ld := tr.serving()
-	out := tr.step(loaded{Cmd: ld, Tx: "tx1", Payload: []byte("pay"), DecWatched: true})
+	out := tr.step(loaded{ref: ref{ld, "tx1"}, Payload: []byte("pay"), DecWatched: true})
 	prep := commands[prepare](out)[0]
-	out = tr.step(prepared{Cmd: prep.Cmd, Tx: "tx1", Yes: true})
+	out = tr.step(prepared{ref: ref{prep.Cmd, "tx1"}, Yes: true})
 	v := commands[vote](out)[0]
-	out = tr.step(voteWritten{Cmd: v.Cmd, Tx: "tx1", Yes: true})
+	out = tr.step(voteWritten{ref: ref{v.Cmd, "tx1"}, Yes: true})
 	wc := commands[watchCoord](out)[0]
-	tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: true})
-	out = tr.step(fired{What: "decision", Cmd: ld, Tx: "tx1", Type: zk.EventNodeCreated})
+	tr.step(coordWatched{ref: ref{wc.Cmd, "tx1"}, Exists: true})
+	out = tr.step(fired{What: "decision", ref: ref{ld, "tx1"}, Type: zk.EventNodeCreated})
 	rd := commands[readDecision](out)[0]
-	out = tr.step(decisionRead{Cmd: rd.Cmd, Tx: "tx1", Exists: true, Outcome: Outcome{Committed: true}})
+	out = tr.step(decisionRead{ref: ref{rd.Cmd, "tx1"}, Exists: true, Outcome: Outcome{Committed: true}})
 	h := commands[handle](out)[0]
 	if !h.Outcome.Committed || string(h.Payload) != "pay" {
 		t.Fatalf("handle %v", h)
 	}
-	out = tr.step(handled{Cmd: h.Cmd, Tx: "tx1"})
+	out = tr.step(handled{ref: ref{h.Cmd, "tx1"}})
 	if ts := eventTypes(out); len(ts) != 1 || ts[0] != events.Committed {
 		t.Fatalf("events %v, want COMMITTED", ts)
 	}
 	del := commands[deleteEntry](out)[0]
-	tr.step(entryDeleted{Cmd: del.Cmd, Tx: "tx1"})
+	tr.step(entryDeleted{ref: ref{del.Cmd, "tx1"}})
 	tr.wantState(events.StateReady)
 	out = tr.step(unserve{Req: 1})
 	dr := commands[deregister](out)[0]
 	tr.step(awaitStopped{Req: 2})
-	out = tr.step(deregistered{Cmd: dr.Cmd})
+	out = tr.step(deregistered{ref: ref{Cmd: dr.Cmd}})
 	if len(out.Replies) != 1 || out.Replies[0].Req != 2 {
 		t.Fatalf("the stop is not answered: %+v", out.Replies)
 	}
@@ -146,7 +146,7 @@ func TestTranscriptNoVoteDecidesAbort(t *testing.T) {
 	if v.Yes || v.Reason != "out of stock" || v.Abort != (Outcome{Reason: "me: out of stock"}) {
 		t.Fatalf("vote %v", v)
 	}
-	out := tr.step(voteWritten{Cmd: v.Cmd, Tx: "tx1", Reason: "out of stock", Decided: true, Outcome: v.Abort})
+	out := tr.step(voteWritten{ref: ref{v.Cmd, "tx1"}, Reason: "out of stock", Decided: true, Outcome: v.Abort})
 	if d := commands[makeDecision](out); len(d) != 0 {
 		t.Fatalf("decided again: %v", d)
 	}
@@ -154,11 +154,11 @@ func TestTranscriptNoVoteDecidesAbort(t *testing.T) {
 	if h.Outcome != v.Abort {
 		t.Fatalf("handle %v", h)
 	}
-	out = tr.step(handled{Cmd: h.Cmd, Tx: "tx1"})
+	out = tr.step(handled{ref: ref{h.Cmd, "tx1"}})
 	if ts := eventTypes(out); len(ts) != 1 || ts[0] != events.Aborted || !errors.Is(out.Events[0].Err, ErrAborted) {
 		t.Fatalf("events %v, want ABORTED", out.Events)
 	}
-	tr.step(entryDeleted{Cmd: commands[deleteEntry](out)[0].Cmd, Tx: "tx1"})
+	tr.step(entryDeleted{ref: ref{commands[deleteEntry](out)[0].Cmd, "tx1"}})
 	tr.wantState(events.StateReady)
 	tr.Check("no_vote_decides_abort")
 }
@@ -169,19 +169,19 @@ func TestTranscriptNoVoteDecidesAbort(t *testing.T) {
 func TestTranscriptNoVoteAfterADecision(t *testing.T) {
 	tr := newTranscript(t)
 	v := tr.votedNo()
-	out := tr.step(voteWritten{Cmd: v.Cmd, Tx: "tx1", Reason: "out of stock"})
+	out := tr.step(voteWritten{ref: ref{v.Cmd, "tx1"}, Reason: "out of stock"})
 	d := commands[makeDecision](out)
 	if len(d) != 1 || d[0].Want != (Outcome{Reason: "me: out of stock"}) {
 		t.Fatalf("decide %v", d)
 	}
 	first := Outcome{Reason: ReasonVoteTimeout}
-	out = tr.step(decided{Cmd: d[0].Cmd, Tx: "tx1", Outcome: first})
+	out = tr.step(decided{ref: ref{d[0].Cmd, "tx1"}, Outcome: first})
 	h := commands[handle](out)[0]
 	if h.Outcome != first {
 		t.Fatalf("handle %v, want the decision made first", h)
 	}
-	out = tr.step(handled{Cmd: h.Cmd, Tx: "tx1"})
-	tr.step(entryDeleted{Cmd: commands[deleteEntry](out)[0].Cmd, Tx: "tx1"})
+	out = tr.step(handled{ref: ref{h.Cmd, "tx1"}})
+	tr.step(entryDeleted{ref: ref{commands[deleteEntry](out)[0].Cmd, "tx1"}})
 	tr.wantState(events.StateReady)
 	tr.Check("no_vote_after_a_decision")
 }
@@ -190,9 +190,9 @@ func TestTranscriptNoVoteAfterADecision(t *testing.T) {
 // stock"): it returns the vote command.
 func (tr *transcript) votedNo() vote {
 	ld := tr.serving()
-	out := tr.step(loaded{Cmd: ld, Tx: "tx1", DecWatched: true})
+	out := tr.step(loaded{ref: ref{ld, "tx1"}, DecWatched: true})
 	prep := commands[prepare](out)[0]
-	out = tr.step(prepared{Cmd: prep.Cmd, Tx: "tx1", Reason: "out of stock"})
+	out = tr.step(prepared{ref: ref{prep.Cmd, "tx1"}, Reason: "out of stock"})
 	return commands[vote](out)[0]
 }
 
@@ -201,21 +201,21 @@ func (tr *transcript) votedNo() vote {
 func TestTranscriptCoordinatorGone(t *testing.T) {
 	tr := newTranscript(t)
 	ld := tr.serving()
-	out := tr.step(loaded{Cmd: ld, Tx: "tx1", DecWatched: true})
-	out = tr.step(prepared{Cmd: commands[prepare](out)[0].Cmd, Tx: "tx1", Yes: true})
-	out = tr.step(voteWritten{Cmd: commands[vote](out)[0].Cmd, Tx: "tx1", Yes: true})
+	out := tr.step(loaded{ref: ref{ld, "tx1"}, DecWatched: true})
+	out = tr.step(prepared{ref: ref{commands[prepare](out)[0].Cmd, "tx1"}, Yes: true})
+	out = tr.step(voteWritten{ref: ref{commands[vote](out)[0].Cmd, "tx1"}, Yes: true})
 	wc := commands[watchCoord](out)[0]
-	tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: true})
-	out = tr.step(fired{What: "coordinator", Cmd: wc.Cmd, Tx: "tx1", Type: zk.EventNodeDeleted})
+	tr.step(coordWatched{ref: ref{wc.Cmd, "tx1"}, Exists: true})
+	out = tr.step(fired{What: "coordinator", ref: ref{wc.Cmd, "tx1"}, Type: zk.EventNodeDeleted})
 	wc = commands[watchCoord](out)[0]
-	out = tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: false})
+	out = tr.step(coordWatched{ref: ref{wc.Cmd, "tx1"}, Exists: false})
 	d := commands[makeDecision](out)
 	if len(d) != 1 || d[0].Want != (Outcome{Reason: ReasonCoordinatorGone}) {
 		t.Fatalf("decide %v", d)
 	}
-	out = tr.step(decided{Cmd: d[0].Cmd, Tx: "tx1", Outcome: d[0].Want})
-	out = tr.step(handled{Cmd: commands[handle](out)[0].Cmd, Tx: "tx1"})
-	tr.step(entryDeleted{Cmd: commands[deleteEntry](out)[0].Cmd, Tx: "tx1"})
+	out = tr.step(decided{ref: ref{d[0].Cmd, "tx1"}, Outcome: d[0].Want})
+	out = tr.step(handled{ref: ref{commands[handle](out)[0].Cmd, "tx1"}})
+	tr.step(entryDeleted{ref: ref{commands[deleteEntry](out)[0].Cmd, "tx1"}})
 	tr.Check("coordinator_gone")
 }
 
@@ -224,16 +224,16 @@ func TestTranscriptCoordinatorGone(t *testing.T) {
 func TestTranscriptRestartFindsVote(t *testing.T) {
 	tr := newTranscript(t)
 	ld := tr.serving()
-	out := tr.step(loaded{Cmd: ld, Tx: "tx1", Payload: []byte("one"), DecWatched: true, Voted: true, Yes: true})
+	out := tr.step(loaded{ref: ref{ld, "tx1"}, Payload: []byte("one"), DecWatched: true, Voted: true, Yes: true})
 	if len(commands[prepare](out)) != 0 {
 		t.Fatal("prepared again")
 	}
 	wc := commands[watchCoord](out)[0]
-	tr.step(coordWatched{Cmd: wc.Cmd, Tx: "tx1", Exists: true})
-	out = tr.step(fired{What: "decision", Cmd: ld, Tx: "tx1", Type: zk.EventNodeCreated})
-	out = tr.step(decisionRead{Cmd: commands[readDecision](out)[0].Cmd, Tx: "tx1", Exists: true, Outcome: Outcome{Committed: true}})
-	out = tr.step(handled{Cmd: commands[handle](out)[0].Cmd, Tx: "tx1"})
-	tr.step(entryDeleted{Cmd: commands[deleteEntry](out)[0].Cmd, Tx: "tx1"})
+	tr.step(coordWatched{ref: ref{wc.Cmd, "tx1"}, Exists: true})
+	out = tr.step(fired{What: "decision", ref: ref{ld, "tx1"}, Type: zk.EventNodeCreated})
+	out = tr.step(decisionRead{ref: ref{commands[readDecision](out)[0].Cmd, "tx1"}, Exists: true, Outcome: Outcome{Committed: true}})
+	out = tr.step(handled{ref: ref{commands[handle](out)[0].Cmd, "tx1"}})
+	tr.step(entryDeleted{ref: ref{commands[deleteEntry](out)[0].Cmd, "tx1"}})
 	tr.Check("restart_finds_vote")
 }
 
@@ -244,11 +244,11 @@ func TestTranscriptRestartFindsVote(t *testing.T) {
 func TestTranscriptConnectionLostDuringVote(t *testing.T) {
 	tr := newTranscript(t)
 	ld := tr.serving()
-	out := tr.step(loaded{Cmd: ld, Tx: "tx1", DecWatched: true})
-	out = tr.step(prepared{Cmd: commands[prepare](out)[0].Cmd, Tx: "tx1", Yes: true})
+	out := tr.step(loaded{ref: ref{ld, "tx1"}, DecWatched: true})
+	out = tr.step(prepared{ref: ref{commands[prepare](out)[0].Cmd, "tx1"}, Yes: true})
 	v := commands[vote](out)[0]
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	out = tr.step(voteWritten{Cmd: v.Cmd, Tx: "tx1", Yes: true, Err: zk.ErrConnectionLoss})
+	out = tr.step(voteWritten{ref: ref{v.Cmd, "tx1"}, Yes: true, Err: zk.ErrConnectionLoss})
 	if len(commands[sleep](out)) != 1 || len(commands[vote](out)) != 0 {
 		t.Fatalf("commands %v, want a sleep", out.Commands)
 	}
@@ -258,12 +258,12 @@ func TestTranscriptConnectionLostDuringVote(t *testing.T) {
 	if len(v2) != 1 {
 		t.Fatalf("commands %v, want the vote again", out.Commands)
 	}
-	out = tr.step(voteWritten{Cmd: v2[0].Cmd, Tx: "tx1", Yes: true, Found: true})
+	out = tr.step(voteWritten{ref: ref{v2[0].Cmd, "tx1"}, Yes: true, Found: true})
 	if ts := eventTypes(out); len(ts) != 1 || ts[0] != events.Voted {
 		t.Fatalf("events %v, want VOTED", ts)
 	}
 	// The resync was made already: the timer's wake is ignored.
-	if out := tr.step(woke{Cmd: sl.Cmd}); len(out.Commands) != 0 {
+	if out := tr.step(woke{ref: ref{Cmd: sl.Cmd}}); len(out.Commands) != 0 {
 		t.Fatalf("commands %v after a stale wake", out.Commands)
 	}
 	tr.Check("connection_lost_during_vote")
@@ -275,23 +275,23 @@ func TestTranscriptConnectionLostDuringVote(t *testing.T) {
 func TestTranscriptSessionLostAndClose(t *testing.T) {
 	tr := newTranscript(t)
 	ld := tr.serving()
-	out := tr.step(loaded{Cmd: ld, Tx: "tx1", DecWatched: true})
+	out := tr.step(loaded{ref: ref{ld, "tx1"}, DecWatched: true})
 	prep := commands[prepare](out)[0]
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.wantState(events.StateFailed)
 	out = tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	li := commands[listInbox](out)[0]
-	out = tr.step(listed{What: "inbox", Cmd: li.Cmd, Kids: []string{"tx1"}})
+	out = tr.step(listed{What: "inbox", ref: ref{Cmd: li.Cmd}, Kids: []string{"tx1"}})
 	tr.wantState(events.StateFailed)
-	tr.step(registered{Cmd: commands[register](out)[0].Cmd})
+	tr.step(registered{ref: ref{Cmd: commands[register](out)[0].Cmd}})
 	tr.wantState(events.StateDetermine)
 	out = tr.step(shutdown{Req: 2})
 	if len(out.Replies) != 1 || out.Replies[0].Req != 1 || !errors.Is(out.Replies[0].Err, ErrClosed) {
 		t.Fatalf("Serve not answered ErrClosed: %+v", out.Replies)
 	}
 	dr := commands[deregister](out)[0]
-	tr.step(deregistered{Cmd: dr.Cmd})
-	out = tr.step(prepared{Cmd: prep.Cmd, Tx: "tx1", Cancelled: true})
+	tr.step(deregistered{ref: ref{Cmd: dr.Cmd}})
+	out = tr.step(prepared{ref: ref{prep.Cmd, "tx1"}, Cancelled: true})
 	if !out.Done || len(out.Events) != 0 {
 		t.Fatalf("not done, or events %v", out.Events)
 	}
@@ -305,13 +305,13 @@ func TestTranscriptSessionLostAndClose(t *testing.T) {
 func TestTranscriptStaleListingAfterDelete(t *testing.T) {
 	tr := newTranscript(t)
 	ld := tr.serving()
-	out := tr.step(loaded{Cmd: ld, Tx: "tx1", Decided: true, Outcome: Outcome{Committed: true}})
-	out = tr.step(handled{Cmd: commands[handle](out)[0].Cmd, Tx: "tx1"})
+	out := tr.step(loaded{ref: ref{ld, "tx1"}, Decided: true, Outcome: Outcome{Committed: true}})
+	out = tr.step(handled{ref: ref{commands[handle](out)[0].Cmd, "tx1"}})
 	del := commands[deleteEntry](out)[0]
-	out = tr.step(fired{What: "inbox", Cmd: 1, Type: zk.EventNodeChildrenChanged})
+	out = tr.step(fired{What: "inbox", ref: ref{Cmd: 1}, Type: zk.EventNodeChildrenChanged})
 	li := commands[listInbox](out)[0]
-	tr.step(entryDeleted{Cmd: del.Cmd, Tx: "tx1"})
-	out = tr.step(listed{What: "inbox", Cmd: li.Cmd, Kids: []string{"tx1", "tx2"}})
+	tr.step(entryDeleted{ref: ref{del.Cmd, "tx1"}})
+	out = tr.step(listed{What: "inbox", ref: ref{Cmd: li.Cmd}, Kids: []string{"tx1", "tx2"}})
 	if l := commands[load](out); len(l) != 1 || l[0].Tx != "tx2" {
 		t.Fatalf("loads %v, want tx2 only", l)
 	}
@@ -325,18 +325,18 @@ func TestTranscriptStaleListingAfterDelete(t *testing.T) {
 func TestTranscriptCloseWhileRegistering(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(serveCall{Req: 1})
-	out := tr.step(listed{What: "inbox", Cmd: 1})
+	out := tr.step(listed{What: "inbox", ref: ref{Cmd: 1}})
 	reg := commands[register](out)[0]
 	out = tr.step(shutdown{Req: 2})
 	if len(commands[deregister](out)) != 0 {
 		t.Fatal("deregistered while the registration is in flight")
 	}
-	out = tr.step(registered{Cmd: reg.Cmd})
+	out = tr.step(registered{ref: ref{Cmd: reg.Cmd}})
 	dr := commands[deregister](out)
 	if len(dr) != 1 {
 		t.Fatalf("no deregistration after the registration's reply: %v", out.Commands)
 	}
-	out = tr.step(deregistered{Cmd: dr[0].Cmd})
+	out = tr.step(deregistered{ref: ref{Cmd: dr[0].Cmd}})
 	if !out.Done {
 		t.Fatal("shutdown not done after the deregistration")
 	}
@@ -351,16 +351,16 @@ func TestTranscriptCloseWhileRegistering(t *testing.T) {
 func TestTranscriptCloseWhileDisconnected(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(serveCall{Req: 1})
-	out := tr.step(listed{What: "inbox", Cmd: 1})
-	tr.step(registered{Cmd: commands[register](out)[0].Cmd})
+	out := tr.step(listed{What: "inbox", ref: ref{Cmd: 1}})
+	tr.step(registered{ref: ref{Cmd: commands[register](out)[0].Cmd}})
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	out = tr.step(shutdown{Req: 2})
-	out = tr.step(deregistered{Cmd: commands[deregister](out)[0].Cmd, Err: zk.ErrConnectionLoss})
+	out = tr.step(deregistered{ref: ref{Cmd: commands[deregister](out)[0].Cmd}, Err: zk.ErrConnectionLoss})
 	if out.Done {
 		t.Fatal("done with the registration node left")
 	}
 	out = tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
-	tr.step(deregistered{Cmd: commands[deregister](out)[0].Cmd, Err: zk.ErrConnectionLoss})
+	tr.step(deregistered{ref: ref{Cmd: commands[deregister](out)[0].Cmd}, Err: zk.ErrConnectionLoss})
 	out = tr.step(handover{Req: 3})
 	if l, _ := out.Replies[0].Value.(runtime.Leftovers); l.Session != sess || len(l.Nodes) != 1 || l.Nodes[0] != "/app/2pc/participants/me" {
 		t.Fatalf("handed over %+v", out.Replies)
@@ -373,18 +373,18 @@ func TestTranscriptCloseWhileDisconnected(t *testing.T) {
 func TestTranscriptSessionLostWhileIdle(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(serveCall{Req: 1})
-	out := tr.step(listed{What: "inbox", Cmd: 1})
-	tr.step(registered{Cmd: commands[register](out)[0].Cmd})
+	out := tr.step(listed{What: "inbox", ref: ref{Cmd: 1}})
+	tr.step(registered{ref: ref{Cmd: commands[register](out)[0].Cmd}})
 	tr.wantState(events.StateReady)
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.wantState(events.StateFailed)
 	out = tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
-	out = tr.step(listed{What: "inbox", Cmd: commands[listInbox](out)[0].Cmd})
-	tr.step(registered{Cmd: commands[register](out)[0].Cmd})
+	out = tr.step(listed{What: "inbox", ref: ref{Cmd: commands[listInbox](out)[0].Cmd}})
+	tr.step(registered{ref: ref{Cmd: commands[register](out)[0].Cmd}})
 	tr.wantState(events.StateReady)
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess + 1})
 	out = tr.step(unserve{Req: 1})
 	tr.wantState(events.StateStart)
-	tr.step(deregistered{Cmd: commands[deregister](out)[0].Cmd})
+	tr.step(deregistered{ref: ref{Cmd: commands[deregister](out)[0].Cmd}})
 	tr.Check("session_lost_while_idle")
 }
