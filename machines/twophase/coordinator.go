@@ -205,7 +205,7 @@ func (c *Coordinator) exec(sh *runtime.Shell[input, command], cmd command, op ru
 	switch cmd := cmd.(type) {
 	case create:
 		sh.Go(func(ctx context.Context) (input, bool) {
-			return created{ref: cmd.ref, Err: c.create(ctx, do, cmd)}, true
+			return done{What: "created", ref: cmd.ref, Err: c.create(ctx, do, cmd)}, true
 		})
 	case watchVotes:
 		until := c.watching(cmd.Tx)

@@ -149,7 +149,7 @@ func (m *coordMachine) Step(in input) out {
 		case zk.StateConnected:
 			m.session = i.SessionID
 		}
-	case created:
+	case done: // created
 		t := m.at(i.Tx, i.Cmd, ctCreate)
 		switch {
 		case t == nil:

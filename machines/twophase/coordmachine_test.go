@@ -24,7 +24,7 @@ func newCoordTranscript(t *testing.T) *transcript {
 func (tr *transcript) proposed() runtime.Output[command] {
 	tr.step(swept{ref: ref{Cmd: 1}})
 	out := tr.step(proposeCall{Req: 1, Tx: "tx1", Participants: []string{"a", "b"}})
-	tr.step(created{ref: ref{commands[create](out)[0].Cmd, "tx1"}})
+	tr.step(done{What: "created", ref: ref{commands[create](out)[0].Cmd, "tx1"}})
 	tr.wantState(events.StateDetermine)
 	return tr.step(collectCall{Req: 2, Tx: "tx1"})
 }
@@ -115,7 +115,7 @@ func TestTranscriptCoordinatorAbandoned(t *testing.T) {
 		t.Fatalf("the same id again: %+v", out.Replies)
 	}
 	tr.step(abandonCall{Req: 3, Tx: "tx1"})
-	out = tr.step(created{ref: ref{commands[create](out)[0].Cmd, "tx1"}})
+	out = tr.step(done{What: "created", ref: ref{commands[create](out)[0].Cmd, "tx1"}})
 	md := commands[makeDecision](out)[0]
 	if md.Want != (Outcome{Reason: ReasonCancelled}) {
 		t.Fatalf("decide %v", md)
@@ -133,7 +133,7 @@ func TestTranscriptCoordinatorJanitor(t *testing.T) {
 	out := tr.step(swept{ref: ref{Cmd: 1}, Due: []dueTx{{Tx: "old", Delay: time.Second}}})
 	old := commands[sleep](out)[0]
 	out = tr.step(proposeCall{Req: 1, Tx: "tx1", Participants: []string{"a"}})
-	out = tr.step(created{ref: ref{commands[create](out)[0].Cmd, "tx1"}, Err: errors.New("twophase: no auth")})
+	out = tr.step(done{What: "created", ref: ref{commands[create](out)[0].Cmd, "tx1"}, Err: errors.New("twophase: no auth")})
 	md := commands[makeDecision](out)[0]
 	out = tr.step(decided{ref: ref{md.Cmd, "tx1"}, Err: zk.ErrConnectionLoss})
 	out = tr.step(woke{ref: ref{commands[sleep](out)[0].Cmd, "tx1"}})
@@ -188,7 +188,7 @@ func TestTranscriptCoordinatorCloseWhileCreating(t *testing.T) {
 	tr.step(swept{ref: ref{Cmd: 1}})
 	out := tr.step(proposeCall{Req: 1, Tx: "tx1", Participants: []string{"a"}})
 	tr.step(shutdown{Req: 2})
-	out = tr.step(created{ref: ref{commands[create](out)[0].Cmd, "tx1"}, Err: zk.ErrConnectionLoss})
+	out = tr.step(done{What: "created", ref: ref{commands[create](out)[0].Cmd, "tx1"}, Err: zk.ErrConnectionLoss})
 	if !out.Done || len(out.Commands) != 0 {
 		t.Fatalf("done %t, commands %v", out.Done, out.Commands)
 	}

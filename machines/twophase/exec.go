@@ -41,7 +41,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 		})
 	case register:
 		sh.Go(func(ctx context.Context) (input, bool) {
-			r := registered{ref: c.ref}
+			r := done{What: "registered", ref: c.ref}
 			var w <-chan zk.WatchEvent
 			r.Err = do(ctx, "create", func(ctx context.Context) (err error) {
 				w, err = p.register(ctx)
@@ -171,7 +171,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 		})
 	case deleteEntry:
 		sh.Go(func(ctx context.Context) (input, bool) {
-			r := entryDeleted{ref: c.ref}
+			r := done{What: "entry deleted", ref: c.ref}
 			r.Err = do(ctx, "delete", func(ctx context.Context) error {
 				err := conn.Delete(ctx, ps.inboxEntry(p.id, c.Tx), zk.AnyVersion)
 				if errors.Is(err, zk.ErrNoNode) {
@@ -199,7 +199,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			if !errors.Is(err, zk.ErrConnectionLoss) && !errors.Is(err, context.DeadlineExceeded) {
 				err = nil // done, or nothing a retry would change
 			}
-			return deregistered{ref: c.ref, Err: err}, true
+			return done{What: "deregistered", ref: c.ref, Err: err}, true
 		})
 	default:
 		execShared(sh, conn, ps, do, nil, cmd)

@@ -59,9 +59,14 @@ type fired struct {
 	Type zk.EventType
 }
 
-// registered is the reply to register: our registration node exists (a
-// watch is left on it).
-type registered struct {
+// done is the reply to a command that answers with its error alone:
+// What is "registered" (register: our registration node exists, a watch
+// is left on it), "entry deleted" (deleteEntry), "deregistered"
+// (deregister: Err is a connection loss or a timeout, any other error
+// leaves nothing to do) or "created" (create: the transaction's nodes
+// are made).
+type done struct {
+	What string
 	ref
 	Err error
 }
@@ -146,19 +151,6 @@ type handled struct {
 	Cancelled bool
 }
 
-// entryDeleted is the reply to deleteEntry.
-type entryDeleted struct {
-	ref
-	Err error
-}
-
-// deregistered is the reply to deregister: Err is a connection loss or
-// a timeout (any other error leaves nothing to do).
-type deregistered struct {
-	ref
-	Err error
-}
-
 // woke is the reply to sleep.
 type woke struct {
 	ref
@@ -172,7 +164,7 @@ func (handover) isInput()      {}
 func (sessionChange) isInput() {}
 func (listed) isInput()        {}
 func (fired) isInput()         {}
-func (registered) isInput()    {}
+func (done) isInput()          {}
 func (loaded) isInput()        {}
 func (decisionRead) isInput()  {}
 func (coordWatched) isInput()  {}
@@ -180,8 +172,6 @@ func (prepared) isInput()      {}
 func (voteWritten) isInput()   {}
 func (decided) isInput()       {}
 func (handled) isInput()       {}
-func (entryDeleted) isInput()  {}
-func (deregistered) isInput()  {}
 func (woke) isInput()          {}
 
 func (i serveCall) String() string    { return fmt.Sprintf("serve req=%d", i.Req) }
@@ -198,7 +188,9 @@ func (i listed) String() string {
 func (i fired) String() string {
 	return fmt.Sprintf("%s event cmd=%d%s %s", i.What, i.Cmd, opt(i.Tx), i.Type)
 }
-func (i registered) String() string { return fmt.Sprintf("registered cmd=%d err=%v", i.Cmd, i.Err) }
+func (i done) String() string {
+	return fmt.Sprintf("%s cmd=%d%s err=%v", i.What, i.Cmd, opt(i.Tx), i.Err)
+}
 func (i loaded) String() string {
 	return fmt.Sprintf("loaded cmd=%d %s gone=%t bad=%t payload=%q decided=%t dec_gone=%t outcome=%s dec_watched=%t voted=%t yes=%t reason=%q err=%v",
 		i.Cmd, i.Tx, i.Gone, i.Bad, i.Payload, i.Decided, i.DecGone, outcomeString(i.Outcome), i.DecWatched, i.Voted, i.Yes, i.Reason, i.Err)
@@ -225,11 +217,7 @@ func (i decided) String() string {
 func (i handled) String() string {
 	return fmt.Sprintf("handled cmd=%d %s err=%v cancelled=%t", i.Cmd, i.Tx, i.Err, i.Cancelled)
 }
-func (i entryDeleted) String() string {
-	return fmt.Sprintf("entry deleted cmd=%d %s err=%v", i.Cmd, i.Tx, i.Err)
-}
-func (i deregistered) String() string { return fmt.Sprintf("deregistered cmd=%d err=%v", i.Cmd, i.Err) }
-func (i woke) String() string         { return strings.TrimSpace(fmt.Sprintf("woke cmd=%d %s", i.Cmd, i.Tx)) }
+func (i woke) String() string { return strings.TrimSpace(fmt.Sprintf("woke cmd=%d %s", i.Cmd, i.Tx)) }
 
 // opt is s after a space, or nothing.
 func opt(s string) string {
@@ -396,11 +384,6 @@ type (
 
 // The replies to the coordinator's commands.
 type (
-	// created: the transaction's nodes are made (or Err).
-	created struct {
-		ref
-		Err error
-	}
 	// expired: the transaction is deleted, or kept while a participant
 	// is Waiting for its call, or Err.
 	expired struct {
@@ -428,7 +411,6 @@ func (proposeCall) isInput()  {}
 func (collectCall) isInput()  {}
 func (decideCall) isInput()   {}
 func (abandonCall) isInput()  {}
-func (created) isInput()      {}
 func (expired) isInput()      {}
 func (coordDropped) isInput() {}
 func (swept) isInput()        {}
@@ -439,7 +421,6 @@ func (i proposeCall) String() string {
 func (i collectCall) String() string { return fmt.Sprintf("collect req=%d %s", i.Req, i.Tx) }
 func (i decideCall) String() string  { return fmt.Sprintf("decide req=%d %s", i.Req, i.Tx) }
 func (i abandonCall) String() string { return fmt.Sprintf("abandon req=%d %s", i.Req, i.Tx) }
-func (i created) String() string     { return fmt.Sprintf("created cmd=%d %s err=%v", i.Cmd, i.Tx, i.Err) }
 func (i expired) String() string {
 	return fmt.Sprintf("expired cmd=%d %s waiting=%t err=%v", i.Cmd, i.Tx, i.Waiting, i.Err)
 }

@@ -202,26 +202,8 @@ func (m *machine) Step(in input) out {
 			t.coordCmd = 0
 			m.advance(&o, t)
 		}
-	case registered:
-		if i.Cmd == m.regBusy {
-			m.regBusy = 0
-			if m.serving == 0 && m.deregCmd != 0 {
-				// Serving stopped while it was in flight: our node may
-				// have been made after the deregistration would have
-				// looked, so the deregistration goes now.
-				o.Commands = append(o.Commands, deregister{ref: ref{Cmd: m.deregCmd}})
-			}
-		}
-		if i.Cmd != m.regCmd || m.serving == 0 {
-			break
-		}
-		if i.Err != nil {
-			m.regCmd = 0
-			m.fail(&o, i.Err)
-			break
-		}
-		m.registered, m.failed = true, false
-		m.b = backoff{}
+	case done:
+		m.answered(&o, i)
 	case loaded:
 		m.loaded(&o, i)
 	case decisionRead:
@@ -260,15 +242,6 @@ func (m *machine) Step(in input) out {
 		}
 	case handled:
 		m.handled(&o, i)
-	case entryDeleted:
-		if t := m.tx(&o, i.Tx, i.Cmd, i.Err); t != nil {
-			delete(m.txs, t.id)
-			m.done[t.id] = m.nextCmd
-		}
-	case deregistered:
-		if i.Cmd == m.deregCmd {
-			m.deregCmd, m.deregLeft = 0, i.Err != nil && m.closing != 0
-		}
 	case woke:
 		if i.Cmd == m.sleepCmd && m.serving != 0 {
 			m.sleepCmd = 0
@@ -279,6 +252,42 @@ func (m *machine) Step(in input) out {
 	m.finish(&o)
 	m.settle()
 	return o
+}
+
+// answered handles the reply of a registration, a deregistration or an
+// inbox entry's delete.
+func (m *machine) answered(o *out, i done) {
+	switch i.What {
+	case "registered":
+		if i.Cmd == m.regBusy {
+			m.regBusy = 0
+			if m.serving == 0 && m.deregCmd != 0 {
+				// Serving stopped while it was in flight: our node may
+				// have been made after the deregistration would have
+				// looked, so the deregistration goes now.
+				o.Commands = append(o.Commands, deregister{ref: ref{Cmd: m.deregCmd}})
+			}
+		}
+		if i.Cmd != m.regCmd || m.serving == 0 {
+			break
+		}
+		if i.Err != nil {
+			m.regCmd = 0
+			m.fail(o, i.Err)
+			break
+		}
+		m.registered, m.failed = true, false
+		m.b = backoff{}
+	case "entry deleted":
+		if t := m.tx(o, i.Tx, i.Cmd, i.Err); t != nil {
+			delete(m.txs, t.id)
+			m.done[t.id] = m.nextCmd
+		}
+	case "deregistered":
+		if i.Cmd == m.deregCmd {
+			m.deregCmd, m.deregLeft = 0, i.Err != nil && m.closing != 0
+		}
+	}
 }
 
 func (m *machine) serve(o *out, req uint64) {

@@ -93,7 +93,7 @@ func eventTypes(out runtime.Output[command]) []events.Type {
 func (tr *transcript) serving() uint64 {
 	tr.step(serveCall{Req: 1})
 	out := tr.step(listed{What: "inbox", ref: ref{Cmd: 1}, Kids: []string{"tx1"}})
-	tr.step(registered{ref: ref{Cmd: 2}})
+	tr.step(done{What: "registered", ref: ref{Cmd: 2}})
 	tr.wantState(events.StateDetermine)
 	return commands[load](out)[0].Cmd
 }
@@ -125,12 +125,12 @@ func TestTranscriptVotedYesAndCommitted(t *testing.T) {
 		t.Fatalf("events %v, want COMMITTED", ts)
 	}
 	del := commands[deleteEntry](out)[0]
-	tr.step(entryDeleted{ref: ref{del.Cmd, "tx1"}})
+	tr.step(done{What: "entry deleted", ref: ref{del.Cmd, "tx1"}})
 	tr.wantState(events.StateReady)
 	out = tr.step(unserve{Req: 1})
 	dr := commands[deregister](out)[0]
 	tr.step(awaitStopped{Req: 2})
-	out = tr.step(deregistered{ref: ref{Cmd: dr.Cmd}})
+	out = tr.step(done{What: "deregistered", ref: ref{Cmd: dr.Cmd}})
 	if len(out.Replies) != 1 || out.Replies[0].Req != 2 {
 		t.Fatalf("the stop is not answered: %+v", out.Replies)
 	}
@@ -158,7 +158,7 @@ func TestTranscriptNoVoteDecidesAbort(t *testing.T) {
 	if ts := eventTypes(out); len(ts) != 1 || ts[0] != events.Aborted || !errors.Is(out.Events[0].Err, ErrAborted) {
 		t.Fatalf("events %v, want ABORTED", out.Events)
 	}
-	tr.step(entryDeleted{ref: ref{commands[deleteEntry](out)[0].Cmd, "tx1"}})
+	tr.step(done{What: "entry deleted", ref: ref{commands[deleteEntry](out)[0].Cmd, "tx1"}})
 	tr.wantState(events.StateReady)
 	tr.Check("no_vote_decides_abort")
 }
@@ -181,7 +181,7 @@ func TestTranscriptNoVoteAfterADecision(t *testing.T) {
 		t.Fatalf("handle %v, want the decision made first", h)
 	}
 	out = tr.step(handled{ref: ref{h.Cmd, "tx1"}})
-	tr.step(entryDeleted{ref: ref{commands[deleteEntry](out)[0].Cmd, "tx1"}})
+	tr.step(done{What: "entry deleted", ref: ref{commands[deleteEntry](out)[0].Cmd, "tx1"}})
 	tr.wantState(events.StateReady)
 	tr.Check("no_vote_after_a_decision")
 }
@@ -215,7 +215,7 @@ func TestTranscriptCoordinatorGone(t *testing.T) {
 	}
 	out = tr.step(decided{ref: ref{d[0].Cmd, "tx1"}, Outcome: d[0].Want})
 	out = tr.step(handled{ref: ref{commands[handle](out)[0].Cmd, "tx1"}})
-	tr.step(entryDeleted{ref: ref{commands[deleteEntry](out)[0].Cmd, "tx1"}})
+	tr.step(done{What: "entry deleted", ref: ref{commands[deleteEntry](out)[0].Cmd, "tx1"}})
 	tr.Check("coordinator_gone")
 }
 
@@ -233,7 +233,7 @@ func TestTranscriptRestartFindsVote(t *testing.T) {
 	out = tr.step(fired{What: "decision", ref: ref{ld, "tx1"}, Type: zk.EventNodeCreated})
 	out = tr.step(decisionRead{ref: ref{commands[readDecision](out)[0].Cmd, "tx1"}, Exists: true, Outcome: Outcome{Committed: true}})
 	out = tr.step(handled{ref: ref{commands[handle](out)[0].Cmd, "tx1"}})
-	tr.step(entryDeleted{ref: ref{commands[deleteEntry](out)[0].Cmd, "tx1"}})
+	tr.step(done{What: "entry deleted", ref: ref{commands[deleteEntry](out)[0].Cmd, "tx1"}})
 	tr.Check("restart_finds_vote")
 }
 
@@ -283,14 +283,14 @@ func TestTranscriptSessionLostAndClose(t *testing.T) {
 	li := commands[listInbox](out)[0]
 	out = tr.step(listed{What: "inbox", ref: ref{Cmd: li.Cmd}, Kids: []string{"tx1"}})
 	tr.wantState(events.StateFailed)
-	tr.step(registered{ref: ref{Cmd: commands[register](out)[0].Cmd}})
+	tr.step(done{What: "registered", ref: ref{Cmd: commands[register](out)[0].Cmd}})
 	tr.wantState(events.StateDetermine)
 	out = tr.step(shutdown{Req: 2})
 	if len(out.Replies) != 1 || out.Replies[0].Req != 1 || !errors.Is(out.Replies[0].Err, ErrClosed) {
 		t.Fatalf("Serve not answered ErrClosed: %+v", out.Replies)
 	}
 	dr := commands[deregister](out)[0]
-	tr.step(deregistered{ref: ref{Cmd: dr.Cmd}})
+	tr.step(done{What: "deregistered", ref: ref{Cmd: dr.Cmd}})
 	out = tr.step(prepared{ref: ref{prep.Cmd, "tx1"}, Cancelled: true})
 	if !out.Done || len(out.Events) != 0 {
 		t.Fatalf("not done, or events %v", out.Events)
@@ -310,7 +310,7 @@ func TestTranscriptStaleListingAfterDelete(t *testing.T) {
 	del := commands[deleteEntry](out)[0]
 	out = tr.step(fired{What: "inbox", ref: ref{Cmd: 1}, Type: zk.EventNodeChildrenChanged})
 	li := commands[listInbox](out)[0]
-	tr.step(entryDeleted{ref: ref{del.Cmd, "tx1"}})
+	tr.step(done{What: "entry deleted", ref: ref{del.Cmd, "tx1"}})
 	out = tr.step(listed{What: "inbox", ref: ref{Cmd: li.Cmd}, Kids: []string{"tx1", "tx2"}})
 	if l := commands[load](out); len(l) != 1 || l[0].Tx != "tx2" {
 		t.Fatalf("loads %v, want tx2 only", l)
@@ -331,12 +331,12 @@ func TestTranscriptCloseWhileRegistering(t *testing.T) {
 	if len(commands[deregister](out)) != 0 {
 		t.Fatal("deregistered while the registration is in flight")
 	}
-	out = tr.step(registered{ref: ref{Cmd: reg.Cmd}})
+	out = tr.step(done{What: "registered", ref: ref{Cmd: reg.Cmd}})
 	dr := commands[deregister](out)
 	if len(dr) != 1 {
 		t.Fatalf("no deregistration after the registration's reply: %v", out.Commands)
 	}
-	out = tr.step(deregistered{ref: ref{Cmd: dr[0].Cmd}})
+	out = tr.step(done{What: "deregistered", ref: ref{Cmd: dr[0].Cmd}})
 	if !out.Done {
 		t.Fatal("shutdown not done after the deregistration")
 	}
@@ -352,15 +352,15 @@ func TestTranscriptCloseWhileDisconnected(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(serveCall{Req: 1})
 	out := tr.step(listed{What: "inbox", ref: ref{Cmd: 1}})
-	tr.step(registered{ref: ref{Cmd: commands[register](out)[0].Cmd}})
+	tr.step(done{What: "registered", ref: ref{Cmd: commands[register](out)[0].Cmd}})
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	out = tr.step(shutdown{Req: 2})
-	out = tr.step(deregistered{ref: ref{Cmd: commands[deregister](out)[0].Cmd}, Err: zk.ErrConnectionLoss})
+	out = tr.step(done{What: "deregistered", ref: ref{Cmd: commands[deregister](out)[0].Cmd}, Err: zk.ErrConnectionLoss})
 	if out.Done {
 		t.Fatal("done with the registration node left")
 	}
 	out = tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
-	tr.step(deregistered{ref: ref{Cmd: commands[deregister](out)[0].Cmd}, Err: zk.ErrConnectionLoss})
+	tr.step(done{What: "deregistered", ref: ref{Cmd: commands[deregister](out)[0].Cmd}, Err: zk.ErrConnectionLoss})
 	out = tr.step(handover{Req: 3})
 	if l, _ := out.Replies[0].Value.(runtime.Leftovers); l.Session != sess || len(l.Nodes) != 1 || l.Nodes[0] != "/app/2pc/participants/me" {
 		t.Fatalf("handed over %+v", out.Replies)
@@ -374,17 +374,17 @@ func TestTranscriptSessionLostWhileIdle(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(serveCall{Req: 1})
 	out := tr.step(listed{What: "inbox", ref: ref{Cmd: 1}})
-	tr.step(registered{ref: ref{Cmd: commands[register](out)[0].Cmd}})
+	tr.step(done{What: "registered", ref: ref{Cmd: commands[register](out)[0].Cmd}})
 	tr.wantState(events.StateReady)
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.wantState(events.StateFailed)
 	out = tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	out = tr.step(listed{What: "inbox", ref: ref{Cmd: commands[listInbox](out)[0].Cmd}})
-	tr.step(registered{ref: ref{Cmd: commands[register](out)[0].Cmd}})
+	tr.step(done{What: "registered", ref: ref{Cmd: commands[register](out)[0].Cmd}})
 	tr.wantState(events.StateReady)
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess + 1})
 	out = tr.step(unserve{Req: 1})
 	tr.wantState(events.StateStart)
-	tr.step(deregistered{ref: ref{Cmd: commands[deregister](out)[0].Cmd}})
+	tr.step(done{What: "deregistered", ref: ref{Cmd: commands[deregister](out)[0].Cmd}})
 	tr.Check("session_lost_while_idle")
 }
