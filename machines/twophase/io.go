@@ -8,12 +8,10 @@ import (
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
 
-// input is everything that can happen to a participant's machine: a call,
-// a reply to one of its commands, a watch firing, a session change.
-type input interface {
-	isInput()
-	String() string
-}
+// input is everything that can happen to a machine: a call, a reply to
+// one of its commands, a watch firing, a session change (the types of
+// this file that are no command). Transcripts name each by its String.
+type input interface{ String() string }
 
 // serveCall starts serving; it is answered only when serving ends by
 // Close (ErrClosed).
@@ -155,24 +153,6 @@ type handled struct {
 type woke struct {
 	ref
 }
-
-func (serveCall) isInput()     {}
-func (unserve) isInput()       {}
-func (awaitStopped) isInput()  {}
-func (shutdown) isInput()      {}
-func (handover) isInput()      {}
-func (sessionChange) isInput() {}
-func (listed) isInput()        {}
-func (fired) isInput()         {}
-func (done) isInput()          {}
-func (loaded) isInput()        {}
-func (decisionRead) isInput()  {}
-func (coordWatched) isInput()  {}
-func (prepared) isInput()      {}
-func (voteWritten) isInput()   {}
-func (decided) isInput()       {}
-func (handled) isInput()       {}
-func (woke) isInput()          {}
 
 func (i serveCall) String() string    { return fmt.Sprintf("serve req=%d", i.Req) }
 func (i unserve) String() string      { return fmt.Sprintf("unserve req=%d", i.Req) }
@@ -406,14 +386,6 @@ type dueTx struct {
 	Tx    string
 	Delay time.Duration
 }
-
-func (proposeCall) isInput()  {}
-func (collectCall) isInput()  {}
-func (decideCall) isInput()   {}
-func (abandonCall) isInput()  {}
-func (expired) isInput()      {}
-func (coordDropped) isInput() {}
-func (swept) isInput()        {}
 
 func (i proposeCall) String() string {
 	return fmt.Sprintf("propose req=%d %s participants=%v", i.Req, i.Tx, i.Participants)
