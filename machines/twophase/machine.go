@@ -230,14 +230,11 @@ func (m *machine) Step(in input) out {
 	case voteWritten:
 		m.voteWritten(&o, i)
 	case decided:
-		t := m.tx(&o, i.Tx, i.Cmd, i.Err) // on an error, made again at the resync
-		switch {
-		case t == nil:
-		case i.Gone:
-			t.st = stHandled
-			m.advance(&o, t)
-		default:
+		if t := m.tx(&o, i.Tx, i.Cmd, i.Err); t != nil { // on an error, made again at the resync
 			t.st, t.outcome = stDecided, i.Outcome
+			if i.Gone {
+				t.st = stHandled // the transaction is deleted: nothing to handle
+			}
 			m.advance(&o, t)
 		}
 	case handled:
