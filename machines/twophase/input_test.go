@@ -221,3 +221,49 @@ func TestSharedSentinels(t *testing.T) {
 		}
 	}
 }
+
+// Close while the handler's Prepare runs ends that call's ctx: Prepare
+// returns, Serve says ErrClosed, and Close is done without waiting out
+// its timeout (nil, not ErrCleanupPending); the participant's node goes.
+func TestCloseEndsAHandlerCallInFlight(t *testing.T) {
+	testkit.ForEachTarget(t, func(t *testing.T, tg testkit.Target) {
+		ctx := ctxT(t)
+		a := newRec()
+		release := a.gate("tx")
+		defer release()
+		conn := connect(t, tg)
+		p, err := twophase.NewParticipant(conn, root, "a", a, twophase.WithCloseTimeout(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() { served <- p.Serve(ctx) }()
+		waitExists(t, conn, root+"/participants/a")
+		c := newCoordinator(t, connect(t, tg))
+		res := proposeAsync(ctx, c, "tx", nil, "a")
+		a.waitFor(t, ctx, "a preparing", func() bool { return a.entered["tx"] == 1 })
+		closed := make(chan error, 1)
+		go func() { closed <- p.Close() }()
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Fatalf("Close = %v, want nil", err)
+			}
+		case <-time.After(20 * time.Second): // its timeout is a minute
+			release()
+			t.Fatal("Close still waits for the handler's Prepare 20 s on")
+		}
+		if err := <-served; !errors.Is(err, twophase.ErrClosed) {
+			t.Errorf("Serve = %v, want ErrClosed", err)
+		}
+		a.mu.Lock()
+		prepared := a.prepared["tx"]
+		a.mu.Unlock()
+		if prepared != 0 {
+			t.Errorf("Prepare went past its gate %d times, want 0 (its ctx ended)", prepared)
+		}
+		waitGone(t, conn, root+"/participants/a")
+		c.Close()
+		recv(t, ctx, res)
+	})
+}
