@@ -9,11 +9,8 @@ import (
 
 // Input is everything that can happen to a machine: a call from the user, a
 // reply to one of its commands, a watch firing, a session change. The set is
-// closed: the types below are all there is.
-type Input interface {
-	isInput()
-	String() string
-}
+// the types of Step's switch; transcripts name each by its String.
+type Input interface{ String() string }
 
 // Acquire asks for the grant (lock held, elected). Try: answer at once with
 // "not granted" instead of waiting behind another holder. Marker, if set,
@@ -149,25 +146,6 @@ type announced struct {
 	Err error
 }
 
-func (Acquire) isInput()       {}
-func (cancelReq) isInput()     {}
-func (Release) isInput()       {}
-func (shutdown) isInput()      {}
-func (handover) isInput()      {}
-func (sessionChange) isInput() {}
-func (created) isInput()       {}
-func (dirEnsured) isInput()    {}
-func (dirRead) isInput()       {}
-func (dirListed) isInput()     {}
-func (watching) isInput()      {}
-func (nodesChecked) isInput()  {}
-func (watchFired) isInput()    {}
-func (ownNodeGone) isInput()   {}
-func (deleted) isInput()       {}
-func (announced) isInput()     {}
-func (promoted) isInput()      {}
-func (markFired) isInput()     {}
-
 func (i Acquire) String() string {
 	s := fmt.Sprintf("Acquire req=%d", i.Req)
 	if i.Try {
@@ -253,9 +231,8 @@ func errText(err error) string {
 
 // command is a request the machine wants made. The runtime shell makes it
 // off the actor and feeds the reply back as the matching Input. The set is
-// closed.
+// the types of exec's switch.
 type command interface {
-	isCommand()
 	ID() uint64
 	String() string
 }
@@ -390,17 +367,6 @@ func (c deleteNode) ID() uint64   { return c.Cmd }
 func (c announceMark) ID() uint64 { return c.Cmd }
 func (c promote) ID() uint64      { return c.Cmd }
 func (c fireMark) ID() uint64     { return c.Cmd }
-
-func (createNode) isCommand()   {}
-func (ensureDir) isCommand()    {}
-func (readDir) isCommand()      {}
-func (listDir) isCommand()      {}
-func (watchNode) isCommand()    {}
-func (checkNodes) isCommand()   {}
-func (deleteNode) isCommand()   {}
-func (announceMark) isCommand() {}
-func (promote) isCommand()      {}
-func (fireMark) isCommand()     {}
 
 func (c createNode) String() string {
 	if c.Beside != "" {

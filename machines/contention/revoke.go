@@ -45,13 +45,10 @@ type dataChanged struct {
 }
 
 func (c readData) ID() uint64 { return c.Cmd }
-func (readData) isCommand()   {}
 func (c readData) String() string {
 	return fmt.Sprintf("ReadData cmd=%d path=%s", c.Cmd, c.Path)
 }
 
-func (dataRead) isInput()    {}
-func (dataChanged) isInput() {}
 func (i dataRead) String() string {
 	return fmt.Sprintf("DataRead cmd=%d data=%q%s", i.Cmd, i.Data, errText(i.Err))
 }
