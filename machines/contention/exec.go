@@ -120,7 +120,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 				err = zk.EnsurePath(ctx, conn, c.Dir, zk.ModeContainer)
 				return err
 			})
-			return dirEnsured{Cmd: c.Cmd, Err: err}, true
+			return done{What: dirEnsured, Cmd: c.Cmd, Err: err}, true
 		})
 	case readDir:
 		sh.Go(func(ctx context.Context) (Input, bool) {
@@ -269,7 +269,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 					&zk.DeleteOp{Path: c.Path, Version: zk.AnyVersion})
 				return err
 			})
-			return markFired{Cmd: c.Cmd, Err: err}, true
+			return done{What: markFired, Cmd: c.Cmd, Err: err}, true
 		})
 	case promote:
 		sh.Go(func(ctx context.Context) (Input, bool) {
@@ -279,7 +279,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 				_, err = conn.Set(ctx, c.Node, c.Data, 0)
 				return err
 			})
-			return promoted{Cmd: c.Cmd, Err: err}, true
+			return done{What: promoted, Cmd: c.Cmd, Err: err}, true
 		})
 	case checkNodes:
 		sh.Go(func(ctx context.Context) (Input, bool) {
@@ -325,7 +325,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 				err = announce(ctx, conn, c.Node, c.Path)
 				return err
 			})
-			return announced{Cmd: c.Cmd, Err: err}, true
+			return done{What: announced, Cmd: c.Cmd, Err: err}, true
 		})
 	case readData:
 		execReadData(sh, conn, c, op)
@@ -356,7 +356,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 					return err
 				})
 			}
-			return deleted{Cmd: c.Cmd, Err: err}, true
+			return done{What: deleted, Cmd: c.Cmd, Err: err}, true
 		})
 	}
 }

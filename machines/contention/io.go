@@ -66,12 +66,6 @@ type created struct {
 	Err  error
 }
 
-// dirEnsured is the reply to ensureDir.
-type dirEnsured struct {
-	Cmd uint64
-	Err error
-}
-
 // dirRead is the reply to readDir: both requests' results. Err joins
 // both requests' errors: either one failing fails the read.
 type dirRead struct {
@@ -102,12 +96,6 @@ type watching struct {
 	Err    error
 }
 
-// promoted is the reply to promote.
-type promoted struct {
-	Cmd uint64
-	Err error
-}
-
 // nodesChecked is the reply to checkNodes: whether each path exists.
 type nodesChecked struct {
 	Cmd    uint64
@@ -134,17 +122,22 @@ type ownNodeGone struct {
 	ConnClosed bool
 }
 
-// deleted is the reply to deleteNode.
-type deleted struct {
-	Cmd uint64
-	Err error
+// done is the reply to a command that answers with its error alone; What
+// names it (the transcripts' name).
+type done struct {
+	What string
+	Cmd  uint64
+	Err  error
 }
 
-// announced is the reply to announceMark.
-type announced struct {
-	Cmd uint64
-	Err error
-}
+// What each done answers.
+const (
+	dirEnsured = "DirEnsured" // ensureDir
+	promoted   = "Promoted"   // promote
+	markFired  = "MarkFired"  // fireMark
+	deleted    = "Deleted"    // deleteNode
+	announced  = "Announced"  // announceMark
+)
 
 func (i Acquire) String() string {
 	s := fmt.Sprintf("Acquire req=%d", i.Req)
@@ -178,9 +171,7 @@ func (i sessionChange) String() string {
 func (i created) String() string {
 	return fmt.Sprintf("Created cmd=%d path=%s%s", i.Cmd, i.Path, errText(i.Err))
 }
-func (i dirEnsured) String() string {
-	return fmt.Sprintf("DirEnsured cmd=%d%s", i.Cmd, errText(i.Err))
-}
+func (i done) String() string { return fmt.Sprintf("%s cmd=%d%s", i.What, i.Cmd, errText(i.Err)) }
 func (i dirRead) String() string {
 	return fmt.Sprintf("DirRead cmd=%d children=%v own.exists=%t own.czxid=%#x own.owner=%#x%s%s",
 		i.Cmd, i.Children, i.OwnExists, i.Own.Czxid, i.Own.EphemeralOwner, sessionText(i.Session), errText(i.Err))
@@ -195,8 +186,6 @@ func (i watching) String() string {
 	}
 	return fmt.Sprintf("Watching cmd=%d exists=%t%s%s", i.Cmd, i.Exists, held, errText(i.Err))
 }
-func (i markFired) String() string { return fmt.Sprintf("MarkFired cmd=%d%s", i.Cmd, errText(i.Err)) }
-func (i promoted) String() string  { return fmt.Sprintf("Promoted cmd=%d%s", i.Cmd, errText(i.Err)) }
 func (i nodesChecked) String() string {
 	return fmt.Sprintf("NodesChecked cmd=%d exists=%v%s", i.Cmd, i.Exists, errText(i.Err))
 }
@@ -209,10 +198,6 @@ func (i ownNodeGone) String() string {
 		closed = " conn-closed"
 	}
 	return fmt.Sprintf("OwnNodeGone cmd=%d %s %s%s%s", i.Cmd, i.Event.Type, i.Event.Path, closed, errText(i.Event.Err))
-}
-func (i deleted) String() string { return fmt.Sprintf("Deleted cmd=%d%s", i.Cmd, errText(i.Err)) }
-func (i announced) String() string {
-	return fmt.Sprintf("Announced cmd=%d%s", i.Cmd, errText(i.Err))
 }
 
 func sessionText(id int64) string {
@@ -248,7 +233,7 @@ type createNode struct {
 }
 
 // ensureDir creates Dir and its missing ancestors as container nodes.
-// Reply: dirEnsured.
+// Reply: done (dirEnsured).
 type ensureDir struct {
 	Cmd uint64
 	Dir string
@@ -304,22 +289,16 @@ type watchNode struct {
 // ends. Exclusive predicates only: the node's successor is the only
 // current watcher of its mark. A release mark rides on the term's own
 // delete instead (deleteNode.Fire); fireMark is for a hold mark, whose
-// directory may be gone. Reply: markFired (ignored: best effort).
+// directory may be gone. Reply: done (markFired, ignored: best effort).
 type fireMark struct {
 	Cmd  uint64
 	Path string
 }
 
-// markFired is the reply to fireMark.
-type markFired struct {
-	Cmd uint64
-	Err error
-}
-
 // promote sets our node's data (Data, as created; version 0 → 1) once it
 // holds after waiting, under Leases: the waiter behind it, which watches
 // its data (watchNode.Promotion), becomes the first waiter and watches the
-// holders. Reply: promoted.
+// holders. Reply: done (promoted).
 type promote struct {
 	Cmd  uint64
 	Node string
@@ -337,7 +316,7 @@ type checkNodes struct {
 
 // announceMark makes our hold mark, Path (HoldMark of Node), an ephemeral node,
 // in one multi with a check that Node exists: so a hold mark never
-// outlives its node by being made after it. Reply: announced.
+// outlives its node by being made after it. Reply: done (announced).
 type announceMark struct {
 	Cmd  uint64
 	Node string
@@ -346,7 +325,7 @@ type announceMark struct {
 
 // deleteNode deletes Path. With Release set, one multi creates and deletes
 // ReleaseMark(Path) and then deletes Path, so the waiter watching it knows
-// a holder left and holds next with no read. Reply: deleted.
+// a holder left and holds next with no read. Reply: done (deleted).
 type deleteNode struct {
 	Cmd     uint64
 	Path    string

@@ -313,8 +313,19 @@ func (m *machine) Step(in Input) runtime.Output[command] {
 		m.sessionChanged(in)
 	case created:
 		m.created(in)
-	case dirEnsured:
-		m.dirEnsured(in)
+	case done:
+		switch in.What {
+		case dirEnsured:
+			m.dirEnsured(in)
+		case promoted:
+			m.promoted(in)
+		case markFired:
+			m.take(in.Cmd) // best effort: nothing to do either way
+		case deleted:
+			m.deleted(in)
+		case announced:
+			m.announced(in)
+		}
 	case dirRead:
 		m.dirRead(in)
 	case dirListed:
@@ -325,16 +336,8 @@ func (m *machine) Step(in Input) runtime.Output[command] {
 		m.nodesChecked(in)
 	case watchFired:
 		m.watchFired(in)
-	case promoted:
-		m.promoted(in)
-	case markFired:
-		m.take(in.Cmd) // best effort: nothing to do either way
 	case ownNodeGone:
 		m.ownNodeGone(in)
-	case deleted:
-		m.deleted(in)
-	case announced:
-		m.announced(in)
 	case dataRead:
 		m.dataRead(in)
 	case dataChanged:
@@ -557,7 +560,7 @@ func (m *machine) created(in created) {
 	}
 }
 
-func (m *machine) dirEnsured(in dirEnsured) {
+func (m *machine) dirEnsured(in done) {
 	r, t := m.take(in.Cmd)
 	switch {
 	case t == nil:
@@ -806,7 +809,7 @@ func (m *machine) checkedGone(t *term, ev zk.WatchEvent) {
 	}
 }
 
-func (m *machine) deleted(in deleted) {
+func (m *machine) deleted(in done) {
 	r, _ := m.take(in.Cmd)
 	if r == nil {
 		return
@@ -1000,7 +1003,7 @@ func (m *machine) elect(t *term) {
 // the term still holds (the waiter behind would wait for a lease some
 // other one frees); anything else (our node gone, promoted already) ends
 // it.
-func (m *machine) promoted(in promoted) {
+func (m *machine) promoted(in done) {
 	r, _ := m.take(in.Cmd)
 	if r == nil {
 		return
@@ -1015,7 +1018,7 @@ func (m *machine) promoted(in promoted) {
 // reads once more. If the term is over, a mark that was (or may have been)
 // made before our node went is deleted: the delete at the term's end may
 // have reached the server before it.
-func (m *machine) announced(in announced) {
+func (m *machine) announced(in done) {
 	r, _ := m.take(in.Cmd)
 	if r == nil {
 		return

@@ -149,7 +149,7 @@ func TestTranscriptUncontendedReentrant(t *testing.T) {
 	tr.step(Acquire{Req: 2})
 	tr.step(Release{Req: 3})
 	tr.step(Release{Req: 4})
-	tr.step(deleted{Cmd: 3})
+	tr.step(done{What: deleted, Cmd: 3})
 	tr.step(Release{Req: 5})
 	tr.check("uncontended_reentrant")
 }
@@ -237,10 +237,10 @@ func TestTranscriptHoldMarkHandoff(t *testing.T) {
 	if a, ok := out.Commands[0].(announceMark); !ok || a.Path != "/app/election.held/_c_uuid1-latch-0000000003" {
 		t.Fatalf("want an Announce of our hold mark, got %v", out.Commands[0])
 	}
-	tr.step(announced{Cmd: 4})
+	tr.step(done{What: announced, Cmd: 4})
 	tr.step(Release{Req: 2})
-	tr.step(deleted{Cmd: 5})
-	tr.step(deleted{Cmd: 6})
+	tr.step(done{What: deleted, Cmd: 5})
+	tr.step(done{What: deleted, Cmd: 6})
 	tr.check("hold_mark_handoff")
 }
 
@@ -290,10 +290,10 @@ func TestTranscriptHoldMarkLateAnnounce(t *testing.T) {
 	// connected again, and after it our hold mark.
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
-	tr.step(announced{Cmd: 3, Err: zk.ErrConnectionLoss})
-	tr.step(deleted{Cmd: 4})
-	tr.step(deleted{Cmd: 5, Err: zk.ErrNoNode})
-	tr.step(deleted{Cmd: 6})
+	tr.step(done{What: announced, Cmd: 3, Err: zk.ErrConnectionLoss})
+	tr.step(done{What: deleted, Cmd: 4})
+	tr.step(done{What: deleted, Cmd: 5, Err: zk.ErrNoNode})
+	tr.step(done{What: deleted, Cmd: 6})
 	tr.check("hold_mark_late_announce")
 }
 
@@ -325,7 +325,7 @@ func TestTranscriptCreateOnNewSessionIsNotOurs(t *testing.T) {
 	if len(out.Replies) != 1 || !errors.Is(out.Replies[0].Err, testErrors.SessionLost) {
 		t.Fatalf("want ErrSessionLost, got %v", out.Replies)
 	}
-	tr.step(deleted{Cmd: 3})
+	tr.step(done{What: deleted, Cmd: 3})
 	tr.check("not_our_session")
 }
 
@@ -377,7 +377,7 @@ func TestTranscriptExpiryWhileWaiting(t *testing.T) {
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
 	tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNotWatching, Err: zk.ErrSessionExpired}})
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
-	tr.step(deleted{Cmd: 4, Err: zk.ErrNoNode})
+	tr.step(done{What: deleted, Cmd: 4, Err: zk.ErrNoNode})
 	tr.check("expiry_while_waiting")
 }
 
@@ -409,7 +409,7 @@ func TestTranscriptCancelDuringCreate(t *testing.T) {
 	}
 	// The create was applied after the caller gave up: it is deleted.
 	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
-	tr.step(deleted{Cmd: 2})
+	tr.step(done{What: deleted, Cmd: 2})
 	tr.check("cancel_during_create")
 }
 
@@ -433,7 +433,7 @@ func TestTranscriptTryAcquireBehindHolder(t *testing.T) {
 	if len(out.Replies) != 1 || out.Replies[0].Granted || out.Replies[0].Err != nil {
 		t.Fatalf("want not granted, got %v", out.Replies)
 	}
-	tr.step(deleted{Cmd: 3})
+	tr.step(done{What: deleted, Cmd: 3})
 	tr.check("try_behind_holder")
 }
 
@@ -448,7 +448,7 @@ func TestTranscriptOwnDeletedNodeInALateListing(t *testing.T) {
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000001", "lock-0000000000"}, Own: own(0x50), OwnExists: true})
 	tr.step(Acquire{Req: 2, Try: true})
 	tr.step(created{Cmd: 4, Path: "/app/lock/_c_uuid2-lock-0000000002"})
-	tr.step(deleted{Cmd: 3})
+	tr.step(done{What: deleted, Cmd: 3})
 	out := tr.step(dirRead{Cmd: 5, Children: []string{"_c_uuid1-lock-0000000001", "_c_uuid2-lock-0000000002"}, Own: own(0x52), OwnExists: true})
 	if len(out.Replies) != 1 || !out.Replies[0].Granted {
 		t.Fatalf("want granted, got %v", out.Replies)
@@ -463,7 +463,7 @@ func TestTranscriptShutdownWhileHolding(t *testing.T) {
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: own(0x50), OwnExists: true})
 	tr.step(Acquire{Req: 2})
 	tr.step(shutdown{Req: 3})
-	out := tr.step(deleted{Cmd: 3})
+	out := tr.step(done{What: deleted, Cmd: 3})
 	if !out.Done {
 		t.Fatal("want Done after the node is deleted")
 	}
@@ -474,7 +474,7 @@ func TestTranscriptMissingDirectory(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
 	tr.step(created{Cmd: 1, Err: zk.ErrNoNode})
-	tr.step(dirEnsured{Cmd: 2})
+	tr.step(done{What: dirEnsured, Cmd: 2})
 	tr.check("missing_directory")
 }
 
@@ -630,7 +630,7 @@ func TestTranscriptHandoverHoldMark(t *testing.T) {
 			tr.step(created{Cmd: 1, Path: "/app/election/_c_uuid1-latch-0000000000"})
 			tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000000"}, Own: own(0x50), OwnExists: true})
 			if tc.announced {
-				tr.step(announced{Cmd: 3})
+				tr.step(done{What: announced, Cmd: 3})
 			}
 			tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 			tr.step(shutdown{Req: 2})
@@ -720,7 +720,7 @@ func TestTranscriptOwnReleaseIsNotAForeignDelete(t *testing.T) {
 	if out := tr.step(gone(2, first)); len(out.Events)+len(out.Replies)+len(out.Commands)+len(out.TermEnded) != 0 {
 		t.Fatalf("our own delete's event during the delete did something: %+v", out)
 	}
-	tr.step(deleted{Cmd: 3})
+	tr.step(done{What: deleted, Cmd: 3})
 	tr.step(Acquire{Req: 3})
 	tr.step(created{Cmd: 4, Path: second})
 	if out := tr.step(dirRead{Cmd: 5, Children: []string{"_c_uuid2-lock-0000000008"}, Own: own(0x43), OwnExists: true}); len(out.Replies) != 1 || !out.Replies[0].Granted {
@@ -748,14 +748,14 @@ func TestTranscriptOwnResignIsNotAForeignDelete(t *testing.T) {
 	tr.step(Acquire{Req: 1, Marker: "latch-"})
 	tr.step(created{Cmd: 1, Path: node})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000003"}, Own: own(0x50), OwnExists: true})
-	tr.step(announced{Cmd: 3})
+	tr.step(done{What: announced, Cmd: 3})
 	tr.step(Release{Req: 2, All: true})
 	out := tr.step(ownNodeGone{Cmd: 2, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: node}})
 	if len(out.Events)+len(out.Replies)+len(out.Commands)+len(out.TermEnded) != 0 {
 		t.Fatalf("our own resign's event did something: %+v", out)
 	}
-	tr.step(deleted{Cmd: 4})
-	tr.step(deleted{Cmd: 5})
+	tr.step(done{What: deleted, Cmd: 4})
+	tr.step(done{What: deleted, Cmd: 5})
 	tr.check("own_resign_not_foreign")
 }
 
@@ -778,7 +778,7 @@ func TestReplyOfAnExpiredSessionIsSessionLost(t *testing.T) {
 		}},
 		{"directory create", func(tr *transcript) output {
 			tr.step(created{Cmd: 1, Err: zk.ErrNoNode})
-			return tr.step(dirEnsured{Cmd: 2, Err: expired})
+			return tr.step(done{What: dirEnsured, Cmd: 2, Err: expired})
 		}},
 		{"ghost listing", func(tr *transcript) output {
 			tr.step(created{Cmd: 1, Err: zk.ErrConnectionLoss})
@@ -870,7 +870,7 @@ func TestTranscriptGaveUpWhileTheWatchRequestWasOut(t *testing.T) {
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_a-lock-0000000001", "_c_uuid1-lock-0000000002"}, Own: own(0x50), OwnExists: true})
 	tr.step(cancelReq{Req: 1})
 	tr.step(watching{Cmd: 3, Exists: false})
-	tr.step(deleted{Cmd: 4})
+	tr.step(done{What: deleted, Cmd: 4})
 	tr.step(Acquire{Req: 2})
 	tr.step(created{Cmd: 5, Path: "/app/lock/_c_uuid2-lock-0000000006"})
 	tr.step(dirRead{Cmd: 6, Children: []string{"_c_b-lock-0000000003", "_c_uuid2-lock-0000000006"}, Own: own(0x52), OwnExists: true})
@@ -897,7 +897,7 @@ func TestTranscriptWaiterCancelledThenLost(t *testing.T) {
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_a-lock-0000000001"}, Own: own(0x50), OwnExists: true})
 	tr.step(cancelReq{Req: 1})
 	tr.step(watching{Cmd: 3, Exists: true}) // our node goes once it is in (see deleteTermNode)
-	tr.step(deleted{Cmd: 4})
+	tr.step(done{What: deleted, Cmd: 4})
 	tr.step(Acquire{Req: 2})
 	tr.step(created{Cmd: 5, Path: "/app/lock/_c_uuid2-lock-0000000005"})
 	tr.step(dirRead{Cmd: 6, Children: []string{"_c_uuid2-lock-0000000005", "_c_a-lock-0000000001"}, Own: own(0x52), OwnExists: true})

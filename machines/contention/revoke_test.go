@@ -54,7 +54,7 @@ func TestTranscriptRevokeWhileHolding(t *testing.T) {
 		t.Fatalf("after the request nothing more is read or said: %+v", out)
 	}
 	tr.step(Release{Req: 2})
-	tr.step(deleted{Cmd: 6})
+	tr.step(done{What: deleted, Cmd: 6})
 	tr.check("revoke_while_holding")
 }
 
