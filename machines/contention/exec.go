@@ -19,7 +19,7 @@ import (
 // channels in the server's order, so when the deletion is there, a mark
 // made before it is there too.
 func forwardWatches(ctx context.Context, sh *runtime.Shell[Input, command], cmd uint64, markW, deleteW <-chan zk.WatchEvent, hold bool) (Input, bool) {
-	fired := func(ev zk.WatchEvent) Input { return watchFired{Cmd: cmd, Event: ev} }
+	fire := func(ev zk.WatchEvent) Input { return fired{What: watchFired, Cmd: cmd, Event: ev} }
 	// decisive reports whether a mark's event settles the watch: a
 	// release mark's creation does; a hold mark's creation is posted on
 	// its own and the deletion is still waited for.
@@ -30,29 +30,29 @@ func forwardWatches(ctx context.Context, sh *runtime.Shell[Input, command], cmd 
 		if !hold {
 			return true
 		}
-		sh.Post(ctx, fired(ev), true)
+		sh.Post(ctx, fire(ev), true)
 		return false
 	}
 	select {
 	case ev := <-markW:
 		if decisive(ev) {
-			return fired(ev), true
+			return fire(ev), true
 		}
 	case ev := <-deleteW:
 		select {
 		case m := <-markW:
 			if decisive(m) {
-				return fired(m), true
+				return fire(m), true
 			}
 		default:
 		}
-		return fired(ev), true
+		return fire(ev), true
 	case <-ctx.Done():
 		return nil, false
 	}
 	select {
 	case ev := <-deleteW:
-		return fired(ev), true
+		return fire(ev), true
 	case <-ctx.Done():
 		return nil, false
 	}
@@ -61,25 +61,25 @@ func forwardWatches(ctx context.Context, sh *runtime.Shell[Input, command], cmd 
 // forwardEach posts one watchFired per watch in ws, as each fires, the
 // last as the goroutine's answer; it stops early when ctx ends.
 func forwardEach(ctx context.Context, sh *runtime.Shell[Input, command], cmd uint64, ws []<-chan zk.WatchEvent) (Input, bool) {
-	fired := make(chan zk.WatchEvent, len(ws))
+	events := make(chan zk.WatchEvent, len(ws))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, w := range ws {
 		wg.Go(func() {
 			select {
 			case ev := <-w:
-				fired <- ev
+				events <- ev
 			case <-ctx.Done():
 			}
 		})
 	}
 	for i := range ws {
 		select {
-		case ev := <-fired:
+		case ev := <-events:
 			if i == len(ws)-1 {
-				return watchFired{Cmd: cmd, Event: ev}, true
+				return fired{What: watchFired, Cmd: cmd, Event: ev}, true
 			}
-			sh.Post(ctx, watchFired{Cmd: cmd, Event: ev}, true)
+			sh.Post(ctx, fired{What: watchFired, Cmd: cmd, Event: ev}, true)
 		case <-ctx.Done():
 			return nil, false
 		}
@@ -91,14 +91,24 @@ func forwardEach(ctx context.Context, sh *runtime.Shell[Input, command], cmd uin
 // CLIENT span made by op, and posts their replies back as inputs.
 func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runtime.Op) {
 	conn := in.conn
+	// answer makes the one request, f, of a command whose reply is its
+	// error alone (done What), expecting the errors expect.
+	answer := func(what, name, node string, f func(ctx context.Context) error, expect ...error) {
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			return done{What: what, Cmd: cmd.ID(), Err: ask(runtime.Expect(ctx, expect...), op, name, node, f)}, true
+		})
+	}
+	// event makes the input for an event of the watch What cmd left.
+	event := func(what string) func(zk.WatchEvent) Input {
+		return func(ev zk.WatchEvent) Input { return fired{What: what, Cmd: cmd.ID(), Event: ev} }
+	}
 	switch c := cmd.(type) {
 	case createNode:
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var path string
-			var err error
 			// no_node: the directory is not made yet (the machine makes
 			// it and creates again), an expected step of a first acquire.
-			op(runtime.Expect(ctx, zk.ErrNoNode), "create", func(ctx context.Context) error {
+			err := ask(runtime.Expect(ctx, zk.ErrNoNode), op, "create", "", func(ctx context.Context) (err error) {
 				if c.Beside == "" {
 					path, err = conn.Create(ctx, c.Prefix, c.Data, zk.ModeEphemeralSequential)
 					runtime.SetNode(ctx, path)
@@ -114,13 +124,8 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 			return created{Cmd: c.Cmd, Path: path, Err: err}, true
 		})
 	case ensureDir:
-		sh.Go(func(ctx context.Context) (Input, bool) {
-			var err error
-			op(ctx, "create", func(ctx context.Context) error {
-				err = zk.EnsurePath(ctx, conn, c.Dir, zk.ModeContainer)
-				return err
-			})
-			return done{What: dirEnsured, Cmd: c.Cmd, Err: err}, true
+		answer(dirEnsured, "create", "", func(ctx context.Context) error {
+			return zk.EnsurePath(ctx, conn, c.Dir, zk.ModeContainer)
 		})
 	case readDir:
 		sh.Go(func(ctx context.Context) (Input, bool) {
@@ -128,18 +133,15 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 			var ownW <-chan zk.WatchEvent
 			var ownErr, childErr error
 			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				op(runtime.Expect(ctx, zk.ErrNoNode), "children", func(ctx context.Context) error {
-					runtime.SetNode(ctx, c.Own)
-					_, r.Own, ownW, ownErr = conn.ChildrenW(ctx, c.Own)
-					return ownErr
+			wg.Go(func() {
+				ownErr = ask(runtime.Expect(ctx, zk.ErrNoNode), op, "children", c.Own, func(ctx context.Context) (err error) {
+					_, r.Own, ownW, err = conn.ChildrenW(ctx, c.Own)
+					return err
 				})
-			}()
-			op(ctx, "children", func(ctx context.Context) error {
-				r.Children, _, childErr = conn.Children(ctx, c.Dir)
-				return childErr
+			})
+			childErr = ask(ctx, op, "children", "", func(ctx context.Context) (err error) {
+				r.Children, _, err = conn.Children(ctx, c.Dir)
+				return err
 			})
 			wg.Wait()
 			r.OwnExists = ownErr == nil
@@ -151,16 +153,9 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 			// like a failed listing, never taken for its absence.
 			r.Err = errors.Join(childErr, ownErr)
 			r.Session = conn.SessionID()
-			if ownW == nil {
-				return r, true
-			}
-			sh.Post(ctx, r, false)
-			select {
-			case ev := <-ownW:
-				return ownNodeGone{Cmd: c.Cmd, Event: ev, ConnClosed: conn.State() == zk.StateClosed}, true
-			case <-ctx.Done():
-				return nil, false
-			}
+			return reply(ctx, sh, r, ownW, false, func(ev zk.WatchEvent) Input {
+				return fired{What: ownNodeGone, Cmd: c.Cmd, Event: ev, ConnClosed: conn.State() == zk.StateClosed}
+			})
 		})
 	case listDir:
 		sh.Go(func(ctx context.Context) (Input, bool) {
@@ -171,17 +166,13 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 				// now talk to (another one, after a reconnect). Listed
 				// without the sync, it could be missed, made again, and
 				// the first one left below ours as a ghost we wait on.
-				op(ctx, "sync", func(ctx context.Context) error {
-					r.Err = conn.Sync(ctx, c.Dir)
-					return r.Err
-				})
-				if r.Err != nil {
+				if r.Err = ask(ctx, op, "sync", "", func(ctx context.Context) error { return conn.Sync(ctx, c.Dir) }); r.Err != nil {
 					return r, true
 				}
 			}
-			op(ctx, "children", func(ctx context.Context) error {
-				r.Children, _, r.Err = conn.Children(ctx, c.Dir)
-				return r.Err
+			r.Err = ask(ctx, op, "children", "", func(ctx context.Context) (err error) {
+				r.Children, _, err = conn.Children(ctx, c.Dir)
+				return err
 			})
 			r.Session = conn.SessionID()
 			return r, true
@@ -191,9 +182,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 			sh.Go(func(ctx context.Context) (Input, bool) {
 				var st zk.Stat
 				var w <-chan zk.WatchEvent
-				var err error
-				op(runtime.Expect(ctx, zk.ErrNoNode), "get", func(ctx context.Context) error {
-					runtime.SetNode(ctx, c.Path)
+				err := ask(runtime.Expect(ctx, zk.ErrNoNode), op, "get", c.Path, func(ctx context.Context) (err error) {
 					_, st, w, err = conn.GetW(ctx, c.Path)
 					return err
 				})
@@ -201,44 +190,31 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 				if err != nil && !errors.Is(err, zk.ErrNoNode) {
 					r.Err = err
 				}
-				if w == nil {
-					return r, true
-				}
-				sh.Post(ctx, r, true)
-				select {
-				case ev := <-w:
-					return watchFired{Cmd: c.Cmd, Event: ev}, true
-				case <-ctx.Done():
-					return nil, false
-				}
+				return reply(ctx, sh, r, w, true, event(watchFired))
 			})
 			return
 		}
 		sh.Go(func(ctx context.Context) (Input, bool) {
 			var markW, deleteW <-chan zk.WatchEvent
-			var markErr, childErr error
+			var markErr error
 			var held bool
 			var wg sync.WaitGroup
 			if !c.Plain {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					mark := ReleaseMark(c.Path)
 					if c.Hold {
 						mark = HoldMark(c.Path)
 					}
-					op(ctx, "exists", func(ctx context.Context) error {
-						runtime.SetNode(ctx, mark)
-						_, held, markW, markErr = conn.ExistsW(ctx, mark)
-						return markErr
+					markErr = ask(ctx, op, "exists", mark, func(ctx context.Context) (err error) {
+						_, held, markW, err = conn.ExistsW(ctx, mark)
+						return err
 					})
-				}()
+				})
 			}
 			// no_node: the node we wait for is gone already.
-			op(runtime.Expect(ctx, zk.ErrNoNode), "children", func(ctx context.Context) error {
-				runtime.SetNode(ctx, c.Path)
-				_, _, deleteW, childErr = conn.ChildrenW(ctx, c.Path)
-				return childErr
+			childErr := ask(runtime.Expect(ctx, zk.ErrNoNode), op, "children", c.Path, func(ctx context.Context) (err error) {
+				_, _, deleteW, err = conn.ChildrenW(ctx, c.Path)
+				return err
 			})
 			wg.Wait()
 			r := watching{Cmd: c.Cmd, Exists: childErr == nil, Held: c.Hold && held, Err: markErr}
@@ -257,29 +233,19 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 				return r, true
 			}
 			sh.Post(ctx, r, true)
-			return forwardWatches(ctx, in.shell, c.Cmd, markW, deleteW, c.Hold)
+			return forwardWatches(ctx, sh, c.Cmd, markW, deleteW, c.Hold)
 		})
 	case fireMark:
-		sh.Go(func(ctx context.Context) (Input, bool) {
-			var err error
-			op(ctx, "multi", func(ctx context.Context) error {
-				runtime.SetNode(ctx, c.Path)
-				_, err = conn.Multi(ctx,
-					&zk.CreateOp{Path: c.Path, Mode: zk.ModeEphemeral},
-					&zk.DeleteOp{Path: c.Path, Version: zk.AnyVersion})
-				return err
-			})
-			return done{What: markFired, Cmd: c.Cmd, Err: err}, true
+		answer(markFired, "multi", c.Path, func(ctx context.Context) error {
+			_, err := conn.Multi(ctx,
+				&zk.CreateOp{Path: c.Path, Mode: zk.ModeEphemeral},
+				&zk.DeleteOp{Path: c.Path, Version: zk.AnyVersion})
+			return err
 		})
 	case promote:
-		sh.Go(func(ctx context.Context) (Input, bool) {
-			var err error
-			op(ctx, "set", func(ctx context.Context) error {
-				runtime.SetNode(ctx, c.Node)
-				_, err = conn.Set(ctx, c.Node, c.Data, 0)
-				return err
-			})
-			return done{What: promoted, Cmd: c.Cmd, Err: err}, true
+		answer(promoted, "set", c.Node, func(ctx context.Context) error {
+			_, err := conn.Set(ctx, c.Node, c.Data, 0)
+			return err
 		})
 	case checkNodes:
 		sh.Go(func(ctx context.Context) (Input, bool) {
@@ -288,19 +254,16 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 			watches := make([]<-chan zk.WatchEvent, len(c.Paths))
 			var wg sync.WaitGroup
 			for i, p := range c.Paths {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					op(runtime.Expect(ctx, zk.ErrNoNode), "children", func(ctx context.Context) error {
-						runtime.SetNode(ctx, p)
-						_, _, watches[i], errs[i] = conn.ChildrenW(ctx, p)
-						return errs[i]
+				wg.Go(func() {
+					errs[i] = ask(runtime.Expect(ctx, zk.ErrNoNode), op, "children", p, func(ctx context.Context) (err error) {
+						_, _, watches[i], err = conn.ChildrenW(ctx, p)
+						return err
 					})
 					r.Exists[i] = errs[i] == nil
 					if errors.Is(errs[i], zk.ErrNoNode) {
 						errs[i] = nil
 					}
-				}()
+				})
 			}
 			wg.Wait()
 			r.Err = errors.Join(errs...)
@@ -317,47 +280,70 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 			return forwardEach(ctx, sh, c.Cmd, live)
 		})
 	case announceMark:
+		// no_node: our node went meanwhile (released, resigned).
+		answer(announced, "multi", c.Path, func(ctx context.Context) error {
+			return announce(ctx, conn, c.Node, c.Path)
+		}, zk.ErrNoNode)
+	case readData:
 		sh.Go(func(ctx context.Context) (Input, bool) {
-			var err error
-			// no_node: our node went meanwhile (released, resigned).
-			op(runtime.Expect(ctx, zk.ErrNoNode), "multi", func(ctx context.Context) error {
-				runtime.SetNode(ctx, c.Path)
-				err = announce(ctx, conn, c.Node, c.Path)
+			r := dataRead{Cmd: c.Cmd}
+			var w <-chan zk.WatchEvent
+			r.Err = ask(ctx, op, "get", c.Path, func(ctx context.Context) (err error) {
+				r.Data, _, w, err = conn.GetW(ctx, c.Path)
 				return err
 			})
-			return done{What: announced, Cmd: c.Cmd, Err: err}, true
+			return reply(ctx, sh, r, w, true, event(dataChanged))
 		})
-	case readData:
-		execReadData(sh, conn, c, op)
 	case deleteNode:
-		sh.Go(func(ctx context.Context) (Input, bool) {
-			var err error
-			if c.Release || len(c.Fire) > 0 {
-				marks := c.Fire
-				if c.Release {
-					marks = append(slices.Clone(c.Fire), ReleaseMark(c.Path))
-				}
-				var ops []zk.Op
-				for _, mark := range marks {
-					ops = append(ops, &zk.CreateOp{Path: mark, Mode: zk.ModePersistent}, &zk.DeleteOp{Path: mark, Version: zk.AnyVersion})
-				}
-				ops = append(ops, &zk.DeleteOp{Path: c.Path, Version: zk.AnyVersion})
-				op(ctx, "multi", func(ctx context.Context) error {
-					runtime.SetNode(ctx, c.Path)
-					_, err = conn.Multi(ctx, ops...)
-					return err
-				})
-			} else {
-				// no_node: gone already (the session's end, or a delete
-				// whose reply was lost): what was wanted.
-				op(runtime.Expect(ctx, zk.ErrNoNode), "delete", func(ctx context.Context) error {
-					runtime.SetNode(ctx, c.Path)
-					err = conn.Delete(ctx, c.Path, zk.AnyVersion)
-					return err
-				})
-			}
-			return done{What: deleted, Cmd: c.Cmd, Err: err}, true
+		if !c.Release && len(c.Fire) == 0 {
+			// no_node: gone already (the session's end, or a delete
+			// whose reply was lost): what was wanted.
+			answer(deleted, "delete", c.Path, func(ctx context.Context) error {
+				return conn.Delete(ctx, c.Path, zk.AnyVersion)
+			}, zk.ErrNoNode)
+			return
+		}
+		marks := c.Fire
+		if c.Release {
+			marks = append(slices.Clone(c.Fire), ReleaseMark(c.Path))
+		}
+		var ops []zk.Op
+		for _, mark := range marks {
+			ops = append(ops, &zk.CreateOp{Path: mark, Mode: zk.ModePersistent}, &zk.DeleteOp{Path: mark, Version: zk.AnyVersion})
+		}
+		ops = append(ops, &zk.DeleteOp{Path: c.Path, Version: zk.AnyVersion})
+		answer(deleted, "multi", c.Path, func(ctx context.Context) error {
+			_, err := conn.Multi(ctx, ops...)
+			return err
 		})
+	}
+}
+
+// ask makes one request, f, named name in a span of op, on node ("":
+// none named), and returns its error.
+func ask(ctx context.Context, op runtime.Op, name, node string, f func(ctx context.Context) error) (err error) {
+	op(ctx, name, func(ctx context.Context) error {
+		runtime.SetNode(ctx, node)
+		err = f(ctx)
+		return err
+	})
+	return err
+}
+
+// reply answers with r, the reply to a request that may have left a watch,
+// w: with none, r is the answer; else r is posted (more: the command's
+// span is kept for the event) and the answer is w's event, as ev makes it
+// (none if ctx ends first).
+func reply(ctx context.Context, sh *runtime.Shell[Input, command], r Input, w <-chan zk.WatchEvent, more bool, ev func(zk.WatchEvent) Input) (Input, bool) {
+	if w == nil {
+		return r, true
+	}
+	sh.Post(ctx, r, more)
+	select {
+	case e := <-w:
+		return ev(e), true
+	case <-ctx.Done():
+		return nil, false
 	}
 }
 
@@ -379,27 +365,4 @@ func announce(ctx context.Context, conn zk.Conn, node, path string) error {
 		_, err = mark()
 	}
 	return err
-}
-
-// execReadData makes readData's request and forwards its watch's event.
-func execReadData(sh *runtime.Shell[Input, command], conn zk.Conn, c readData, op runtime.Op) {
-	sh.Go(func(ctx context.Context) (Input, bool) {
-		r := dataRead{Cmd: c.Cmd}
-		var w <-chan zk.WatchEvent
-		op(ctx, "get", func(ctx context.Context) error {
-			runtime.SetNode(ctx, c.Path)
-			r.Data, _, w, r.Err = conn.GetW(ctx, c.Path)
-			return r.Err
-		})
-		if w == nil {
-			return r, true
-		}
-		sh.Post(ctx, r, true)
-		select {
-		case ev := <-w:
-			return dataChanged{Cmd: c.Cmd, Event: ev}, true
-		case <-ctx.Done():
-			return nil, false
-		}
-	})
 }

@@ -103,24 +103,33 @@ type nodesChecked struct {
 	Err    error
 }
 
-// watchFired is an event of the watches watchNode Cmd left: the release
-// mark's creation (see ReleaseMark), the watched node's deletion, or the
-// end of the watches. With Hold, the hold mark's creation (see HoldMark)
-// comes first if it is made while we watch, and the deletion follows.
-type watchFired struct {
+// fired is an event of a watch that command Cmd left; What names the
+// watch (the transcripts' name).
+type fired struct {
+	What  string
 	Cmd   uint64
 	Event zk.WatchEvent
-}
-
-// ownNodeGone is the event of the watch readDir sets on our own node: it
-// was deleted (or the watch ended with the session). Cmd is the readDir's.
-type ownNodeGone struct {
-	Cmd   uint64
-	Event zk.WatchEvent
-	// ConnClosed: our connection was being closed when the event came;
-	// closing our session deletes our node, which is no one else's doing.
+	// ConnClosed (ownNodeGone): our connection was being closed when the
+	// event came; closing our session deletes our node, which is no one
+	// else's doing.
 	ConnClosed bool
 }
+
+// The watches a fired is an event of.
+const (
+	// watchFired: of the watches of a watchNode: the release mark's
+	// creation (see ReleaseMark), the watched node's deletion, or the end
+	// of the watches. With Hold, the hold mark's creation (see HoldMark)
+	// comes first if it is made while we watch, and the deletion follows.
+	// Or of one of a checkNodes' watches: its node's deletion.
+	watchFired = "WatchFired"
+	// ownNodeGone: of the watch readDir sets on our own node: it was
+	// deleted (or the watch ended with the session).
+	ownNodeGone = "OwnNodeGone"
+	// dataChanged: of the watch readData left: the data changed, the node
+	// was deleted, or the watch ended with the session.
+	dataChanged = "DataChanged"
+)
 
 // done is the reply to a command that answers with its error alone; What
 // names it (the transcripts' name).
@@ -189,15 +198,12 @@ func (i watching) String() string {
 func (i nodesChecked) String() string {
 	return fmt.Sprintf("NodesChecked cmd=%d exists=%v%s", i.Cmd, i.Exists, errText(i.Err))
 }
-func (i watchFired) String() string {
-	return fmt.Sprintf("WatchFired cmd=%d %s %s%s", i.Cmd, i.Event.Type, i.Event.Path, errText(i.Event.Err))
-}
-func (i ownNodeGone) String() string {
+func (i fired) String() string {
 	closed := ""
 	if i.ConnClosed {
 		closed = " conn-closed"
 	}
-	return fmt.Sprintf("OwnNodeGone cmd=%d %s %s%s%s", i.Cmd, i.Event.Type, i.Event.Path, closed, errText(i.Event.Err))
+	return fmt.Sprintf("%s cmd=%d %s %s%s%s", i.What, i.Cmd, i.Event.Type, i.Event.Path, closed, errText(i.Event.Err))
 }
 
 func sessionText(id int64) string {

@@ -334,14 +334,17 @@ func (m *machine) Step(in Input) runtime.Output[command] {
 		m.watching(in)
 	case nodesChecked:
 		m.nodesChecked(in)
-	case watchFired:
-		m.watchFired(in)
-	case ownNodeGone:
-		m.ownNodeGone(in)
 	case dataRead:
 		m.dataRead(in)
-	case dataChanged:
-		m.dataChanged(in)
+	case fired:
+		switch in.What {
+		case watchFired:
+			m.watchFired(in)
+		case ownNodeGone:
+			m.ownNodeGone(in)
+		case dataChanged:
+			m.dataChanged(in)
+		}
 	}
 	m.checkDone()
 	return m.out
@@ -695,7 +698,7 @@ func (m *machine) fireDanglingMark(t *term, w watchNode) {
 	}
 }
 
-func (m *machine) watchFired(in watchFired) {
+func (m *machine) watchFired(in fired) {
 	t := m.term
 	if t == nil || in.Cmd != t.watch || t.pending != 0 || len(t.below) == 0 {
 		return // stale
@@ -735,7 +738,7 @@ func (m *machine) watchFired(in watchFired) {
 // operator, a script, a forced revocation) while we held it or waited: a
 // hold without its node is no hold. Our own deletes come after the term
 // ended, so their events find no term.
-func (m *machine) ownNodeGone(in ownNodeGone) {
+func (m *machine) ownNodeGone(in fired) {
 	t := m.term
 	if t == nil || in.Cmd != t.ownWatch || in.Event.Type != zk.EventNodeDeleted || in.Event.Path != t.node {
 		return // stale, or the end of the watch with the session: LOST follows

@@ -165,7 +165,7 @@ func TestTranscriptZeroReadHandoff(t *testing.T) {
 	// The holder before us released with the mark (the marker node created,
 	// then its node deleted, in one multi): we hold on the mark's event,
 	// with no read.
-	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
+	out := tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
 	if len(out.Commands) != 0 || len(out.Replies) != 1 || !out.Replies[0].Granted {
 		t.Fatalf("want a grant with no command, got %+v", out)
 	}
@@ -179,12 +179,12 @@ func TestTranscriptWaiterBeforeUsGaveUp(t *testing.T) {
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_a-lock-0000000001", "_c_b-lock-0000000002"}, Own: own(0x50), OwnExists: true})
 	tr.step(watching{Cmd: 3, Exists: true})
 	// A plain delete: b may have been a waiter that gave up; look at a.
-	tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
+	tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
 	// A late event for a watch already handled: ignored.
-	tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
+	tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
 	tr.step(nodesChecked{Cmd: 4, Exists: []bool{true}})
 	// The check left a watch on a: its deletion grants, with no read.
-	tr.step(watchFired{Cmd: 4, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_a-lock-0000000001"}})
+	tr.step(fired{What: watchFired, Cmd: 4, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_a-lock-0000000001"}})
 	tr.check("waiter_gave_up")
 }
 
@@ -197,12 +197,12 @@ func TestTranscriptDataChangeAloneIsNoRelease(t *testing.T) {
 	// Curator's Revoker writes to the node we wait for: not a release (the
 	// child watch does not even fire for it; if a data watch did, the
 	// event means nothing).
-	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: "/app/lock/_c_b-lock-0000000002"}})
+	out := tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: "/app/lock/_c_b-lock-0000000002"}})
 	if len(out.Replies) != 0 || len(out.Commands) != 0 {
 		t.Fatalf("a data change did something: %+v", out)
 	}
 	// Its holder then releases plainly, as Curator does: check what is left.
-	tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
+	tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_b-lock-0000000002"}})
 	tr.step(nodesChecked{Cmd: 4, Exists: []bool{false}})
 	tr.check("data_change_alone")
 }
@@ -223,11 +223,11 @@ func TestTranscriptHoldMarkHandoff(t *testing.T) {
 	tr := newHoldTranscript(t)
 	tr.waitBehind("/app/election")
 	tr.step(watching{Cmd: 3, Exists: true})
-	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: HoldMark("/app/election/_c_b-latch-0000000002")}})
+	out := tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: HoldMark("/app/election/_c_b-latch-0000000002")}})
 	if len(out.Replies) != 0 || len(out.Commands) != 0 || len(out.Events) != 0 {
 		t.Fatalf("a hold mark's creation did something: %+v", out)
 	}
-	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/election/_c_b-latch-0000000002"}})
+	out = tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/election/_c_b-latch-0000000002"}})
 	if len(out.Replies) != 1 || !out.Replies[0].Granted {
 		t.Fatalf("want a grant, got %+v", out)
 	}
@@ -262,7 +262,7 @@ func TestTranscriptHoldMarkMissing(t *testing.T) {
 	tr := newHoldTranscript(t)
 	tr.waitBehind("/app/election")
 	tr.step(watching{Cmd: 3, Exists: true})
-	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/election/_c_b-latch-0000000002"}})
+	out := tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/election/_c_b-latch-0000000002"}})
 	if len(out.Commands) != 2 {
 		t.Fatalf("want a check of the lower nodes and the dangling hold mark fired, got %v", out.Commands)
 	}
@@ -343,7 +343,7 @@ func TestTranscriptNoGrantWhileSuspended(t *testing.T) {
 		tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_b-lock-0000000002"}, Own: own(0x50), OwnExists: true})
 		tr.step(watching{Cmd: 3, Exists: true})
 		tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-		return tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
+		return tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
 	}
 	tr := newTranscript(t, true)
 	if out := cutOffWhenNext(tr); len(out.Replies) != 0 {
@@ -375,7 +375,7 @@ func TestTranscriptExpiryWhileWaiting(t *testing.T) {
 	tr.step(watching{Cmd: 3, Exists: true})
 	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
 	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
-	tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNotWatching, Err: zk.ErrSessionExpired}})
+	tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNotWatching, Err: zk.ErrSessionExpired}})
 	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	tr.step(done{What: deleted, Cmd: 4, Err: zk.ErrNoNode})
 	tr.check("expiry_while_waiting")
@@ -690,8 +690,8 @@ func TestTranscriptOwnNodeDeletedWhileHeld(t *testing.T) {
 	tr.step(Acquire{Req: 1})
 	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007"}, Own: own(0x42), OwnExists: true})
-	tr.step(ownNodeGone{Cmd: 1, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_uuid1-lock-0000000007"}})
-	out := tr.step(ownNodeGone{Cmd: 2, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_uuid1-lock-0000000007"}})
+	tr.step(fired{What: ownNodeGone, Cmd: 1, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_uuid1-lock-0000000007"}})
+	out := tr.step(fired{What: ownNodeGone, Cmd: 2, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_uuid1-lock-0000000007"}})
 	if len(out.TermEnded) != 1 || !errors.Is(out.TermEnded[0].Cause, testErrors.NodeDeleted) {
 		t.Fatalf("want the term ended by NodeDeleted, got %+v", out)
 	}
@@ -705,8 +705,8 @@ func TestTranscriptOwnNodeDeletedWhileHeld(t *testing.T) {
 // term, and the new grant is not lost.
 func TestTranscriptOwnReleaseIsNotAForeignDelete(t *testing.T) {
 	const first, second = "/app/lock/_c_uuid1-lock-0000000007", "/app/lock/_c_uuid2-lock-0000000008"
-	gone := func(cmd uint64, path string) ownNodeGone {
-		return ownNodeGone{Cmd: cmd, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: path}}
+	gone := func(cmd uint64, path string) fired {
+		return fired{What: ownNodeGone, Cmd: cmd, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: path}}
 	}
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
@@ -750,7 +750,7 @@ func TestTranscriptOwnResignIsNotAForeignDelete(t *testing.T) {
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000003"}, Own: own(0x50), OwnExists: true})
 	tr.step(done{What: announced, Cmd: 3})
 	tr.step(Release{Req: 2, All: true})
-	out := tr.step(ownNodeGone{Cmd: 2, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: node}})
+	out := tr.step(fired{What: ownNodeGone, Cmd: 2, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: node}})
 	if len(out.Events)+len(out.Replies)+len(out.Commands)+len(out.TermEnded) != 0 {
 		t.Fatalf("our own resign's event did something: %+v", out)
 	}
@@ -801,7 +801,7 @@ func TestReplyOfAnExpiredSessionIsSessionLost(t *testing.T) {
 			tr.step(created{Cmd: 1, Path: node})
 			tr.step(dirRead{Cmd: 2, Children: []string{p1, p2, ours}, Own: own(0x50), OwnExists: true})
 			tr.step(watching{Cmd: 3, Exists: true})
-			tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/" + p2}})
+			tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/" + p2}})
 			return tr.step(nodesChecked{Cmd: 4, Exists: []bool{false}, Err: errors.Join(expired)})
 		}},
 	} {
@@ -827,7 +827,7 @@ func TestTranscriptOwnNodeGoneWithOurConnection(t *testing.T) {
 	tr.step(Acquire{Req: 1})
 	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007"}, Own: own(0x50), OwnExists: true})
-	out := tr.step(ownNodeGone{Cmd: 2, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_uuid1-lock-0000000007"}, ConnClosed: true})
+	out := tr.step(fired{What: ownNodeGone, Cmd: 2, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/lock/_c_uuid1-lock-0000000007"}, ConnClosed: true})
 	if len(out.TermEnded) != 1 || !errors.Is(out.TermEnded[0].Cause, testErrors.Closed) {
 		t.Fatalf("want the term ended with Closed, got %+v", out)
 	}

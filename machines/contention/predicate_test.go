@@ -62,11 +62,11 @@ func TestTranscriptReaderWatchesEachWriterBelow(t *testing.T) {
 		t.Fatalf("want the writers below (w0, w2) watched, got %+v", out.Commands)
 	}
 	tr.step(nodesChecked{Cmd: 3, Exists: []bool{true, true}})
-	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w0-__WRIT__0000000000"}})
+	out = tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w0-__WRIT__0000000000"}})
 	if len(out.Replies)+len(out.Commands) != 0 {
 		t.Fatalf("w2 still below: want nothing yet, got %+v", out)
 	}
-	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w2-__WRIT__0000000002"}})
+	out = tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w2-__WRIT__0000000002"}})
 	if !grantedAtOnce(out, 1) {
 		t.Fatalf("want a grant with no read once both are gone, got %+v", out)
 	}
@@ -85,11 +85,11 @@ func TestTranscriptWriterBehindReaders(t *testing.T) {
 		t.Fatalf("want both readers watched, got %+v", out.Commands)
 	}
 	tr.step(nodesChecked{Cmd: 3, Exists: []bool{true, true}})
-	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_r2-__READ__0000000002"}})
+	out = tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_r2-__READ__0000000002"}})
 	if len(out.Replies)+len(out.Commands) != 0 {
 		t.Fatalf("one reader left below: want nothing yet, got %+v", out)
 	}
-	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_r1-__READ__0000000001"}})
+	out = tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_r1-__READ__0000000001"}})
 	if !grantedAtOnce(out, 1) {
 		t.Fatalf("want a grant with no read once both are gone, got %+v", out)
 	}
@@ -107,7 +107,7 @@ func TestTranscriptWriterBehindWriterRereads(t *testing.T) {
 	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__WRIT__0000000002"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_w1-__WRIT__0000000001", "_c_uuid1-__WRIT__0000000002"}, Own: own(0x50), OwnExists: true})
 	tr.step(watching{Cmd: 3, Exists: true})
-	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w1-__WRIT__0000000001"}})
+	out := tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w1-__WRIT__0000000001"}})
 	if l, ok := only[listDir](out); !ok || !l.Relist {
 		t.Fatalf("want the directory listed again, got %+v", out.Commands)
 	}
@@ -116,7 +116,7 @@ func TestTranscriptWriterBehindWriterRereads(t *testing.T) {
 		t.Fatalf("want a watch on the downgraded reader, got %+v", out)
 	}
 	tr.step(watching{Cmd: 5, Exists: true})
-	out = tr.step(watchFired{Cmd: 5, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w1-__READ__0000000001"}})
+	out = tr.step(fired{What: watchFired, Cmd: 5, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w1-__READ__0000000001"}})
 	if !grantedAtOnce(out, 1) {
 		t.Fatalf("want a grant once the reader is gone, got %+v", out)
 	}
@@ -138,7 +138,7 @@ func TestTranscriptWriterBehindMarkedWriterHolds(t *testing.T) {
 	tr.step(created{Cmd: 1, Path: "/app/rw/_c_uuid1-__WRIT__0000000002"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_w1-__WRIT__0000000001", "_c_uuid1-__WRIT__0000000002"}, Own: own(0x50), OwnExists: true})
 	tr.step(watching{Cmd: 3, Exists: true})
-	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: ReleaseMark("/app/rw/_c_w1-__WRIT__0000000001")}})
+	out := tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: ReleaseMark("/app/rw/_c_w1-__WRIT__0000000001")}})
 	if !grantedAtOnce(out, 1) {
 		t.Fatalf("want a grant with no read, got %+v", out)
 	}
@@ -171,7 +171,7 @@ func TestTranscriptWriterListsWhenAWriterIsAmongTheRest(t *testing.T) {
 	if out := tr.step(watching{Cmd: 3, Exists: true}); len(out.Commands) != 0 {
 		t.Fatalf("want nothing until the reader goes, got %+v", out.Commands)
 	}
-	out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_r2-__READ__0000000002"}})
+	out := tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_r2-__READ__0000000002"}})
 	if l, ok := only[listDir](out); !ok || !l.Relist || len(out.Replies) != 0 {
 		t.Fatalf("a writer among the rest: want the directory listed again and no grant, got %+v", out)
 	}
@@ -195,7 +195,7 @@ func TestTranscriptLeases(t *testing.T) {
 		t.Fatalf("want both holders watched, got %+v", out.Commands)
 	}
 	tr.step(nodesChecked{Cmd: 3, Exists: []bool{true, true}})
-	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/sem/_c_b-lock-0000000001"}})
+	out = tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/sem/_c_b-lock-0000000001"}})
 	if len(out.Replies) != 1 || !out.Replies[0].Granted {
 		t.Fatalf("want a grant when a holder goes, got %+v", out)
 	}
@@ -203,7 +203,7 @@ func TestTranscriptLeases(t *testing.T) {
 		t.Fatalf("want our node promoted, got %+v", out.Commands)
 	}
 	// The other holder's later deletion finds the term holding.
-	if out := tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/sem/_c_a-lock-0000000000"}}); len(out.Commands)+len(out.Replies) != 0 {
+	if out := tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/sem/_c_a-lock-0000000000"}}); len(out.Commands)+len(out.Replies) != 0 {
 		t.Fatalf("a stale holder's deletion acted: %+v", out)
 	}
 	tr.check("leases_2")
@@ -221,7 +221,7 @@ func TestTranscriptLeasesPromotion(t *testing.T) {
 		t.Fatalf("want the waiter ahead's promotion watched, got %+v", out.Commands)
 	}
 	tr.step(watching{Cmd: 3, Exists: true})
-	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: "/app/sem/_c_c-lock-0000000002"}})
+	out = tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: "/app/sem/_c_c-lock-0000000002"}})
 	if l, ok := only[listDir](out); !ok || !l.Relist {
 		t.Fatalf("want a listing once the waiter ahead holds, got %+v", out.Commands)
 	}
@@ -471,7 +471,7 @@ func TestTranscriptReaderBehindOneWriter(t *testing.T) {
 		t.Fatalf("want a plain watch on the writer, got %+v", out.Commands)
 	}
 	tr.step(watching{Cmd: 3, Exists: true})
-	out = tr.step(watchFired{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w-__WRIT__0000000001"}})
+	out = tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: "/app/rw/_c_w-__WRIT__0000000001"}})
 	if !grantedAtOnce(out, 1) {
 		t.Fatalf("want a grant with no read, got %+v", out)
 	}

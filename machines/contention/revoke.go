@@ -37,13 +37,6 @@ type dataRead struct {
 	Err  error
 }
 
-// dataChanged is the event of the watch readData Cmd left: the data
-// changed, the node was deleted, or the watch ended with the session.
-type dataChanged struct {
-	Cmd   uint64
-	Event zk.WatchEvent
-}
-
 func (c readData) ID() uint64 { return c.Cmd }
 func (c readData) String() string {
 	return fmt.Sprintf("ReadData cmd=%d path=%s", c.Cmd, c.Path)
@@ -51,9 +44,6 @@ func (c readData) String() string {
 
 func (i dataRead) String() string {
 	return fmt.Sprintf("DataRead cmd=%d data=%q%s", i.Cmd, i.Data, errText(i.Err))
-}
-func (i dataChanged) String() string {
-	return fmt.Sprintf("DataChanged cmd=%d %s %s%s", i.Cmd, i.Event.Type, i.Event.Path, errText(i.Event.Err))
 }
 
 // readData reads the data of t's node with a watch, beside the term's
@@ -90,7 +80,7 @@ func (m *machine) dataRead(in dataRead) {
 
 // dataChanged re-reads our node's data when it changed, which re-arms the
 // watch; once revocation was requested there is nothing more to learn.
-func (m *machine) dataChanged(in dataChanged) {
+func (m *machine) dataChanged(in fired) {
 	t := m.live(in.Cmd)
 	if t == nil {
 		return

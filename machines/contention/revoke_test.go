@@ -37,19 +37,19 @@ func TestTranscriptRevokeWhileHolding(t *testing.T) {
 	if out := tr.step(dataRead{Cmd: 3, Data: nil}); len(out.Revoked)+len(out.Commands) != 0 {
 		t.Fatalf("an empty node is no revocation: %+v", out)
 	}
-	out := tr.step(dataChanged{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: ourNode}})
+	out := tr.step(fired{What: dataChanged, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: ourNode}})
 	if c, ok := only[readData](out); !ok || c.Cmd != 4 {
 		t.Fatalf("a data change reads again: %v", out.Commands)
 	}
 	tr.step(dataRead{Cmd: 4, Data: []byte("something else")})
-	tr.step(dataChanged{Cmd: 4, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: ourNode}})
+	tr.step(fired{What: dataChanged, Cmd: 4, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: ourNode}})
 	if out := tr.step(dataRead{Cmd: 5, Data: []byte(RevokeMessage)}); !revoked(out) {
 		t.Fatalf("__REVOKE__ is a revocation request: %+v", out)
 	}
 	if tr.m.State() != events.StateLeader {
 		t.Fatal("a revocation request took the grant")
 	}
-	out = tr.step(dataChanged{Cmd: 5, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: ourNode}})
+	out = tr.step(fired{What: dataChanged, Cmd: 5, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: ourNode}})
 	if len(out.Revoked)+len(out.Commands)+len(out.Events) != 0 {
 		t.Fatalf("after the request nothing more is read or said: %+v", out)
 	}
@@ -86,7 +86,7 @@ func TestTranscriptRevokeAcrossAConnectionLoss(t *testing.T) {
 		t.Fatalf("the request after the reconnect: %+v", out)
 	}
 	tr.step(Release{Req: 2})
-	out = tr.step(dataChanged{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: ourNode}})
+	out = tr.step(fired{What: dataChanged, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDeleted, Path: ourNode}})
 	if len(out.Revoked)+len(out.Commands)+len(out.Events) != 0 {
 		t.Fatalf("the watch's end after the release: %+v", out)
 	}
@@ -98,7 +98,7 @@ func TestTranscriptRevokeAfterRelease(t *testing.T) {
 	tr := newRevocableTranscript(t, true)
 	tr.step(dataRead{Cmd: 3})
 	tr.step(Release{Req: 2})
-	out := tr.step(dataChanged{Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: ourNode}})
+	out := tr.step(fired{What: dataChanged, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeDataChanged, Path: ourNode}})
 	if len(out.Revoked)+len(out.Commands)+len(out.Events) != 0 {
 		t.Fatalf("a data change after the release: %+v", out)
 	}
