@@ -456,7 +456,7 @@ func (m *machine) shutdown(req uint64) {
 func (m *machine) handover(req uint64) {
 	l := runtime.Leftovers{Session: m.session}
 	for id, r := range m.inflight {
-		stalled := m.isStalled(id)
+		stalled := slices.Contains(m.stalled, id)
 		switch c := r.cmd.(type) {
 		case deleteNode:
 			l.Nodes = append(l.Nodes, c.Path)
@@ -472,7 +472,7 @@ func (m *machine) handover(req uint64) {
 				l.Prefixes = append(l.Prefixes, c.Prefix)
 			}
 		case listDir:
-			l.Prefixes = append(l.Prefixes, r.prefix())
+			l.Prefixes = append(l.Prefixes, r.term.prefix) // a listDir always has its term (see listDir)
 		case watchNode:
 			if r.deferred {
 				l.Nodes = append(l.Nodes, r.term.node)
@@ -589,7 +589,7 @@ func (m *machine) dirListed(in dirListed) {
 		m.relisted(t, in)
 		return
 	}
-	prefix := r.prefix()
+	prefix := r.term.prefix
 	var found string
 	if in.Err == nil {
 		want := zk.Base(prefix)
@@ -1123,22 +1123,19 @@ func (m *machine) endTerm(t *term, cause error) {
 	m.out.Ended = append(m.out.Ended, runtime.TermEnd{Term: t.n, Cause: cause})
 	// Drop the term's stalled reads: nothing will want their answer. A
 	// stalled create was never sent, so nothing was created.
-	for id, r := range m.inflight {
-		if r.term == t && m.isStalled(id) {
-			if _, hunt := r.cmd.(listDir); !hunt {
-				m.unstall(id)
-			}
+	m.stalled = slices.DeleteFunc(m.stalled, func(id uint64) bool {
+		r, ok := m.inflight[id]
+		if _, hunt := r.cmd.(listDir); !ok || r.term != t || hunt {
+			return false
 		}
-	}
+		delete(m.inflight, id)
+		return true
+	})
 }
 
 func (m *machine) failAcquirers(err error) {
 	for _, a := range m.acquirers {
-		if err == nil {
-			m.reply(Reply{Req: a.req})
-		} else {
-			m.reply(Reply{Req: a.req, Err: err})
-		}
+		m.reply(Reply{Req: a.req, Err: err})
 	}
 	m.acquirers = nil
 }
@@ -1246,25 +1243,6 @@ func (m *machine) flushStalled() {
 	}
 }
 
-func (m *machine) isStalled(id uint64) bool {
-	for _, s := range m.stalled {
-		if s == id {
-			return true
-		}
-	}
-	return false
-}
-
-func (m *machine) unstall(id uint64) {
-	delete(m.inflight, id)
-	for i, s := range m.stalled {
-		if s == id {
-			m.stalled = append(m.stalled[:i], m.stalled[i+1:]...)
-			return
-		}
-	}
-}
-
 // take removes the request a reply answers. t is its term if that term is
 // still the live one and the reply is the one it waits for; nil otherwise
 // (the reply is stale).
@@ -1279,13 +1257,6 @@ func (m *machine) take(id uint64) (*request, *term) {
 		return r, r.term
 	}
 	return r, nil
-}
-
-func (r *request) prefix() string {
-	if r.term != nil {
-		return r.term.prefix
-	}
-	return ""
 }
 
 func (m *machine) checkDone() {
