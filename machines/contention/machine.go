@@ -890,8 +890,7 @@ func (m *machine) recheck(t *term) {
 		m.reread(t)
 		return
 	}
-	t.watch = m.nextCmd()
-	t.watchesAll = true
+	t.watch, t.watchesAll = m.nextCmd(), true
 	m.send(&request{cmd: checkNodes{Cmd: t.watch, Paths: slices.Clone(t.below)}, term: t})
 }
 
@@ -906,44 +905,37 @@ func (m *machine) advance(t *term) {
 		m.abandon(t, nil)
 		return
 	}
-	for i := 0; i < len(m.acquirers); i++ {
-		if a := m.acquirers[i]; a.try {
+	m.acquirers = slices.DeleteFunc(m.acquirers, func(a acquirer) bool {
+		if a.try {
 			m.reply(Reply{Req: a.req})
-			m.acquirers = append(m.acquirers[:i], m.acquirers[i+1:]...)
-			i--
 		}
-	}
+		return a.try
+	})
 	if m.State() == events.StateDetermine {
 		m.fire(trWait)
 		m.emit(events.ReadyStart, nil)
 	}
-	id := m.nextCmd()
-	t.watch, t.watchesAll = id, false
-	if p := m.cfg.Predicate; p.writerBehindReaders(t.node, t.below) || p.readerBehindWriters(t.node, t.below) {
-		// Readers alone below a writer all hold, and go in any order;
-		// a reader waits for every writer below it. Watch each (one
-		// round of requests, as the recheck a watch on the last alone
-		// would need), and hold when the last goes.
-		t.watchesAll = true
-		m.send(&request{cmd: checkNodes{Cmd: id, Paths: slices.Clone(t.below)}, term: t})
+	p, pred := m.cfg.Predicate, t.below[len(t.below)-1]
+	w := watchNode{Path: pred, Hold: m.cfg.HoldMarks, Plain: !p.marked(t.node, pred)}
+	switch {
+	case p.kind == leases && len(t.below) > p.leases:
+		// Behind another waiter: wait for it to be promoted to a holder
+		// (or to go). No waiter watches what it cannot take.
+		w = watchNode{Path: pred, Promotion: true}
+	case p.kind == leases, p.writerBehindReaders(t.node, t.below), p.readerBehindWriters(t.node, t.below):
+		// The first leases waiter: every node below holds, and any one
+		// that goes frees a lease for us (a lease that ends wakes this
+		// waiter alone). Readers alone below a writer all hold, and go
+		// in any order; a reader waits for every writer below it. Watch
+		// each (one round of requests, as the recheck a watch on the
+		// last alone would need), and hold when the last goes.
+		t.watch, t.watchesAll = m.nextCmd(), true
+		m.send(&request{cmd: checkNodes{Cmd: t.watch, Paths: slices.Clone(t.below)}, term: t})
 		return
 	}
-	if p := m.cfg.Predicate; p.kind == leases {
-		if len(t.below) > p.leases {
-			// Behind another waiter: wait for it to be promoted to a
-			// holder (or to go). No waiter watches what it cannot take.
-			m.send(&request{cmd: watchNode{Cmd: id, Path: t.below[len(t.below)-1], Promotion: true}, term: t})
-			return
-		}
-		// The first waiter: every node below holds, and any one that goes
-		// frees a lease for us. A lease that ends wakes this waiter alone.
-		t.watchesAll = true
-		m.send(&request{cmd: checkNodes{Cmd: id, Paths: slices.Clone(t.below)}, term: t})
-		return
-	}
-	pred := t.below[len(t.below)-1]
-	plain := !m.cfg.Predicate.marked(t.node, pred)
-	m.send(&request{cmd: watchNode{Cmd: id, Path: pred, Hold: m.cfg.HoldMarks, Plain: plain}, term: t})
+	w.Cmd = m.nextCmd()
+	t.watch, t.watchesAll = w.Cmd, false
+	m.send(&request{cmd: w, term: t})
 }
 
 // reread lists the directory again, for a waiter that must see nodes made
