@@ -331,10 +331,8 @@ func (in *Instance) ErrorType(err error) string { return in.errs.errorType(err) 
 
 // SpanError marks span as failed with err, if err is not nil: the Error
 // status and error.type, named knowing this instance's recipe errors.
-func (in *Instance) SpanError(span trace.Span, err error) { in.errs.spanError(span, err) }
-
-func (e Errors) spanError(span trace.Span, err error) {
+func (in *Instance) SpanError(span trace.Span, err error) {
 	if err != nil {
-		runtime.Fail(span, err, e.errorType(err))
+		runtime.Fail(span, err, in.errs.errorType(err))
 	}
 }

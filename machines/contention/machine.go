@@ -529,10 +529,10 @@ func (m *machine) sessionChanged(in sessionChange) {
 			m.fail(t, m.cfg.Errors.Closed)
 		}
 		m.failAcquirers(m.cfg.Errors.Closed)
-		for id, r := range m.inflight {
+		for _, r := range m.inflight {
 			m.finishDelete(r, nil)
-			delete(m.inflight, id)
 		}
+		clear(m.inflight)
 		m.stalled = nil
 	}
 }
@@ -589,16 +589,9 @@ func (m *machine) dirListed(in dirListed) {
 		m.relisted(t, in)
 		return
 	}
-	prefix := r.term.prefix
 	var found string
-	if in.Err == nil {
-		want := zk.Base(prefix)
-		for _, c := range in.Children {
-			if strings.HasPrefix(c, want) {
-				found = zk.Join(m.cfg.Dir, c)
-				break
-			}
-		}
+	if i := slices.IndexFunc(in.Children, func(c string) bool { return strings.HasPrefix(c, zk.Base(r.term.prefix)) }); in.Err == nil && i >= 0 {
+		found = zk.Join(m.cfg.Dir, in.Children[i])
 	}
 	switch {
 	case t == nil && found != "":
@@ -830,20 +823,15 @@ func (m *machine) deleted(in done) {
 		m.send(r)
 	case errors.Is(in.Err, zk.ErrClosed):
 		m.finishDelete(r, nil)
-	case in.Err == nil, errors.Is(in.Err, zk.ErrNoNode):
-		m.deletedAt[r.cmd.(deleteNode).Path] = m.lastCmd
-		m.finishDelete(r, nil)
-		m.deleteThen(r)
 	default:
+		if in.Err == nil || errors.Is(in.Err, zk.ErrNoNode) {
+			m.deletedAt[r.cmd.(deleteNode).Path] = m.lastCmd
+			in.Err = nil
+		}
 		m.finishDelete(r, in.Err)
-		m.deleteThen(r)
-	}
-}
-
-// deleteThen deletes what r's delete was to be followed by (r.then).
-func (m *machine) deleteThen(r *request) {
-	if r.then != "" {
-		m.deleteNode(r.then, false, nil, 0)
+		if r.then != "" {
+			m.deleteNode(r.then, false, nil, 0)
+		}
 	}
 }
 
