@@ -228,10 +228,15 @@ type command interface {
 	String() string
 }
 
+// cmdID is a command's id, Cmd; the inputs that answer it carry it.
+type cmdID struct{ Cmd uint64 }
+
+func (c cmdID) ID() uint64 { return c.Cmd }
+
 // createNode creates our ephemeral sequential node: Prefix + 10-digit
 // sequence. Reply: created.
 type createNode struct {
-	Cmd    uint64
+	cmdID
 	Prefix string
 	Beside string // set: create Prefix+Seq (not sequential) if Beside exists
 	Seq    string // Beside's sequence
@@ -241,7 +246,7 @@ type createNode struct {
 // ensureDir creates Dir and its missing ancestors as container nodes.
 // Reply: done (dirEnsured).
 type ensureDir struct {
-	Cmd uint64
+	cmdID
 	Dir string
 }
 
@@ -250,7 +255,7 @@ type ensureDir struct {
 // changes), both requests in flight together. Reply: dirRead, then
 // ownNodeGone when the node goes.
 type readDir struct {
-	Cmd uint64
+	cmdID
 	Dir string
 	Own string
 }
@@ -261,7 +266,7 @@ type readDir struct {
 // made below it since DETERMINE (our node's watch, set then, is still
 // armed). Reply: dirListed.
 type listDir struct {
-	Cmd    uint64
+	cmdID
 	Dir    string
 	Relist bool
 }
@@ -274,7 +279,7 @@ type listDir struct {
 // Hold, two when the hold mark is made while we watch (its creation, then
 // the deletion).
 type watchNode struct {
-	Cmd  uint64
+	cmdID
 	Path string
 	Hold bool
 	// Plain: only the child watch is set, no mark's (a reader with one
@@ -297,7 +302,7 @@ type watchNode struct {
 // delete instead (deleteNode.Fire); fireMark is for a hold mark, whose
 // directory may be gone. Reply: done (markFired, ignored: best effort).
 type fireMark struct {
-	Cmd  uint64
+	cmdID
 	Path string
 }
 
@@ -306,7 +311,7 @@ type fireMark struct {
 // its data (watchNode.Promotion), becomes the first waiter and watches the
 // holders. Reply: done (promoted).
 type promote struct {
-	Cmd  uint64
+	cmdID
 	Node string
 	Data []byte
 }
@@ -316,7 +321,7 @@ type promote struct {
 // when the node is deleted). Reply: nodesChecked, then one watchFired per
 // node that existed, as each goes.
 type checkNodes struct {
-	Cmd   uint64
+	cmdID
 	Paths []string
 }
 
@@ -324,7 +329,7 @@ type checkNodes struct {
 // in one multi with a check that Node exists: so a hold mark never
 // outlives its node by being made after it. Reply: done (announced).
 type announceMark struct {
-	Cmd  uint64
+	cmdID
 	Node string
 	Path string
 }
@@ -333,7 +338,7 @@ type announceMark struct {
 // ReleaseMark(Path) and then deletes Path, so the waiter watching it knows
 // a holder left and holds next with no read. Reply: done (deleted).
 type deleteNode struct {
-	Cmd     uint64
+	cmdID
 	Path    string
 	Release bool
 	// Fire: release marks to make and delete in the same multi, whose
@@ -341,17 +346,6 @@ type deleteNode struct {
 	// (see fireMark): at no cost of a write of their own.
 	Fire []string
 }
-
-func (c createNode) ID() uint64   { return c.Cmd }
-func (c ensureDir) ID() uint64    { return c.Cmd }
-func (c readDir) ID() uint64      { return c.Cmd }
-func (c listDir) ID() uint64      { return c.Cmd }
-func (c watchNode) ID() uint64    { return c.Cmd }
-func (c checkNodes) ID() uint64   { return c.Cmd }
-func (c deleteNode) ID() uint64   { return c.Cmd }
-func (c announceMark) ID() uint64 { return c.Cmd }
-func (c promote) ID() uint64      { return c.Cmd }
-func (c fireMark) ID() uint64     { return c.Cmd }
 
 func (c createNode) String() string {
 	if c.Beside != "" {

@@ -557,7 +557,7 @@ func (m *machine) created(in created) {
 	case errors.Is(in.Err, zk.ErrNoNode) && t.beside != "":
 		m.fail(t, fmt.Errorf("%w: %s, the node ours was to sit beside, is gone", m.cfg.Errors.NotHeld, t.beside))
 	case errors.Is(in.Err, zk.ErrNoNode):
-		m.send(&request{cmd: ensureDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir}, term: t})
+		m.send(&request{cmd: ensureDir{cmdID: cmdID{m.nextCmd()}, Dir: m.cfg.Dir}, term: t})
 	default:
 		m.failOn(t, in.Err)
 	}
@@ -683,7 +683,7 @@ func (m *machine) fireDanglingMark(t *term, w watchNode) {
 	switch {
 	case w.Promotion || w.Plain:
 	case w.Hold:
-		m.send(&request{cmd: fireMark{Cmd: m.nextCmd(), Path: HoldMark(w.Path)}})
+		m.send(&request{cmd: fireMark{cmdID: cmdID{m.nextCmd()}, Path: HoldMark(w.Path)}})
 	default:
 		// In the multi that deletes our node at the term's end: the
 		// mark's directory is ours, and no write of its own.
@@ -838,7 +838,7 @@ func (m *machine) deleted(in done) {
 // ---- the term
 
 func (m *machine) createNode(t *term) {
-	c := createNode{Cmd: m.nextCmd(), Prefix: t.prefix, Data: m.cfg.Data}
+	c := createNode{cmdID: cmdID{m.nextCmd()}, Prefix: t.prefix, Data: m.cfg.Data}
 	if t.beside != "" {
 		c.Beside = t.beside
 		c.Seq, _, _ = splitSeq(zk.Base(t.beside), m.cfg.Markers)
@@ -847,7 +847,7 @@ func (m *machine) createNode(t *term) {
 }
 
 func (m *machine) listDir(prefix string, t *term) {
-	r := &request{cmd: listDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir}, term: t}
+	r := &request{cmd: listDir{cmdID: cmdID{m.nextCmd()}, Dir: m.cfg.Dir}, term: t}
 	if t == nil {
 		r.term = &term{prefix: prefix} // a hunt for a ghost of an ended term
 	}
@@ -861,7 +861,7 @@ func (m *machine) offered(t *term, node string) {
 	m.fire(trDetermine)
 	m.emit(events.DetermineStart, nil)
 	t.ownWatch = m.nextCmd()
-	m.send(&request{cmd: readDir{Cmd: t.ownWatch, Dir: m.cfg.Dir, Own: node}, term: t})
+	m.send(&request{cmd: readDir{cmdID: cmdID{t.ownWatch}, Dir: m.cfg.Dir, Own: node}, term: t})
 }
 
 // recheck follows a node before ours that went without a release mark: the
@@ -879,7 +879,7 @@ func (m *machine) recheck(t *term) {
 		return
 	}
 	t.watch, t.watchesAll = m.nextCmd(), true
-	m.send(&request{cmd: checkNodes{Cmd: t.watch, Paths: slices.Clone(t.below)}, term: t})
+	m.send(&request{cmd: checkNodes{cmdID: cmdID{t.watch}, Paths: slices.Clone(t.below)}, term: t})
 }
 
 // advance holds it when nothing we saw below is left, or else waits for the
@@ -918,7 +918,7 @@ func (m *machine) advance(t *term) {
 		// each (one round of requests, as the recheck a watch on the
 		// last alone would need), and hold when the last goes.
 		t.watch, t.watchesAll = m.nextCmd(), true
-		m.send(&request{cmd: checkNodes{Cmd: t.watch, Paths: slices.Clone(t.below)}, term: t})
+		m.send(&request{cmd: checkNodes{cmdID: cmdID{t.watch}, Paths: slices.Clone(t.below)}, term: t})
 		return
 	}
 	w.Cmd = m.nextCmd()
@@ -931,7 +931,7 @@ func (m *machine) advance(t *term) {
 // read left on it is still armed (it fires only on the node's deletion).
 func (m *machine) reread(t *term) {
 	t.watch, t.watchesAll = 0, false
-	m.send(&request{cmd: listDir{Cmd: m.nextCmd(), Dir: m.cfg.Dir, Relist: true}, term: t})
+	m.send(&request{cmd: listDir{cmdID: cmdID{m.nextCmd()}, Dir: m.cfg.Dir, Relist: true}, term: t})
 }
 
 // relisted takes a waiter's new listing: our node missing from it (or the
@@ -964,7 +964,7 @@ func (m *machine) elect(t *term) {
 	}
 	if m.cfg.Predicate.kind == leases && (m.State() == events.StateReady || t.followed) {
 		// A waiter behind may watch for this: tell it (see Leases).
-		m.send(&request{cmd: promote{Cmd: m.nextCmd(), Node: t.node, Data: m.cfg.Data}})
+		m.send(&request{cmd: promote{cmdID: cmdID{m.nextCmd()}, Node: t.node, Data: m.cfg.Data}})
 	}
 	m.fire(trElect)
 	m.emit(events.ElectedStart, nil)
@@ -978,7 +978,7 @@ func (m *machine) elect(t *term) {
 	}
 	if m.cfg.HoldMarks {
 		t.announced = true
-		m.send(&request{cmd: announceMark{Cmd: m.nextCmd(), Node: t.node, Path: HoldMark(t.node)}})
+		m.send(&request{cmd: announceMark{cmdID: cmdID{m.nextCmd()}, Node: t.node, Path: HoldMark(t.node)}})
 	}
 }
 
@@ -1034,7 +1034,7 @@ func (m *machine) deleteTermNode(t *term, release bool, releasers []uint64, stop
 			return
 		}
 	}
-	r := &request{cmd: deleteNode{Cmd: m.nextCmd(), Path: t.node, Release: release, Fire: t.fire}, releasers: releasers, stopTerm: stopTerm}
+	r := &request{cmd: deleteNode{cmdID: cmdID{m.nextCmd()}, Path: t.node, Release: release, Fire: t.fire}, releasers: releasers, stopTerm: stopTerm}
 	if t.announced {
 		r.then = HoldMark(t.node)
 	}
@@ -1140,7 +1140,7 @@ func (m *machine) vanished(t *term, readOn int64) error {
 // ReleaseMark). releasers are answered when it is done; stopTerm, if set,
 // completes that term's STOP.
 func (m *machine) deleteNode(path string, release bool, releasers []uint64, stopTerm uint64) {
-	m.send(&request{cmd: deleteNode{Cmd: m.nextCmd(), Path: path, Release: release}, releasers: releasers, stopTerm: stopTerm})
+	m.send(&request{cmd: deleteNode{cmdID: cmdID{m.nextCmd()}, Path: path, Release: release}, releasers: releasers, stopTerm: stopTerm})
 }
 
 // stale returns whether a node in the listing command cmd made is one of

@@ -26,7 +26,7 @@ func IsRevokeRequest(data []byte) bool {
 // (Config.Revocable: a holder watches its own node). Replies: dataRead,
 // then dataChanged when the watch fires.
 type readData struct {
-	Cmd  uint64
+	cmdID
 	Path string
 }
 
@@ -37,7 +37,6 @@ type dataRead struct {
 	Err  error
 }
 
-func (c readData) ID() uint64 { return c.Cmd }
 func (c readData) String() string {
 	return fmt.Sprintf("ReadData cmd=%d path=%s", c.Cmd, c.Path)
 }
@@ -50,7 +49,7 @@ func (i dataRead) String() string {
 // progress (the term holds).
 func (m *machine) readData(t *term) {
 	t.dataWatch = m.nextCmd()
-	m.send(&request{cmd: readData{Cmd: t.dataWatch, Path: t.node}, term: t, aside: true})
+	m.send(&request{cmd: readData{cmdID: cmdID{t.dataWatch}, Path: t.node}, term: t, aside: true})
 }
 
 // live returns the term a readData's reply or event is for, nil when it is
