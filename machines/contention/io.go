@@ -149,28 +149,12 @@ const (
 )
 
 func (i Acquire) String() string {
-	s := fmt.Sprintf("Acquire req=%d", i.Req)
-	if i.Try {
-		s = fmt.Sprintf("TryAcquire req=%d", i.Req)
-	}
-	if i.Marker != "" {
-		s += " marker=" + i.Marker
-	}
-	if i.Beside != "" {
-		s += " beside=" + i.Beside
-	}
-	return s
+	return fmt.Sprintf("%sAcquire req=%d", opt(i.Try, "Try"), i.Req) +
+		opt(i.Marker != "", " marker=%s", i.Marker) + opt(i.Beside != "", " beside=%s", i.Beside)
 }
 func (i cancelReq) String() string { return fmt.Sprintf("Cancel req=%d", i.Req) }
 func (i Release) String() string {
-	s := fmt.Sprintf("Release req=%d", i.Req)
-	if i.All {
-		s += " all"
-	}
-	if i.NoMark {
-		s += " nomark"
-	}
-	return s
+	return fmt.Sprintf("Release req=%d%s%s", i.Req, opt(i.All, " all"), opt(i.NoMark, " nomark"))
 }
 func (i shutdown) String() string { return fmt.Sprintf("Shutdown req=%d", i.Req) }
 func (i handover) String() string { return fmt.Sprintf("Handover req=%d", i.Req) }
@@ -189,36 +173,27 @@ func (i dirListed) String() string {
 	return fmt.Sprintf("DirListed cmd=%d children=%v%s%s", i.Cmd, i.Children, sessionText(i.Session), errText(i.Err))
 }
 func (i watching) String() string {
-	held := ""
-	if i.Held {
-		held = " held"
-	}
-	return fmt.Sprintf("Watching cmd=%d exists=%t%s%s", i.Cmd, i.Exists, held, errText(i.Err))
+	return fmt.Sprintf("Watching cmd=%d exists=%t%s%s", i.Cmd, i.Exists, opt(i.Held, " held"), errText(i.Err))
 }
 func (i nodesChecked) String() string {
 	return fmt.Sprintf("NodesChecked cmd=%d exists=%v%s", i.Cmd, i.Exists, errText(i.Err))
 }
 func (i fired) String() string {
-	closed := ""
-	if i.ConnClosed {
-		closed = " conn-closed"
-	}
-	return fmt.Sprintf("%s cmd=%d %s %s%s%s", i.What, i.Cmd, i.Event.Type, i.Event.Path, closed, errText(i.Event.Err))
+	return fmt.Sprintf("%s cmd=%d %s %s%s%s", i.What, i.Cmd, i.Event.Type, i.Event.Path, opt(i.ConnClosed, " conn-closed"), errText(i.Event.Err))
 }
 
-func sessionText(id int64) string {
-	if id == 0 {
+// opt is the text of format and args if cond holds, else "": the parts of
+// a transcript's line that are there only when set.
+func opt(cond bool, format string, args ...any) string {
+	if !cond {
 		return ""
 	}
-	return fmt.Sprintf(" session=%#x", id)
+	return fmt.Sprintf(format, args...)
 }
 
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return " err=" + err.Error()
-}
+func sessionText(id int64) string { return opt(id != 0, " session=%#x", id) }
+
+func errText(err error) string { return opt(err != nil, " err=%v", err) }
 
 // command is a request the machine wants made. The runtime shell makes it
 // off the actor and feeds the reply back as the matching Input. The set is
@@ -348,32 +323,24 @@ type deleteNode struct {
 }
 
 func (c createNode) String() string {
-	if c.Beside != "" {
-		return fmt.Sprintf("CreateNode cmd=%d prefix=%s beside=%s data=%q", c.Cmd, c.Prefix, c.Beside, c.Data)
-	}
-	return fmt.Sprintf("CreateNode cmd=%d prefix=%s data=%q", c.Cmd, c.Prefix, c.Data)
+	return fmt.Sprintf("CreateNode cmd=%d prefix=%s%s data=%q", c.Cmd, c.Prefix, opt(c.Beside != "", " beside=%s", c.Beside), c.Data)
 }
 func (c ensureDir) String() string { return fmt.Sprintf("EnsureDir cmd=%d dir=%s", c.Cmd, c.Dir) }
 func (c readDir) String() string {
 	return fmt.Sprintf("ReadDir cmd=%d dir=%s own=%s", c.Cmd, c.Dir, c.Own)
 }
 func (c listDir) String() string {
-	if c.Relist {
-		return fmt.Sprintf("ListDir cmd=%d dir=%s relist", c.Cmd, c.Dir)
-	}
-	return fmt.Sprintf("ListDir cmd=%d dir=%s", c.Cmd, c.Dir)
+	return fmt.Sprintf("ListDir cmd=%d dir=%s%s", c.Cmd, c.Dir, opt(c.Relist, " relist"))
 }
 func (c watchNode) String() string {
-	if c.Promotion {
-		return fmt.Sprintf("WatchNode cmd=%d path=%s promotion", c.Cmd, c.Path)
+	kind := opt(c.Hold, " hold")
+	switch {
+	case c.Promotion:
+		kind = " promotion"
+	case c.Plain:
+		kind = " plain"
 	}
-	if c.Plain {
-		return fmt.Sprintf("WatchNode cmd=%d path=%s plain", c.Cmd, c.Path)
-	}
-	if c.Hold {
-		return fmt.Sprintf("WatchNode cmd=%d path=%s hold", c.Cmd, c.Path)
-	}
-	return fmt.Sprintf("WatchNode cmd=%d path=%s", c.Cmd, c.Path)
+	return fmt.Sprintf("WatchNode cmd=%d path=%s%s", c.Cmd, c.Path, kind)
 }
 func (c fireMark) String() string { return fmt.Sprintf("FireMark cmd=%d path=%s", c.Cmd, c.Path) }
 func (c promote) String() string {
@@ -383,10 +350,7 @@ func (c checkNodes) String() string {
 	return fmt.Sprintf("CheckNodes cmd=%d paths=%v", c.Cmd, c.Paths)
 }
 func (c deleteNode) String() string {
-	if len(c.Fire) > 0 {
-		return fmt.Sprintf("DeleteNode cmd=%d path=%s release=%t fire=%v", c.Cmd, c.Path, c.Release, c.Fire)
-	}
-	return fmt.Sprintf("DeleteNode cmd=%d path=%s release=%t", c.Cmd, c.Path, c.Release)
+	return fmt.Sprintf("DeleteNode cmd=%d path=%s release=%t%s", c.Cmd, c.Path, c.Release, opt(len(c.Fire) > 0, " fire=%v", c.Fire))
 }
 func (c announceMark) String() string { return fmt.Sprintf("Announce cmd=%d path=%s", c.Cmd, c.Path) }
 
