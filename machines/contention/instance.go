@@ -70,7 +70,8 @@ type Result struct {
 
 // Open checks, before anything is sent, what every recipe checks — the
 // directory (cfg.Dir) and the connection — and starts a machine for cfg on
-// conn, with opts' defaults filled in and cfg.SuspendedIsLost from opts.
+// conn, with opts' defaults filled in and cfg.SuspendedIsLost from opts;
+// the Instance owns the machine.
 // Errors: zk.ErrInvalidPath (prefixed with opts.Recipe) or
 // cfg.Errors.Closed for a nil or closed connection.
 func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
@@ -98,32 +99,27 @@ func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	return start(conn, cfg.Dir, m, opts), nil
-}
-
-// start runs m on conn. The Instance owns m from now on.
-func start(conn zk.Conn, dir string, m *machine, opts Options) *Instance {
-	in := &Instance{conn: conn, opts: opts, errs: m.cfg.Errors, closing: make(chan struct{}), turn: make(chan struct{}, 1)}
+	in := &Instance{conn: conn, opts: opts, errs: cfg.Errors, closing: make(chan struct{}), turn: make(chan struct{}, 1)}
 	in.tel = runtime.NewTelemetry(conn, runtime.TelemetryConfig{
 		TracerProvider: opts.TracerProvider, MeterProvider: opts.MeterProvider,
-		Scope: opts.Scope, Version: opts.Version, Recipe: opts.Recipe, Path: dir, Instance: opts.ID,
+		Scope: opts.Scope, Version: opts.Version, Recipe: opts.Recipe, Path: cfg.Dir, Instance: opts.ID,
 	})
 	in.shell = runtime.Run[Input, command](conn, m, runtime.Spec[Input, command]{
-		Recipe: opts.Recipe, Path: dir, Instance: opts.ID, Telemetry: in.tel,
+		Recipe: opts.Recipe, Path: cfg.Dir, Instance: opts.ID, Telemetry: in.tel,
 		Exec:    in.exec,
 		Session: func(ev zk.SessionEvent) Input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
 		Withdraw: func(call Input, req uint64) (Input, bool) {
 			_, acquire := call.(Acquire) // a grant that raced the caller's giving up is handed back
 			return cancelReq{Req: req}, acquire
 		},
-		ErrorType:      m.cfg.Errors.errorType,
-		Closed:         m.cfg.Errors.Closed,
+		ErrorType:      cfg.Errors.errorType,
+		Closed:         cfg.Errors.Closed,
 		Shutdown:       func(req uint64) Input { return shutdown{Req: req} },
 		HandOver:       func(req uint64) Input { return handover{Req: req} },
 		CloseTimeout:   opts.CloseTimeout,
-		CleanupPending: m.cfg.Errors.CleanupPending,
+		CleanupPending: cfg.Errors.CleanupPending,
 	})
-	return in
+	return in, nil
 }
 
 // Telemetry makes the instance's spans and measurements: the recipe's

@@ -392,14 +392,12 @@ func (m *machine) checkAcquire(in Acquire) error {
 }
 
 func (m *machine) cancel(req uint64) {
-	for i, a := range m.acquirers {
-		if a.req == req {
-			m.acquirers = append(m.acquirers[:i], m.acquirers[i+1:]...)
-			if t := m.term; t != nil && len(m.acquirers) == 0 {
-				m.abandon(t, context.Canceled)
-			}
-			return
+	if i := slices.IndexFunc(m.acquirers, func(a acquirer) bool { return a.req == req }); i >= 0 {
+		m.acquirers = slices.Delete(m.acquirers, i, i+1)
+		if t := m.term; t != nil && len(m.acquirers) == 0 {
+			m.abandon(t, context.Canceled)
 		}
+		return
 	}
 	if m.granted[req] {
 		// The grant raced the caller's cancel: hand it back.

@@ -73,7 +73,12 @@ func (m *machine) dataRead(in dataRead) {
 		// anything else ends the session, which LOST reports.
 		t.dataWatch = 0
 	case IsRevokeRequest(in.Data):
-		m.revokeRequested(t)
+		// Tell the holder it is asked to give up: once, for the watch is
+		// not armed again (dataWatch 0 makes later answers stale).
+		t.revoked = true
+		t.dataWatch = 0
+		m.emit(events.RevokeRequested, nil)
+		m.out.Revoked = append(m.out.Revoked, t.n)
 	}
 }
 
@@ -88,15 +93,4 @@ func (m *machine) dataChanged(in fired) {
 	if in.Event.Type == zk.EventNodeDataChanged && !t.revoked {
 		m.readData(t)
 	}
-}
-
-// revokeRequested tells the holder of t, once, that it is asked to give up.
-func (m *machine) revokeRequested(t *term) {
-	if t.revoked {
-		return
-	}
-	t.revoked = true
-	t.dataWatch = 0
-	m.emit(events.RevokeRequested, nil)
-	m.out.Revoked = append(m.out.Revoked, t.n)
 }
