@@ -1061,7 +1061,6 @@ func (m *machine) stop(t *term, releasers []uint64, cause error) {
 // abandon ends a term that does not hold: its node (if any) is deleted; a
 // create still in flight is deleted when its reply comes.
 func (m *machine) abandon(t *term, cause error) {
-	m.failAcquirers(cause)
 	m.fire(trStop)
 	m.emit(events.StopStart, cause)
 	m.endTerm(t, cause)
@@ -1076,7 +1075,6 @@ func (m *machine) abandon(t *term, cause error) {
 func (m *machine) fail(t *term, err error) {
 	m.fire(trFail)
 	m.emit(events.Failed, err)
-	m.failAcquirers(err)
 	m.endTerm(t, err)
 	if t.node != "" {
 		m.deleteTermNode(t, false, nil, 0)
@@ -1093,8 +1091,9 @@ func (m *machine) failOn(t *term, err error) {
 	m.fail(t, err)
 }
 
-// endTerm ends term t; cause is why, for its grant's Lost.
+// endTerm ends term t; cause is why, for its grant's Lost and its waiters.
 func (m *machine) endTerm(t *term, cause error) {
+	m.failAcquirers(cause)
 	m.term = nil
 	m.holds = 0
 	clear(m.granted)
