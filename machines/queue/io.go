@@ -3,9 +3,9 @@ package queue
 import "github.com/zkrecipes/zkrecipes/adapters/zk"
 
 // input is everything that can happen to a consumer's machine: a call, a
-// reply to one of its commands, a watch firing, a session change. The set
-// is closed: the types below are all there is.
-type input interface{ isInput() }
+// reply to one of its commands, a watch firing, a session change: the
+// types below, which Step switches on.
+type input = any
 
 // takeKind is what a take call wants.
 type takeKind int
@@ -187,28 +187,6 @@ type counted struct {
 	N   int
 	Err error
 }
-
-func (takeCall) isInput()        {}
-func (offerCall) isInput()       {}
-func (lenCall) isInput()         {}
-func (ackCall) isInput()         {}
-func (cancelReq) isInput()       {}
-func (shutdown) isInput()        {}
-func (handover) isInput()        {}
-func (sessionChange) isInput()   {}
-func (listed) isInput()          {}
-func (childrenChanged) isInput() {}
-func (dataRead) isInput()        {}
-func (removed) isInput()         {}
-func (claimed) isInput()         {}
-func (claimWatched) isInput()    {}
-func (claimGone) isInput()       {}
-func (acked) isInput()           {}
-func (checked) isInput()         {}
-func (offered) isInput()         {}
-func (restored) isInput()        {}
-func (refused) isInput()         {}
-func (counted) isInput()         {}
 
 // command is a request the machine asks its shell to make; the inputs
 // that answer it carry its ID.

@@ -47,13 +47,8 @@ var transitions = []runtime.Transition{
 // cache of the queue's items, fed by one child watch, and gives its
 // waiting calls the next item by the consumer rule (see candidate).
 type machine struct {
-	cfg config
-	// fsm is a *runtime.FSM (an interface: the tests record what it fires).
-	fsm interface {
-		Current() events.State
-		Fire(runtime.Trigger) error
-		Bug() error
-	}
+	cfg       config
+	fsm       *runtime.FSM
 	session   int64
 	connected bool
 	nextCmd   uint64

@@ -51,7 +51,7 @@ func newTranscript(t *testing.T) *transcript {
 			}
 		},
 	}}
-	m.fsm = firing{m.fsm.(*runtime.FSM)}
+	record(m.fsm)
 	golden.Record(tr.Transcript, "(start)", runtime.Output[shownCommand]{Events: m.Start().Events})
 	t.Cleanup(func() {
 		if err := m.Bug(); err != nil {
