@@ -83,9 +83,7 @@ func (m *machine) checked(o *out, i checked) {
 		return // an earlier check settled it
 	}
 	if i.Err != nil {
-		if m.connected {
-			m.uncertain(o, e)
-		}
+		m.uncertain(o, e) // checked again once connected
 		return
 	}
 	if !m.onOurSession(i.Session) {

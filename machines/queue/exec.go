@@ -12,137 +12,107 @@ import (
 // exec makes one command's requests off the actor and posts their replies
 // (and a watch's event) back as inputs.
 func (q *Queue) exec(sh *runtime.Shell[input, command], cmd command, op runtime.Op) {
+	sh.Go(func(ctx context.Context) (input, bool) { return q.run(ctx, sh, cmd, op) })
+}
+
+// run makes cmd's requests and returns the input that answers it (ok
+// false: none, its ctx ended while a watch it left was set).
+func (q *Queue) run(ctx context.Context, sh *runtime.Shell[input, command], cmd command, op runtime.Op) (in input, ok bool) {
 	conn, path := q.conn, q.path
 	item := func(name string) string { return zk.Join(path, name) }
 	switch c := cmd.(type) {
 	case listItems:
-		sh.Go(func(ctx context.Context) (input, bool) {
-			r, w := q.list(ctx, c, op)
-			if w == nil {
-				return r, true
-			}
-			sh.Post(ctx, r, true)
-			select {
-			case <-w:
-				return childrenChanged{Cmd: c.Cmd}, true
-			case <-ctx.Done():
-				return nil, false
-			}
-		})
+		r, w := q.list(ctx, c, op)
+		if w == nil {
+			return r, true
+		}
+		sh.Post(ctx, r, true)
+		_, ok := await(ctx, w)
+		return childrenChanged{Cmd: c.Cmd}, ok
 	case readItem:
-		sh.Go(func(ctx context.Context) (input, bool) {
-			r := dataRead{Cmd: c.Cmd, Name: c.Name}
-			// no_node: another consumer took it first, an expected race.
-			op(runtime.Expect(ctx, zk.ErrNoNode), "get", func(ctx context.Context) error {
-				runtime.SetNode(ctx, item(c.Name))
-				var st zk.Stat
-				r.Data, st, r.Err = conn.Get(ctx, item(c.Name))
-				r.Version = st.Version
-				return r.Err
-			})
-			return r, true
+		r := dataRead{Cmd: c.Cmd, Name: c.Name}
+		// no_node: another consumer took it first, an expected race.
+		op(runtime.Expect(ctx, zk.ErrNoNode), "get", func(ctx context.Context) error {
+			runtime.SetNode(ctx, item(c.Name))
+			var st zk.Stat
+			r.Data, st, r.Err = conn.Get(ctx, item(c.Name))
+			r.Version = st.Version
+			return r.Err
 		})
+		return r, true
 	case removeItem:
-		sh.Go(func(ctx context.Context) (input, bool) {
-			r := removed{Cmd: c.Cmd, Name: c.Name}
-			op(runtime.Expect(ctx, zk.ErrNoNode), "delete", func(ctx context.Context) error {
-				runtime.SetNode(ctx, item(c.Name))
-				r.Err = conn.Delete(ctx, item(c.Name), zk.AnyVersion)
-				return r.Err
-			})
-			return r, true
+		r := removed{Cmd: c.Cmd, Name: c.Name}
+		op(runtime.Expect(ctx, zk.ErrNoNode), "delete", func(ctx context.Context) error {
+			runtime.SetNode(ctx, item(c.Name))
+			r.Err = conn.Delete(ctx, item(c.Name), zk.AnyVersion)
+			return r.Err
 		})
+		return r, true
 	case claimItem:
-		sh.Go(func(ctx context.Context) (input, bool) {
-			r := claimed{Cmd: c.Cmd, Name: c.Name}
-			r.Session = onOneSession(conn, func() {
-				// node_exists: claimed by another; no_node: taken by
-				// another; bad_version: claimed and given back since read.
-				op(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode, zk.ErrBadVersion), "multi", func(ctx context.Context) error {
-					runtime.SetNode(ctx, zk.Join(item(c.Name), ClaimName))
-					res, err := conn.Multi(ctx, q.claimOps(c.Name, c.Data, c.Item, c.Version)...)
-					_, r.Err = opErr(res, err)
-					if r.Err == nil {
-						r.Version = res[1].Stat.Version
-					}
-					return err
-				})
-			})
-			return r, true
-		})
+		_, r := q.multi(ctx, op, nil, &c)
+		return r, true
 	case watchClaim:
-		sh.Go(func(ctx context.Context) (input, bool) {
-			r := claimWatched{Cmd: c.Cmd, Name: c.Name}
-			var w <-chan zk.WatchEvent
-			// A claim found gone (the item acked) leaves no watch.
-			op(runtime.Expect(ctx, zk.ErrNoNode), "get", func(ctx context.Context) error {
-				runtime.SetNode(ctx, zk.Join(item(c.Name), ClaimName))
-				r.Exists, w, r.Err = runtime.WatchDeletion(ctx, conn, zk.Join(item(c.Name), ClaimName))
-				return r.Err
-			})
-			if r.Err != nil || !r.Exists {
-				return r, true
-			}
-			sh.Post(ctx, r, true)
-			select {
-			case ev := <-w:
-				return claimGone{Cmd: c.Cmd, Name: c.Name, Deleted: ev.Type == zk.EventNodeDeleted}, true
-			case <-ctx.Done():
-				return nil, false
-			}
+		r := claimWatched{Cmd: c.Cmd, Name: c.Name}
+		var w <-chan zk.WatchEvent
+		// A claim found gone (the item acked) leaves no watch.
+		op(runtime.Expect(ctx, zk.ErrNoNode), "get", func(ctx context.Context) error {
+			runtime.SetNode(ctx, zk.Join(item(c.Name), ClaimName))
+			r.Exists, w, r.Err = runtime.WatchDeletion(ctx, conn, zk.Join(item(c.Name), ClaimName))
+			return r.Err
 		})
+		if r.Err != nil || !r.Exists {
+			return r, true
+		}
+		sh.Post(ctx, r, true)
+		ev, ok := await(ctx, w)
+		return claimGone{Cmd: c.Cmd, Name: c.Name, Deleted: ev.Type == zk.EventNodeDeleted}, ok
 	case endClaim:
-		sh.Go(func(ctx context.Context) (input, bool) {
-			if c.Next != "" {
-				return q.endClaimAndClaimNext(ctx, sh, c, op)
-			}
-			r := acked{Cmd: c.Cmd, Name: c.Name}
-			op(ctx, "multi", func(ctx context.Context) error {
-				runtime.SetNode(ctx, item(c.Name))
-				res, err := conn.Multi(ctx, q.endOps(c.Name, c.Nack, c.Version)...)
-				_, r.Err = opErr(res, err)
-				return err
-			})
-			return r, true
-		})
+		if c.Next == "" {
+			a, _ := q.multi(ctx, op, &c, nil)
+			return a, true
+		}
+		a, r := q.multi(ctx, op, &c, &claimItem{Cmd: c.Cmd, Name: c.Next, Data: c.Data, Item: c.NextData, Version: c.NextVersion})
+		sh.Post(ctx, a, true)
+		return r, true
 	case checkItem:
-		sh.Go(func(ctx context.Context) (input, bool) {
-			var r checked
-			session := onOneSession(conn, func() { r = q.check(ctx, c, op) })
-			r.Session = session
-			return r, true
-		})
+		var r checked
+		session := onOneSession(conn, func() { r = q.check(ctx, c, op) })
+		r.Session = session
+		return r, true
 	case createItems:
-		sh.Go(func(ctx context.Context) (input, bool) {
-			r := offered{Cmd: c.Cmd}
-			op(ctx, createName(len(c.Items)), func(ctx context.Context) error {
-				r.Names, r.Err = q.create(ctx, c.Prefix, c.Items)
-				return r.Err
-			})
-			return r, true
+		r := offered{Req: c.Req}
+		op(ctx, createName(len(c.Items)), func(ctx context.Context) error {
+			r.Names, r.Err = q.create(ctx, c.Prefix, c.Items)
+			return r.Err
 		})
+		return r, true
 	case restoreItem:
-		sh.Go(func(ctx context.Context) (input, bool) {
-			r := restored{Cmd: c.Cmd, Name: c.Name}
-			op(ctx, "create", func(ctx context.Context) error {
-				runtime.SetNode(ctx, item(c.Name))
-				_, r.Err = conn.Create(ctx, item(c.Name), c.Data, zk.ModePersistent)
-				return r.Err
-			})
-			return r, true
+		r := restored{Cmd: c.Cmd, Name: c.Name}
+		op(ctx, "create", func(ctx context.Context) error {
+			runtime.SetNode(ctx, item(c.Name))
+			_, r.Err = conn.Create(ctx, item(c.Name), c.Data, zk.ModePersistent)
+			return r.Err
 		})
+		return r, true
 	case countItems:
-		sh.Go(func(ctx context.Context) (input, bool) {
-			r := counted{Cmd: c.Cmd}
-			op(ctx, "exists", func(ctx context.Context) error {
-				st, _, err := conn.Exists(ctx, path)
-				r.N, r.Err = int(st.NumChildren), err
-				return err
-			})
-			return r, true
+		r := counted{Req: c.Req}
+		op(ctx, "exists", func(ctx context.Context) error {
+			st, _, err := conn.Exists(ctx, path)
+			r.N, r.Err = int(st.NumChildren), err
+			return err
 		})
-	default:
-		panic(fmt.Sprintf("queue: unknown command %T", cmd))
+		return r, true
+	}
+	panic(fmt.Sprintf("queue: unknown command %T", cmd))
+}
+
+// await waits for a watch's event (ok false: ctx ended first).
+func await(ctx context.Context, w <-chan zk.WatchEvent) (ev zk.WatchEvent, ok bool) {
+	select {
+	case ev := <-w:
+		return ev, true
+	case <-ctx.Done():
+		return ev, false
 	}
 }
 
@@ -287,27 +257,43 @@ func (q *Queue) createOnce(ctx context.Context, prefix string, items [][]byte) (
 	return names, nil
 }
 
-// endClaimAndClaimNext makes endClaim c's one multi: our claim on c.Name
-// ended (see endOps), and our claim on c.Next made (see claimOps). It
-// posts acked and returns claimed. When an op fails, nothing is applied:
-// the part whose op failed gets that op's error and the other part
-// errNotApplied; when the request fails, both get its error.
-func (q *Queue) endClaimAndClaimNext(ctx context.Context, sh *runtime.Shell[input, command], c endClaim, op runtime.Op) (input, bool) {
-	a, r := acked{Cmd: c.Cmd, Name: c.Name}, claimed{Cmd: c.Cmd, Name: c.Next}
-	end := q.endOps(c.Name, c.Nack, c.Version)
-	ops := append(end, q.claimOps(c.Next, c.Data, c.NextData, c.NextVersion)...)
+// multi makes, in one multi, the end of our claim (end: see endClaim,
+// with Next "") and our claim of an item (claim: see claimItem), either
+// of them nil, and returns their answers. With both, when an op fails
+// nothing is applied: the part whose op failed gets that op's error and
+// the other part errNotApplied; when the request fails, both get its
+// error.
+func (q *Queue) multi(ctx context.Context, op runtime.Op, end *endClaim, claim *claimItem) (a acked, r claimed) {
+	var ops []zk.Op
+	var node string
+	if claim != nil { // our claim created, the item's data set to its own at the version read
+		item := zk.Join(q.path, claim.Name)
+		r, node = claimed{Cmd: claim.Cmd, Name: claim.Name}, zk.Join(item, ClaimName)
+		ops = []zk.Op{&zk.CreateOp{Path: node, Data: claim.Data, Mode: zk.ModeEphemeral}, &zk.SetOp{Path: item, Data: claim.Item, Version: claim.Version}}
+		// node_exists: claimed by another; no_node: taken by another;
+		// bad_version: claimed and given back since read.
+		ctx = runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode, zk.ErrBadVersion)
+	}
+	if end != nil { // our claim deleted, and the item with it unless Nack, at the version our claim left
+		a, node = acked{Cmd: end.Cmd, Name: end.Name}, zk.Join(q.path, end.Name)
+		del := &zk.DeleteOp{Path: zk.Join(node, ClaimName), Version: zk.AnyVersion}
+		ends := []zk.Op{del, &zk.DeleteOp{Path: node, Version: end.Version}}
+		if end.Nack {
+			ends = []zk.Op{&zk.CheckOp{Path: node, Version: end.Version}, del}
+		}
+		ops = append(ends, ops...)
+	}
 	r.Session = onOneSession(q.conn, func() {
-		// node_exists, no_node, bad_version on the next item: claimed or
-		// taken by another consumer, an expected race.
-		op(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode, zk.ErrBadVersion), "multi", func(ctx context.Context) error {
-			runtime.SetNode(ctx, zk.Join(q.path, c.Name))
+		op(ctx, "multi", func(ctx context.Context) error {
+			runtime.SetNode(ctx, node)
 			res, err := q.conn.Multi(ctx, ops...)
 			i, opErr := opErr(res, err)
 			a.Err, r.Err = opErr, opErr
 			switch {
-			case err == nil:
+			case err == nil && claim != nil:
 				r.Version = res[len(ops)-1].Stat.Version
-			case i >= len(end):
+			case end == nil || claim == nil:
+			case i >= len(ops)-2:
 				a.Err = errNotApplied
 			case i >= 0:
 				r.Err = errNotApplied
@@ -315,8 +301,7 @@ func (q *Queue) endClaimAndClaimNext(ctx context.Context, sh *runtime.Shell[inpu
 			return err
 		})
 	})
-	sh.Post(ctx, a, true)
-	return r, true
+	return a, r
 }
 
 // opErr is the error of a multi that failed (err) on one op: that op's
@@ -343,25 +328,4 @@ func onOneSession(conn zk.Conn, f func()) int64 {
 		return 0
 	}
 	return session
-}
-
-// claimOps are the ops of our claim on item name: the claim created, and
-// the item's data set to its own at the version read (see claimItem).
-func (q *Queue) claimOps(name string, claimData, data []byte, version int32) []zk.Op {
-	item := zk.Join(q.path, name)
-	return []zk.Op{
-		&zk.CreateOp{Path: zk.Join(item, ClaimName), Data: claimData, Mode: zk.ModeEphemeral},
-		&zk.SetOp{Path: item, Data: data, Version: version},
-	}
-}
-
-// endOps are the ops that end our claim on item name, made at version:
-// the claim deleted, and the item with it unless nack; the item's version
-// is checked, so that the multi fails if another claim was made since.
-func (q *Queue) endOps(name string, nack bool, version int32) []zk.Op {
-	item := zk.Join(q.path, name)
-	if nack {
-		return []zk.Op{&zk.CheckOp{Path: item, Version: version}, &zk.DeleteOp{Path: zk.Join(item, ClaimName), Version: zk.AnyVersion}}
-	}
-	return []zk.Op{&zk.DeleteOp{Path: zk.Join(item, ClaimName), Version: zk.AnyVersion}, &zk.DeleteOp{Path: item, Version: version}}
 }

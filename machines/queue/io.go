@@ -167,9 +167,9 @@ type checked struct {
 	Err     error
 }
 
-// offered is the reply to createItems.
+// offered is the reply to createItems, for the Offer call Req.
 type offered struct {
-	Cmd   uint64
+	Req   uint64
 	Names []string
 	Err   error
 }
@@ -181,9 +181,9 @@ type restored struct {
 	Err  error
 }
 
-// counted is the reply to countItems.
+// counted is the reply to countItems, for the Len call Req.
 type counted struct {
-	Cmd uint64
+	Req uint64
 	N   int
 	Err error
 }
@@ -259,12 +259,12 @@ type checkItem struct {
 	Name string
 }
 
-// createItems creates items, one create or one multi for several,
-// creating the queue's path first when it is missing.
+// createItems makes an Offer call: it creates the call's items, one
+// create or one multi for several, creating the queue's path first when
+// it is missing.
 type createItems struct {
-	Cmd    uint64
-	Prefix string
-	Items  [][]byte
+	Cmd uint64
+	offerCall
 }
 
 // restoreItem puts back, under its own name, an item whose removal
@@ -275,8 +275,12 @@ type restoreItem struct {
 	Data []byte
 }
 
-// countItems reads the number of the path's children.
-type countItems struct{ Cmd uint64 }
+// countItems makes a Len call: it reads the number of the path's
+// children.
+type countItems struct {
+	Cmd uint64
+	lenCall
+}
 
 func (c listItems) ID() uint64   { return c.Cmd }
 func (c readItem) ID() uint64    { return c.Cmd }

@@ -62,7 +62,7 @@ type machine struct {
 	lists      uint64            // listings issued
 	listing    bool              // a listing is in flight
 	listSynced bool              // the listing in flight was made after a sync
-	freshNext  bool              // a taker wants a listing made after a sync
+	synced     uint64            // the last listing made after a sync that completed
 	listed     bool              // a listing completed: the cache means something
 	watchArmed bool              // our child watch is set
 	stale      bool              // the children changed since the last listing
@@ -74,8 +74,6 @@ type machine struct {
 	acks         map[string]ackOp  // endClaim in flight, by item
 	joints       map[uint64]*joint // calls whose ack went in one multi with the next claim
 	uncert       map[string]bool   // items whose last write of ours has an unknown outcome
-	offers       map[uint64]uint64 // createItems in flight → the call
-	counts       map[uint64]uint64 // countItems in flight → the call
 	owed         int               // writes in flight the shutdown waits for
 	closing      uint64            // the shutdown call, once one came
 	connGone     bool              // the connection was closed
@@ -146,9 +144,7 @@ type taker struct {
 	req       uint64
 	kind      takeKind
 	try       bool   // ErrEmpty at once when the cache has nothing (see takeCall)
-	fresh     bool   // a listing made after a sync completed since it came
-	wantFresh bool   // it needs one
-	freshList uint64 // the synced listing in flight it waits for
+	came      uint64 // the listings issued when it came: a synced one after is fresh for it (see fresh)
 	entry     *entry // the item it is being given, if any
 	withdrawn bool   // its caller stopped waiting; what it gets is given back
 }
@@ -170,7 +166,7 @@ func newMachine(cfg config) (*machine, error) {
 		cfg: cfg, fsm: f, session: cfg.SessionID, connected: cfg.SessionID != 0,
 		entries: make(map[string]*entry), gone: make(map[string]uint64), marks: make(map[int64]uint32),
 		claims: make(map[string]claim), acks: make(map[string]ackOp), uncert: make(map[string]bool), joints: make(map[uint64]*joint),
-		offers: make(map[uint64]uint64), counts: make(map[uint64]uint64), restore: make(map[string][]byte),
+		restore: make(map[string][]byte),
 	}, nil
 }
 
@@ -200,20 +196,16 @@ func (m *machine) Step(in input) out {
 			m.reply(&o, i.Req, nil, ErrClosed)
 			break
 		}
-		m.takers = append(m.takers, &taker{req: i.Req, kind: i.Kind, try: i.Try})
+		m.takers = append(m.takers, &taker{req: i.Req, kind: i.Kind, try: i.Try, came: m.lists})
 	case offerCall:
 		if m.closing != 0 {
 			m.reply(&o, i.Req, nil, ErrClosed)
 			break
 		}
-		c := m.cmd()
-		m.offers[c] = i.Req
 		m.owed++
-		o.Commands = append(o.Commands, createItems{Cmd: c, Prefix: i.Prefix, Items: i.Items})
+		o.Commands = append(o.Commands, createItems{Cmd: m.cmd(), offerCall: i})
 	case lenCall:
-		c := m.cmd()
-		m.counts[c] = i.Req
-		o.Commands = append(o.Commands, countItems{Cmd: c})
+		o.Commands = append(o.Commands, countItems{Cmd: m.cmd(), lenCall: i})
 	case ackCall:
 		m.ack(&o, i)
 	case cancelReq:
@@ -249,9 +241,7 @@ func (m *machine) Step(in input) out {
 	case restored:
 		m.restored(&o, i)
 	case counted:
-		req := m.counts[i.Cmd]
-		delete(m.counts, i.Cmd)
-		m.reply(&o, req, i.N, i.Err)
+		m.reply(&o, i.Req, i.N, i.Err)
 	}
 	m.pump(&o)
 	m.finishShutdown(&o)
@@ -264,7 +254,7 @@ func (m *machine) pump(o *out) {
 	if m.closing != 0 || !m.connected {
 		return
 	}
-	needList := !m.listed && len(m.takers) > 0
+	needList, needSync := !m.listed && len(m.takers) > 0, false
 	givingBack := m.givingBack() // it comes first: takers wait for it
 	for _, t := range slices.Clone(m.takers) {
 		if e := t.entry; e != nil {
@@ -288,16 +278,14 @@ func (m *machine) pump(o *out) {
 			needList = needList || !m.listing
 		case e == nil && t.try: // a sharded handle's look at one shard: no sync
 			m.answer(o, t, nil, ErrEmpty)
+		case e == nil && (t.kind == kindPeek || t.kind == kindPoll) && !m.fresh(t):
+			needSync = true
 		case e == nil && (t.kind == kindPeek || t.kind == kindPoll):
-			if !t.fresh {
-				t.wantFresh, m.freshNext = true, true
-				continue
-			}
 			m.answer(o, t, nil, ErrEmpty)
 		case e == nil:
 			needList = needList || !m.watchArmed // wait for the watch
-		case e.prio > 0 && !t.fresh: // a lower number offered meanwhile must not be passed over
-			t.wantFresh, m.freshNext = true, true
+		case e.prio > 0 && !m.fresh(t): // a lower number offered meanwhile must not be passed over
+			needSync = true
 		case t.kind == kindWait:
 			m.answer(o, t, nil, nil)
 		case t.kind == kindPeek:
@@ -316,7 +304,7 @@ func (m *machine) pump(o *out) {
 	}
 	switch {
 	case m.listing:
-	case m.freshNext:
+	case needSync:
 		m.list(o, true)
 	case needList:
 		m.list(o, false)
@@ -499,18 +487,12 @@ func (m *machine) read(o *out, e *entry) {
 	o.Commands = append(o.Commands, readItem{Cmd: m.cmd(), Name: e.name})
 }
 
+// fresh: a listing made after a sync, and issued after t came, completed:
+// it shows every item offered before t came.
+func (m *machine) fresh(t *taker) bool { return m.synced > t.came }
+
 func (m *machine) list(o *out, synced bool) {
 	m.listing, m.listSynced, m.lists = true, synced, m.lists+1
-	if synced {
-		// The takers that wanted a fresh listing when this one went out
-		// get it when it comes back.
-		m.freshNext = false
-		for _, t := range m.takers {
-			if t.wantFresh {
-				t.wantFresh, t.freshList = false, m.lists
-			}
-		}
-	}
 	m.fsm.Fire(trList)
 	o.Commands = append(o.Commands, listItems{Cmd: m.cmd(), Sync: synced, Watch: !m.watchArmed})
 	m.watchArmed = true // a second watch would fire twice
@@ -525,17 +507,11 @@ func (m *machine) kept(e *entry) bool {
 
 func (m *machine) listedItems(o *out, i listed) {
 	m.listing = false
-	synced := m.listSynced
 	if i.Err != nil {
 		m.watchArmed = false
 		if !errors.Is(i.Err, zk.ErrConnectionLoss) && !errors.Is(i.Err, zk.ErrSessionExpired) && !errors.Is(i.Err, zk.ErrClosed) {
 			m.event(o, events.Failed, "", i.Err)
 			m.failTakers(o, i.Err)
-		}
-		for _, t := range m.takers {
-			if synced && t.freshList == m.lists {
-				t.wantFresh, m.freshNext = true, true
-			}
 		}
 		return
 	}
@@ -591,8 +567,8 @@ func (m *machine) listedItems(o *out, i listed) {
 		m.order = append(m.order, e)
 	}
 	slices.SortFunc(m.order, func(a, b *entry) int { return compareItems(a.itemName, b.itemName) })
-	for _, t := range m.takers {
-		t.fresh = t.fresh || synced && t.freshList == m.lists
+	if m.listSynced {
+		m.synced = m.lists
 	}
 }
 
@@ -666,25 +642,18 @@ func (m *machine) wrote(o *out, name string, err error, claim bool, session int6
 		m.markGone(e)
 	case errors.Is(err, zk.ErrBadVersion): // a claim's: claimed and given back since read: read again
 		e.hasData = false
-	case errors.Is(err, errNotApplied): // a joint claim's: the ack failed the multi
-		e.ours, m.exceptHint = true, true
+	case errors.Is(err, errNotApplied), errors.Is(err, zk.ErrNoAuth):
+		// Nothing was applied: a joint claim's multi failed on the ack,
+		// or the server refused the write for our identity; then the call
+		// fails, as another try, on e or the next item, would be refused.
+		t := e.taker
 		m.unbind(e)
-	case errors.Is(err, zk.ErrNoAuth):
-		m.denied(o, e, err)
+		e.ours, m.exceptHint = true, true
+		if t != nil && errors.Is(err, zk.ErrNoAuth) {
+			m.answer(o, t, nil, err)
+		}
 	default:
 		m.uncertain(o, e)
-	}
-}
-
-// denied fails the call e was bound to with err, the server's refusal of
-// its write for our identity (zk.ErrNoAuth): nothing was applied, and
-// another try, on e or the next item, would be refused the same way.
-func (m *machine) denied(o *out, e *entry, err error) {
-	t := e.taker
-	m.unbind(e)
-	e.ours, m.exceptHint = true, true
-	if t != nil {
-		m.answer(o, t, nil, err)
 	}
 }
 
@@ -760,14 +729,12 @@ func (m *machine) givingBack() bool {
 
 func (m *machine) offered(o *out, i offered) {
 	m.owed--
-	req := m.offers[i.Cmd]
-	delete(m.offers, i.Cmd)
 	if i.Err == nil {
 		for _, n := range i.Names {
 			m.event(o, events.Offered, m.node(n), nil)
 		}
 	}
-	m.reply(o, req, i.Names, i.Err)
+	m.reply(o, i.Req, i.Names, i.Err)
 }
 
 // cancel withdraws call req. A take whose write is in flight is marked
