@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -92,7 +93,15 @@ type Queue struct {
 	attrs []attribute.KeyValue
 	sent  metric.Int64Counter // messaging.client.sent.messages
 	taken metric.Int64Counter // messaging.client.consumed.messages
-	sh    *sharding           // how items spread over shards (see WithShards)
+
+	// How items spread over shards (see WithShards): the calls go to
+	// shards, an unsharded queue's handle being its own one shard.
+	shards  []*Queue
+	own     int            // the shard this handle's consumer starts at
+	rr      atomic.Uint64  // offers made, for the round-robin
+	bus     *events.Joined // a sharded handle's events: its shards'
+	mu      sync.Mutex
+	checked bool // the path records our number of shards (see checkShards)
 }
 
 // Option configures a Queue. A nil Option is ignored.
@@ -183,16 +192,18 @@ func New(conn zk.Conn, path string, opts ...Option) (*Queue, error) {
 	if o.shards > 1 {
 		return newSharded(conn, path, o)
 	}
-	return newQueue(conn, path, o)
+	return newQueue(conn, path, o, false)
 }
 
-// newQueue returns a handle on the unsharded queue at path.
-func newQueue(conn zk.Conn, path string, o options) (*Queue, error) {
+// newQueue returns a handle on the unsharded queue at path, its own one
+// shard; checked: the path's record of shards was checked (the queue is
+// a shard of a sharded one).
+func newQueue(conn zk.Conn, path string, o options, checked bool) (*Queue, error) {
 	m, err := newMachine(config{Path: path, ClaimData: []byte(o.id), SessionID: conn.SessionID()})
 	if err != nil {
 		return nil, err
 	}
-	q := &Queue{conn: conn, path: path, o: o, sh: &sharding{},
+	q := &Queue{conn: conn, path: path, o: o, checked: checked,
 		tel: runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tracerProvider, MeterProvider: o.meterProvider,
 			Scope: ScopeName, Version: Version, Recipe: "queue", Path: path, Instance: o.id}),
 		attrs: []attribute.KeyValue{attribute.String("messaging.system", "zookeeper"), attribute.String("messaging.destination.name", path)},
@@ -227,6 +238,7 @@ func newQueue(conn zk.Conn, path string, o options) (*Queue, error) {
 		CloseTimeout:   o.closeTimeout,
 		CleanupPending: ErrCleanupPending,
 	})
+	q.shards = []*Queue{q}
 	return q, nil
 }
 
@@ -240,19 +252,14 @@ func (q *Queue) ID() string { return q.o.id }
 // DETERMINE while it lists the queue, READY with the items cached and
 // watched, FAILED after a lost session (until it lists again), STOP once
 // closed.
-func (q *Queue) State() events.State {
-	if q.sh.shards != nil {
-		return q.sh.shards[q.sh.own].State()
-	}
-	return q.shell.State()
-}
+func (q *Queue) State() events.State { return q.shards[q.own].shell.State() }
 
 // Subscribe returns a subscription to the queue's lifecycle events:
 // OFFERED, TAKEN, CLAIMED, ACKED, NACKED, REDELIVERED, the session's
 // SUSPENDED, RECONNECTED and LOST, and START, STOP_START, STOP_COMPLETE.
 func (q *Queue) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
-	if q.sh.shards != nil {
-		return q.sh.bus.Subscribe(opts...)
+	if q.bus != nil {
+		return q.bus.Subscribe(opts...)
 	}
 	return q.shell.Subscribe(opts...)
 }
@@ -294,7 +301,7 @@ func (q *Queue) offer(ctx context.Context, prefix string, items [][]byte) error 
 		case len(it) > q.o.maxItemSize:
 			return fmt.Errorf("%w: item %d has %d bytes, over %d", ErrTooLarge, i, len(it), q.o.maxItemSize)
 		}
-		total += len(it) + len(q.path) + len(prefix) + 64
+		total += len(it) + len(q.shards[len(q.shards)-1].path) + len(prefix) + 64 // under the longest shard path
 	}
 	if len(items) > 1 && total > q.o.maxItemSize+1024 {
 		return fmt.Errorf("%w: the batch's %d items need about %d bytes in one multi, over %d", ErrTooLarge, len(items), total, q.o.maxItemSize+1024)
@@ -302,16 +309,14 @@ func (q *Queue) offer(ctx context.Context, prefix string, items [][]byte) error 
 	if err := q.checkShards(ctx); err != nil {
 		return err
 	}
-	if q.sh.shards != nil {
-		return q.nextShard().offer(ctx, prefix, items)
-	}
-	ctx, span := q.tel.Start(ctx, "offer", trace.SpanKindProducer, append(q.attrs, attribute.String("messaging.operation.type", "send"),
+	s := q.shards[(q.rr.Add(1)-1)%uint64(len(q.shards))] // round-robin
+	ctx, span := s.tel.Start(ctx, "offer", trace.SpanKindProducer, append(s.attrs, attribute.String("messaging.operation.type", "send"),
 		attribute.Int("messaging.batch.message_count", len(items)))...)
 	defer span.End()
-	_, err := q.shell.Do(ctx, func(req uint64) input { return offerCall{Req: req, Prefix: prefix, Items: items} })
-	q.count(ctx, q.sent, "send", len(items), err)
+	_, err := s.shell.Do(ctx, func(req uint64) input { return offerCall{Req: req, Prefix: prefix, Items: items} })
+	s.count(ctx, s.sent, "send", len(items), err)
 	if err != nil {
-		q.fail(span, err)
+		s.fail(span, err)
 	}
 	return err
 }
@@ -319,14 +324,14 @@ func (q *Queue) offer(ctx context.Context, prefix string, items [][]byte) error 
 // Peek returns the head item's data without removing it, or ErrEmpty at
 // once when the queue is empty.
 func (q *Queue) Peek(ctx context.Context) ([]byte, error) {
-	t, _, err := q.take(ctx, kindPeek, "peek", false)
+	t, _, err := q.take(ctx, kindPeek, "peek")
 	return t.Data, err
 }
 
 // Poll removes and returns the head item, or returns ErrEmpty at once
 // when the queue is empty.
 func (q *Queue) Poll(ctx context.Context) ([]byte, error) {
-	t, _, err := q.take(ctx, kindPoll, "poll", false)
+	t, _, err := q.take(ctx, kindPoll, "poll")
 	return t.Data, err
 }
 
@@ -349,7 +354,7 @@ func (q *Queue) Poll(ctx context.Context) ([]byte, error) {
 // A delete (TakeItem: a claim) the server refuses for the connection's
 // identity returns an error matching zk.ErrNoAuth at once.
 func (q *Queue) Take(ctx context.Context) ([]byte, error) {
-	t, _, err := q.take(ctx, kindTake, "take", false)
+	t, _, err := q.take(ctx, kindTake, "take")
 	return t.Data, err
 }
 
@@ -359,7 +364,7 @@ func (q *Queue) Take(ctx context.Context) ([]byte, error) {
 // ends first, the claim goes with it and the item is delivered again, to
 // this consumer or another.
 func (q *Queue) TakeItem(ctx context.Context) (*Item, error) {
-	t, s, err := q.take(ctx, kindClaim, "take", false)
+	t, s, err := q.take(ctx, kindClaim, "take")
 	if err != nil {
 		return nil, err
 	}
@@ -367,15 +372,48 @@ func (q *Queue) TakeItem(ctx context.Context) (*Item, error) {
 }
 
 // take makes a take of kind, and returns what it got and from which
-// (sub-)queue. try: ErrEmpty at once when the cache has nothing (see
-// takeCall).
-func (q *Queue) take(ctx context.Context, kind takeKind, name string, try bool) (taken, *Queue, error) {
+// shard. It looks at the shards from its own on (see WithShards), and
+// takes from the first that has an item; a sharded take or claim that
+// finds none waits until one has (a wait on every shard, which takes
+// nothing), and looks again.
+func (q *Queue) take(ctx context.Context, kind takeKind, name string) (taken, *Queue, error) {
 	if err := q.checkShards(ctx); err != nil {
 		return taken{}, q, err
 	}
-	if q.sh.shards != nil {
-		return q.takeSharded(ctx, kind, name)
+	n, wait := len(q.shards), kind != kindPeek && kind != kindPoll
+	for {
+		for i := range n {
+			s := q.shards[(q.own+i)%n]
+			t, err := s.takeFrom(ctx, kind, name, wait && n > 1)
+			if !errors.Is(err, ErrEmpty) {
+				return t, s, err
+			}
+		}
+		if !wait {
+			return taken{}, nil, ErrEmpty
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		errs := make(chan error, n)
+		for _, s := range q.shards {
+			go func() {
+				_, err := s.shell.Do(wctx, func(req uint64) input { return takeCall{Req: req, Kind: kindWait} })
+				errs <- err
+			}()
+		}
+		err := <-errs
+		cancel()
+		for range n - 1 {
+			<-errs
+		}
+		if err != nil {
+			return taken{}, nil, err
+		}
 	}
+}
+
+// takeFrom makes a take of kind on this (unsharded) queue. try: ErrEmpty
+// at once when the cache has nothing (see takeCall).
+func (q *Queue) takeFrom(ctx context.Context, kind takeKind, name string, try bool) (taken, error) {
 	ctx, span := q.tel.Start(ctx, name, trace.SpanKindConsumer, append(q.attrs, attribute.String("messaging.operation.type", "receive"))...)
 	defer span.End()
 	a, err := q.shell.Do(ctx, func(req uint64) input { return takeCall{Req: req, Kind: kind, Try: try} })
@@ -386,27 +424,28 @@ func (q *Queue) take(ctx context.Context, kind takeKind, name string, try bool) 
 		if !errors.Is(err, ErrEmpty) {
 			q.fail(span, err)
 		}
-		return taken{}, q, err
+		return taken{}, err
 	}
 	t := a.Value.(taken)
 	span.SetAttributes(runtime.AttrNode.String(zk.Join(q.path, t.Name)))
-	return t, q, nil
+	return t, nil
 }
 
 // Len returns the number of items, claimed ones included: one read of the
-// queue's path (its child count), not a listing.
+// queue's path (its child count; of each shard's), not a listing.
 func (q *Queue) Len(ctx context.Context) (int, error) {
 	if err := q.checkShards(ctx); err != nil {
 		return 0, err
 	}
-	if q.sh.shards != nil {
-		return q.lenSharded(ctx)
+	total := 0
+	for _, s := range q.shards {
+		a, err := s.shell.Do(ctx, func(req uint64) input { return lenCall{Req: req} })
+		if err != nil {
+			return 0, err
+		}
+		total += a.Value.(int)
 	}
-	a, err := q.shell.Do(ctx, func(req uint64) input { return lenCall{Req: req} })
-	if err != nil {
-		return 0, err
-	}
-	return a.Value.(int), nil
+	return total, nil
 }
 
 // Close fails the calls waiting for items with ErrClosed, gives back the
@@ -416,10 +455,17 @@ func (q *Queue) Len(ctx context.Context) (int, error) {
 // session reconnects, and Close returns ErrCleanupPending. Every later
 // call returns the first one's result.
 func (q *Queue) Close() error {
-	if q.shell == nil {
-		return q.closeSharded()
+	if q.shell != nil {
+		return q.shell.Close()
 	}
-	return q.shell.Close()
+	var errs []error // a sharded handle's: every shard's, then its bus
+	for _, s := range q.shards {
+		errs = append(errs, s.Close())
+	}
+	if q.bus != nil {
+		q.bus.Close()
+	}
+	return errors.Join(errs...)
 }
 
 func (q *Queue) fail(span trace.Span, err error) { runtime.Fail(span, err, errorType(err)) }

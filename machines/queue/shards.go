@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
-	"sync"
-	"sync/atomic"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
@@ -35,34 +33,21 @@ var ErrShardsMismatch = errors.New("queue: shards mismatch")
 // 1: the unsharded layout, Curator's.
 func WithShards(n int) Option { return func(o *options) { o.shards = n } }
 
-// sharding is how a handle's items spread over shards: shards is nil for
-// an unsharded handle.
-type sharding struct {
-	shards []*Queue
-	own    int // the shard this handle's consumer starts at
-	rr     atomic.Uint64
-	bus    *events.Joined
-
-	mu      sync.Mutex
-	checked bool
-}
-
 // newSharded returns a handle on the queue at path with o.shards shards.
 func newSharded(conn zk.Conn, path string, o options) (*Queue, error) {
 	h := fnv.New32a()
 	h.Write([]byte(o.id))
-	q := &Queue{conn: conn, path: path, o: o, sh: &sharding{own: int(h.Sum32() % uint32(o.shards))}}
+	q := &Queue{conn: conn, path: path, o: o, own: int(h.Sum32() % uint32(o.shards))}
 	parts := make([]events.Source, o.shards)
 	for k := range o.shards {
-		s, err := newQueue(conn, zk.Join(path, fmt.Sprintf("shard-%d", k)), o)
+		s, err := newQueue(conn, zk.Join(path, fmt.Sprintf("shard-%d", k)), o, true) // the path's record is checked for all
 		if err != nil {
 			q.Close()
 			return nil, err
 		}
-		s.sh.checked = true // the path's record is checked for all
-		q.sh.shards, parts[k] = append(q.sh.shards, s), s
+		q.shards, parts[k] = append(q.shards, s), s
 	}
-	q.sh.bus = events.Join(events.Event{Type: events.Start, State: events.StateStart, Instance: o.id}, parts...)
+	q.bus = events.Join(events.Event{Type: events.Start, State: events.StateStart, Instance: o.id}, parts...)
 	return q, nil
 }
 
@@ -71,9 +56,9 @@ func newSharded(conn zk.Conn, path string, o options) (*Queue, error) {
 // a path that is missing or records nothing; a sharded one creates the
 // path with its number, or records it on a path that records nothing.
 func (q *Queue) checkShards(ctx context.Context) error {
-	q.sh.mu.Lock()
-	defer q.sh.mu.Unlock()
-	if q.sh.checked {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.checked {
 		return nil
 	}
 	want := strconv.Itoa(q.o.shards)
@@ -81,15 +66,13 @@ func (q *Queue) checkShards(ctx context.Context) error {
 	for {
 		data, st, err := q.conn.Get(ctx, q.path)
 		switch {
-		case errors.Is(err, zk.ErrNoNode) && q.sh.shards == nil:
+		case (errors.Is(err, zk.ErrNoNode) || err == nil && len(data) == 0) && q.o.shards == 1:
 			data, err = []byte(want), nil
 		case errors.Is(err, zk.ErrNoNode):
 			data = []byte(want)
 			if err = zk.EnsurePath(ctx, q.conn, zk.Parent(q.path), zk.ModePersistent); err == nil {
 				_, err = q.conn.Create(ctx, q.path, data, zk.ModePersistent)
 			}
-		case err == nil && len(data) == 0 && q.sh.shards == nil:
-			data = []byte(want)
 		case err == nil && len(data) == 0:
 			data = []byte(want)
 			_, err = q.conn.Set(ctx, q.path, data, st.Version)
@@ -105,7 +88,7 @@ func (q *Queue) checkShards(ctx context.Context) error {
 		case string(data) != want:
 			return fmt.Errorf("%w: %s records %q shards, we have %d", ErrShardsMismatch, q.path, data, q.o.shards)
 		}
-		q.sh.checked = true
+		q.checked = true
 		return nil
 	}
 }
@@ -114,79 +97,10 @@ func (q *Queue) checkShards(ctx context.Context) error {
 // that the items of one key keep their order. On an unsharded queue it is
 // Offer.
 func (q *Queue) OfferKey(ctx context.Context, key string, data []byte) error {
-	if q.sh.shards == nil {
-		return q.Offer(ctx, data)
-	}
 	if err := q.checkShards(ctx); err != nil {
 		return err
 	}
 	h := fnv.New32a()
 	h.Write([]byte(key))
-	return q.sh.shards[h.Sum32()%uint32(len(q.sh.shards))].Offer(ctx, data)
-}
-
-// nextShard is the shard a sharded handle's next offer goes to.
-func (q *Queue) nextShard() *Queue {
-	return q.sh.shards[(q.sh.rr.Add(1)-1)%uint64(len(q.sh.shards))]
-}
-
-// takeSharded makes a take of kind on a sharded handle: it looks at the
-// shards from its own on, and takes from the first that has an item;
-// when none has, it waits until one has (a wait on every shard, which
-// takes nothing), and looks again.
-func (q *Queue) takeSharded(ctx context.Context, kind takeKind, name string) (taken, *Queue, error) {
-	n := len(q.sh.shards)
-	for {
-		for i := range n {
-			s := q.sh.shards[(q.sh.own+i)%n]
-			t, _, err := s.take(ctx, kind, name, kind != kindPeek && kind != kindPoll)
-			if !errors.Is(err, ErrEmpty) {
-				return t, s, err
-			}
-		}
-		if kind == kindPeek || kind == kindPoll {
-			return taken{}, nil, ErrEmpty
-		}
-		wctx, cancel := context.WithCancel(ctx)
-		errs := make(chan error, n)
-		for _, s := range q.sh.shards {
-			go func() {
-				_, err := s.shell.Do(wctx, func(req uint64) input { return takeCall{Req: req, Kind: kindWait} })
-				errs <- err
-			}()
-		}
-		err := <-errs
-		cancel()
-		for range n - 1 {
-			<-errs
-		}
-		if err != nil {
-			return taken{}, nil, err
-		}
-	}
-}
-
-// lenSharded is the number of items in every shard.
-func (q *Queue) lenSharded(ctx context.Context) (int, error) {
-	total := 0
-	for _, s := range q.sh.shards {
-		n, err := s.Len(ctx)
-		if err != nil {
-			return 0, err
-		}
-		total += n
-	}
-	return total, nil
-}
-
-// closeSharded closes every shard, then the handle's bus.
-func (q *Queue) closeSharded() error {
-	var errs []error
-	for _, s := range q.sh.shards {
-		errs = append(errs, s.Close())
-	}
-	if q.sh.bus != nil {
-		q.sh.bus.Close()
-	}
-	return errors.Join(errs...)
+	return q.shards[h.Sum32()%uint32(len(q.shards))].Offer(ctx, data)
 }
