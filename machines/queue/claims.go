@@ -87,7 +87,7 @@ func (m *machine) checked(o *out, i checked) {
 		return
 	}
 	if !m.onOurSession(i.Session) {
-		return // judged by the session it was read on, when known (see recheck)
+		return // judged by the session it was read on, when known (see resend)
 	}
 	delete(m.uncert, i.Name)
 	if a, ok := m.acks[i.Name]; ok { // an ack or nack whose reply was lost

@@ -23,7 +23,7 @@ func (q *Queue) run(ctx context.Context, sh *runtime.Shell[input, command], cmd 
 	switch c := cmd.(type) {
 	case listItems:
 		r, w := q.list(ctx, c, op)
-		if w == nil {
+		if r.Watched = w != nil; w == nil {
 			return r, true
 		}
 		sh.Post(ctx, r, true)
@@ -80,8 +80,11 @@ func (q *Queue) run(ctx context.Context, sh *runtime.Shell[input, command], cmd 
 		r.Session = session
 		return r, true
 	case createItems:
-		r := offered{Req: c.Req}
-		op(ctx, createName(len(c.Items)), func(ctx context.Context) error {
+		r, name := offered{Req: c.Req}, "create"
+		if len(c.Items) > 1 {
+			name = "multi"
+		}
+		op(ctx, name, func(ctx context.Context) error {
 			r.Names, r.Err = q.create(ctx, c.Prefix, c.Items)
 			return r.Err
 		})
@@ -116,16 +119,10 @@ func await(ctx context.Context, w <-chan zk.WatchEvent) (ev zk.WatchEvent, ok bo
 	}
 }
 
-func createName(n int) string {
-	if n == 1 {
-		return "create"
-	}
-	return "multi"
-}
-
 // list lists the queue's children (after a sync when asked), leaving a
-// child watch when asked; when the path does not exist yet, it leaves a
-// watch on its creation instead and answers with no items.
+// child watch when asked, and returns it; when the path does not exist
+// yet, it leaves a watch on its creation instead and answers with no
+// items.
 func (q *Queue) list(ctx context.Context, c listItems, op runtime.Op) (listed, <-chan zk.WatchEvent) {
 	r := listed{Cmd: c.Cmd}
 	if c.Sync {
@@ -154,7 +151,6 @@ func (q *Queue) list(ctx context.Context, c listItems, op runtime.Op) (listed, <
 			return r.Err
 		})
 		if !errors.Is(r.Err, zk.ErrNoNode) {
-			r.Watched = w != nil
 			return r, w
 		}
 		r.Err = nil
@@ -167,7 +163,6 @@ func (q *Queue) list(ctx context.Context, c listItems, op runtime.Op) (listed, <
 			return r.Err
 		})
 		if r.Err != nil || !exists {
-			r.Watched = w != nil
 			return r, w
 		}
 		// Created meanwhile: the exists watch stays set on the node (a data
@@ -211,8 +206,8 @@ func (q *Queue) check(ctx context.Context, c checkItem, op runtime.Op) checked {
 }
 
 // create creates items under the queue's path (one create, or a multi for
-// several), creating the path (and its parents) as containers first when
-// it is missing.
+// several), creating the path first when it is missing: a persistent
+// node, its missing parents containers.
 func (q *Queue) create(ctx context.Context, prefix string, items [][]byte) ([]string, error) {
 	for attempt := 0; ; attempt++ {
 		names, err := q.createOnce(ctx, prefix, items)

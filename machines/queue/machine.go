@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -518,30 +519,28 @@ func (m *machine) listedItems(o *out, i listed) {
 	m.watchArmed = i.Watched
 	m.stale, m.listed = false, true
 	m.fsm.Fire(trListed)
-	if i.Dir != 0 {
-		if m.dir != 0 && i.Dir != m.dir {
-			// The queue's node was deleted (an empty container is
-			// reaped) and created again: its sequence numbers started
-			// over, and the names we know are those of old items. Forget
-			// them, but for those a write of ours is bound to.
-			clear(m.gone)
-			clear(m.marks)
-			for name, e := range m.entries {
-				if !m.kept(e) {
-					delete(m.entries, name)
-				}
-			}
-		}
-		m.dir = i.Dir
+	// Recreated: the queue's node was deleted (an empty container is
+	// reaped) and created again; its sequence numbers started over, and
+	// the names we know are those of old items. Forget them, but for
+	// those a write of ours is bound to.
+	recreated := i.Dir != 0 && m.dir != 0 && i.Dir != m.dir
+	if recreated {
+		clear(m.gone)
+		clear(m.marks)
 	}
+	m.dir = cmp.Or(i.Dir, m.dir)
 	present := make(map[string]bool, len(i.Children))
 	for _, c := range i.Children {
-		n, ok := parseItem(c)
-		if !ok {
-			continue
-		}
 		present[c] = true
-		if _, gone := m.gone[c]; gone || m.entries[c] != nil {
+	}
+	for name, e := range m.entries {
+		if (recreated || !present[name]) && !m.kept(e) {
+			delete(m.entries, name)
+		}
+	}
+	for _, c := range i.Children {
+		n, ok := parseItem(c)
+		if _, gone := m.gone[c]; !ok || gone || m.entries[c] != nil {
 			continue
 		}
 		e := &entry{itemName: n}
@@ -551,11 +550,6 @@ func (m *machine) listedItems(o *out, i listed) {
 			e.ours, m.exceptHint = true, true
 		}
 		m.entries[c] = e
-	}
-	for name, e := range m.entries {
-		if !present[name] && !m.kept(e) {
-			delete(m.entries, name)
-		}
 	}
 	for name, at := range m.gone {
 		if at < m.lists { // this listing went out after we learnt it
@@ -769,8 +763,7 @@ func (m *machine) sessionChange(o *out, i sessionChange) {
 	case zk.StateReconnected:
 		m.connected = true
 		m.event(o, events.Reconnected, "", nil)
-		m.recheck(o)
-		m.restoreAgain(o)
+		m.resend(o)
 		m.giveBackClaims(o)
 		for _, e := range m.order {
 			if !e.dead && e.others && !e.watching {
@@ -785,8 +778,7 @@ func (m *machine) sessionChange(o *out, i sessionChange) {
 			m.sessionLost(o) // a new session with no LOST seen before
 		}
 		m.session, m.connected = i.SessionID, true
-		m.recheck(o)
-		m.restoreAgain(o)
+		m.resend(o)
 		if m.listed && !m.listing {
 			m.list(o, false) // the cache, and its watch, again
 		}
@@ -797,18 +789,13 @@ func (m *machine) sessionChange(o *out, i sessionChange) {
 	}
 }
 
-// recheck asks, once the session is back, what became of the writes whose
-// replies were lost.
-func (m *machine) recheck(o *out) {
+// resend asks, once the connection is back, what became of the writes
+// whose replies were lost, and sends again the put-backs it failed.
+func (m *machine) resend(o *out) {
 	for _, name := range slices.Sorted(maps.Keys(m.uncert)) {
 		m.owed++
 		o.Commands = append(o.Commands, checkItem{Cmd: m.cmd(), Name: name})
 	}
-}
-
-// restoreAgain sends again, once connected, the put-backs the connection
-// failed.
-func (m *machine) restoreAgain(o *out) {
 	later := m.restoreLater
 	m.restoreLater = nil
 	for _, name := range later {

@@ -78,15 +78,11 @@ func sequence(s string) (uint32, bool) {
 	return 0, false
 }
 
-// digits parses a run of ASCII digits.
+// digits parses a run of ASCII digits (ParseUint takes no sign), ten at
+// most here.
 func digits(s string) (int64, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
+	n, err := strconv.ParseUint(s, 10, 64)
+	return int64(n), err == nil
 }
 
 // compareItems orders items: lower priority first, then by sequence,

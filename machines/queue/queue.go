@@ -269,7 +269,7 @@ func (q *Queue) Subscribe(opts ...events.SubscribeOption) *events.Subscription {
 // An Offer that fails with a connection loss, or whose ctx ended while
 // its create was out, may have been applied.
 func (q *Queue) Offer(ctx context.Context, data []byte) error {
-	return q.offer(ctx, itemPrefix(0, false), [][]byte{data})
+	return q.offer(ctx, itemPrefix(0, false), [][]byte{data}, -1)
 }
 
 // OfferBatch adds items at the tail of the queue, in order, in one multi:
@@ -279,7 +279,7 @@ func (q *Queue) OfferBatch(ctx context.Context, items [][]byte) error {
 	if len(items) == 0 {
 		return nil
 	}
-	return q.offer(ctx, itemPrefix(0, false), items)
+	return q.offer(ctx, itemPrefix(0, false), items, -1)
 }
 
 // OfferPriority adds data with priority prio (0 to MaxPriority): lower
@@ -289,10 +289,11 @@ func (q *Queue) OfferPriority(ctx context.Context, data []byte, prio int) error 
 	if prio < 0 || int64(prio) > MaxPriority {
 		return fmt.Errorf("%w: %d: it must be 0 to %d", ErrInvalidPriority, prio, int64(MaxPriority))
 	}
-	return q.offer(ctx, itemPrefix(int64(prio), true), [][]byte{data})
+	return q.offer(ctx, itemPrefix(int64(prio), true), [][]byte{data}, -1)
 }
 
-func (q *Queue) offer(ctx context.Context, prefix string, items [][]byte) error {
+// offer adds items to shard k (-1: the next one, round-robin).
+func (q *Queue) offer(ctx context.Context, prefix string, items [][]byte, k int) error {
 	total := 0
 	for i, it := range items {
 		switch {
@@ -309,7 +310,10 @@ func (q *Queue) offer(ctx context.Context, prefix string, items [][]byte) error 
 	if err := q.checkShards(ctx); err != nil {
 		return err
 	}
-	s := q.shards[(q.rr.Add(1)-1)%uint64(len(q.shards))] // round-robin
+	if k < 0 {
+		k = int((q.rr.Add(1) - 1) % uint64(len(q.shards)))
+	}
+	s := q.shards[k]
 	ctx, span := s.tel.Start(ctx, "offer", trace.SpanKindProducer, append(s.attrs, attribute.String("messaging.operation.type", "send"),
 		attribute.Int("messaging.batch.message_count", len(items)))...)
 	defer span.End()

@@ -97,10 +97,7 @@ func (q *Queue) checkShards(ctx context.Context) error {
 // that the items of one key keep their order. On an unsharded queue it is
 // Offer.
 func (q *Queue) OfferKey(ctx context.Context, key string, data []byte) error {
-	if err := q.checkShards(ctx); err != nil {
-		return err
-	}
 	h := fnv.New32a()
 	h.Write([]byte(key))
-	return q.shards[h.Sum32()%uint32(len(q.shards))].Offer(ctx, data)
+	return q.offer(ctx, itemPrefix(0, false), [][]byte{data}, int(h.Sum32()%uint32(len(q.shards))))
 }
