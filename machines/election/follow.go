@@ -183,9 +183,15 @@ type waiter struct {
 // (when no stream is left, it stops there), and keeps a log of the changes
 // from which each stream takes the next one at its own pace. The log keeps
 // what some stream has not read yet, and the newest change (where a new
-// stream starts).
+// stream starts). A stream that opens when none is open starts from a
+// read of its own: what the follower knew may be stale even with its
+// watch still armed, as the watch's event can reach the actor after the
+// caller saw the change (a Resign, another's Campaign).
 type follower struct {
-	reading bool
+	// readCmd is the read (or the pause before one) the follower waits
+	// on: its reply, then its watch's event. 0: none. The inputs of an
+	// older command are stale, and ignored.
+	readCmd uint64
 	lastCmd uint64
 	backoff time.Duration
 	stopped bool // the connection is closed: nothing more to read
@@ -208,14 +214,18 @@ func (f *follower) Step(in followInput) runtime.Output[followCmd] {
 		out.Commands = append(out.Commands, followCmd{id: f.lastCmd, serve: in.s})
 		out.Replies = append(out.Replies, runtime.Reply{Req: in.req})
 	case nextChange:
-		pos := in.pos
+		pos, first := in.pos, in.pos < 0 && len(f.cursors) == 0
+		if first { // what we knew is stale: the stream waits for a fresh read
+			f.base += len(f.log)
+			f.log = nil
+		}
 		if pos < 0 {
 			pos = f.base + max(len(f.log)-1, 0)
 		}
 		f.cursors[in.stream] = pos
 		f.waiting[in.req] = waiter{stream: in.stream, pos: pos}
 		f.trim()
-		if !f.reading && !f.stopped { // the first stream starts the reads
+		if (first || f.readCmd == 0) && !f.stopped {
 			f.read(&out, 0)
 		}
 	case streamGone:
@@ -227,10 +237,10 @@ func (f *follower) Step(in followInput) runtime.Output[followCmd] {
 		}
 		f.trim()
 	case leaderRead:
-		f.reading = false
 		switch {
+		case in.cmd != f.readCmd: // stale: a fresh read was asked since
 		case errors.Is(in.err, zk.ErrClosed):
-			f.stopped = true
+			f.readCmd, f.stopped = 0, true
 		case errors.Is(in.err, zk.ErrConnectionLoss), errors.Is(in.err, zk.ErrSessionExpired):
 			f.read(&out, 0) // the read waits for the connection
 		case in.err != nil:
@@ -241,19 +251,16 @@ func (f *follower) Step(in followInput) runtime.Output[followCmd] {
 			if len(f.log) == 0 || f.log[len(f.log)-1] != in.leader {
 				f.log = append(f.log, in.leader)
 			}
-			f.reading = true // its watch is armed: readAgain follows
+			// Its watch is armed: readAgain follows.
 		}
 	case readAgain:
-		f.reading = false
-		if len(f.cursors) == 0 {
-			// No stream is left: stop following (no read, no watch)
-			// until one comes. What we knew is stale by then, so the
-			// next stream waits for a fresh read.
-			f.base += len(f.log)
-			f.log = nil
-			break
+		if in.cmd != f.readCmd {
+			break // a stale read's watch or pause
 		}
-		f.read(&out, 0)
+		f.readCmd = 0
+		if len(f.cursors) > 0 { // else stop following until a stream comes
+			f.read(&out, 0)
+		}
 	}
 	// Answer every waiting call whose change is there.
 	for req, w := range f.waiting {
@@ -267,8 +274,8 @@ func (f *follower) Step(in followInput) runtime.Output[followCmd] {
 
 // read asks for a read of the leader, after pause.
 func (f *follower) read(out *runtime.Output[followCmd], pause time.Duration) {
-	f.reading = true
 	f.lastCmd++
+	f.readCmd = f.lastCmd
 	out.Commands = append(out.Commands, followCmd{id: f.lastCmd, pause: pause})
 }
 

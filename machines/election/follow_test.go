@@ -60,7 +60,7 @@ func TestFollowerMachine(t *testing.T) {
 	}
 	// Another error is read again after a pause.
 	f.stopped = false
-	f.reading = true
+	f.readCmd = 4
 	out = f.Step(leaderRead{cmd: 4, err: errors.New("boom")})
 	if len(out.Commands) != 1 || out.Commands[0].pause <= 0 {
 		t.Fatalf("after an error: want a read after a pause, got %+v", out)
@@ -86,6 +86,40 @@ func TestFollowerIdlesWithoutStreams(t *testing.T) {
 	out = f.Step(leaderRead{cmd: 2, leader: b})
 	if len(out.Replies) != 1 || out.Replies[0].Value.(change).leader != b {
 		t.Fatalf("the new stream's first leader: want b from the fresh read, got %+v", out)
+	}
+}
+
+// A stream opened when none is open gets the leader of a read made for
+// it, even while the follower's last watch is armed (its event can come
+// after the caller saw the change) or a read is out: their answers are
+// stale, and ignored.
+func TestFollowerFirstStreamReadsAfresh(t *testing.T) {
+	f := &follower{waiting: map[uint64]waiter{}, cursors: map[uint64]int{}}
+	a, b := Leader{ID: "a", Node: "/e/a"}, Leader{ID: "b", Node: "/e/b"}
+	f.Step(nextChange{req: 1, stream: 1, pos: -1})
+	f.Step(leaderRead{cmd: 1, leader: a}) // its watch is armed
+	f.Step(streamGone{stream: 1})
+	out := f.Step(nextChange{req: 2, stream: 2, pos: -1}) // a resigned, b leads: the event is not in yet
+	if len(out.Commands) != 1 || len(out.Replies) != 0 {
+		t.Fatalf("a stream opened with the last watch armed: want a fresh read and no answer yet, got %+v", out)
+	}
+	if out := f.Step(readAgain{cmd: 1}); len(out.Commands) != 0 || len(out.Replies) != 0 {
+		t.Fatalf("the stale watch's event: want nothing, got %+v", out)
+	}
+	out = f.Step(leaderRead{cmd: 2, leader: b})
+	if len(out.Replies) != 1 || out.Replies[0].Value.(change).leader != b {
+		t.Fatalf("the new stream's first leader: want b, got %+v", out)
+	}
+	// A stream opened while a read is out: the read's answer is stale.
+	f.Step(readAgain{cmd: 2}) // stream 2 is open: read 3 goes out
+	f.Step(streamGone{stream: 2})
+	f.Step(nextChange{req: 3, stream: 3, pos: -1}) // read 4
+	if out := f.Step(leaderRead{cmd: 3, leader: b}); len(out.Replies) != 0 || len(out.Commands) != 0 {
+		t.Fatalf("the stale read's answer: want nothing, got %+v", out)
+	}
+	out = f.Step(leaderRead{cmd: 4, leader: a})
+	if len(out.Replies) != 1 || out.Replies[0].Value.(change).leader != a {
+		t.Fatalf("want a from the fresh read, got %+v", out)
 	}
 }
 
