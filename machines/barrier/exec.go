@@ -50,9 +50,7 @@ func (h *handle) exec(sh *runtime.Shell[input, command], c command, op runtime.O
 	sh.Go(func(ctx context.Context) (input, bool) {
 		switch c.Op {
 		case opSet:
-			// no_node (parents to make first) and node_exists (set
-			// already) are steps of Set, not failures.
-			err := zk.EnsurePath(runtime.Expect(ctx, zk.ErrNoNode, zk.ErrNodeExists), opConn{conn, op}, path, zk.ModePersistent)
+			err := runtime.EnsurePath(ctx, conn, op, path, zk.ModePersistent)
 			return barrierReply{Cmd: c.Cmd, Err: err}, true
 		case opRemove:
 			var err error
@@ -161,21 +159,6 @@ func (h *handle) exec(sh *runtime.Shell[input, command], c command, op runtime.O
 		}
 		panic(fmt.Sprintf("barrier: unknown command %v", c))
 	})
-}
-
-// opConn makes each create of zk.EnsurePath a request of a command (Op).
-type opConn struct {
-	zk.Conn
-	op runtime.Op
-}
-
-func (c opConn) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (made string, err error) {
-	c.op(ctx, "create", func(ctx context.Context) error {
-		runtime.SetNode(ctx, path)
-		made, err = c.Conn.Create(ctx, path, data, mode)
-		return err
-	})
-	return made, err
 }
 
 // postAwait posts reply r, then waits for its watch w to fire: the input

@@ -78,7 +78,7 @@ func (m *Member) create(ctx context.Context, op runtime.Op, c create) created {
 			return r.Err
 		})
 		if errors.Is(r.Err, zk.ErrNoNode) {
-			r.Err = zk.EnsurePath(runtime.Expect(ctx, zk.ErrNodeExists, zk.ErrNoNode), opConn{conn, op}, zk.Parent(c.Path), zk.ModeContainer)
+			r.Err = runtime.EnsurePath(ctx, conn, op, zk.Parent(c.Path), zk.ModeContainer)
 			if r.Err == nil {
 				continue
 			}
@@ -104,19 +104,4 @@ func (m *Member) create(ctx context.Context, op runtime.Op, c create) created {
 		return r
 	}
 	return r
-}
-
-// opConn makes each create of zk.EnsurePath a request of a command (Op).
-type opConn struct {
-	zk.Conn
-	op runtime.Op
-}
-
-func (c opConn) Create(ctx context.Context, path string, data []byte, mode zk.CreateMode) (made string, err error) {
-	c.op(ctx, "create", func(ctx context.Context) error {
-		runtime.SetNode(ctx, path)
-		made, err = c.Conn.Create(ctx, path, data, mode)
-		return err
-	})
-	return made, err
 }
