@@ -350,7 +350,9 @@ func reply(ctx context.Context, sh *runtime.Shell[Input, command], r Input, w <-
 // announce makes the hold mark path for node, if node exists, making its
 // directory first if it is missing (once: a container the server removed
 // just then leaves us without the mark, which only costs the waiter behind
-// a read).
+// a read). A directory made for a node gone meanwhile is deleted again,
+// unless a mark is in it already: it would never have a child, and the
+// server reaps only a container that had one.
 func announce(ctx context.Context, conn zk.Conn, node, path string) error {
 	mark := func() ([]zk.OpResult, error) {
 		return conn.Multi(ctx,
@@ -359,10 +361,13 @@ func announce(ctx context.Context, conn zk.Conn, node, path string) error {
 	}
 	res, err := mark()
 	if errors.Is(err, zk.ErrNoNode) && len(res) == 2 && errors.Is(res[1].Err, zk.ErrNoNode) {
-		if err := zk.EnsurePath(ctx, conn, zk.Parent(path), zk.ModeContainer); err != nil {
+		dir := zk.Parent(path)
+		if err := zk.EnsurePath(ctx, conn, dir, zk.ModeContainer); err != nil {
 			return err
 		}
-		_, err = mark()
+		if res, err = mark(); errors.Is(err, zk.ErrNoNode) && len(res) == 2 && errors.Is(res[0].Err, zk.ErrNoNode) {
+			_ = conn.Delete(ctx, dir, zk.AnyVersion) // refused when not empty
+		}
 	}
 	return err
 }
