@@ -124,8 +124,8 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 			return created{Cmd: c.Cmd, Path: path, Err: err}, true
 		})
 	case ensureDir:
-		answer(dirEnsured, "create", "", func(ctx context.Context) error {
-			return zk.EnsurePath(ctx, conn, c.Dir, zk.ModeContainer)
+		sh.Go(func(ctx context.Context) (Input, bool) {
+			return done{What: dirEnsured, Cmd: c.Cmd, Err: runtime.EnsurePath(ctx, conn, op, c.Dir, zk.ModeContainer)}, true
 		})
 	case readDir:
 		sh.Go(func(ctx context.Context) (Input, bool) {

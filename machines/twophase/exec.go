@@ -33,7 +33,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			r.Err = do(ctx, "children", list)
 			if errors.Is(r.Err, zk.ErrNoNode) {
 				// Made once: a create, even one that finds the node, is a write.
-				if r.Err = do(ctx, "create", func(ctx context.Context) error { return zk.EnsurePath(ctx, conn, inbox, zk.ModePersistent) }); r.Err == nil {
+				if r.Err = runtime.EnsurePath(ctx, conn, op, inbox, zk.ModePersistent); r.Err == nil {
 					r.Err = do(ctx, "children", list)
 				}
 			}
