@@ -6,8 +6,8 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/golden"
 )
 
-// The README's gRPC subsection shows ExampleNewBuilder, as it runs,
+// docs/examples.md (linked from the README's gRPC subsection) shows ExampleNewBuilder, as it runs,
 // verbatim.
 func TestReadmeShowsTheExample(t *testing.T) {
-	golden.ReadmeShows(t, "../../README.md", "example_test.go", "ExampleNewBuilder")
+	golden.ReadmeShows(t, "../../docs/examples.md", "example_test.go", "ExampleNewBuilder")
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/golden"
 )
 
-// The README's cache section shows ExampleNewTree, as it runs, verbatim.
+// docs/examples.md (linked from the README's cache section) shows ExampleNewTree, as it runs, verbatim.
 func TestReadmeShowsTheExample(t *testing.T) {
-	golden.ReadmeShows(t, "../../README.md", "example_test.go", "ExampleNewTree")
+	golden.ReadmeShows(t, "../../docs/examples.md", "example_test.go", "ExampleNewTree")
 }

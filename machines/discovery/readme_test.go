@@ -6,8 +6,8 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/golden"
 )
 
-// The README's service discovery section shows ExampleRegister, as it
+// docs/examples.md (linked from the README's discovery section) shows ExampleRegister, as it
 // runs, verbatim.
 func TestReadmeShowsTheExample(t *testing.T) {
-	golden.ReadmeShows(t, "../../README.md", "example_test.go", "ExampleRegister")
+	golden.ReadmeShows(t, "../../docs/examples.md", "example_test.go", "ExampleRegister")
 }

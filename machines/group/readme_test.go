@@ -6,7 +6,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/golden"
 )
 
-// The README's group section shows ExampleJoin, as it runs, verbatim.
+// docs/examples.md (linked from the README's group section) shows ExampleJoin, as it runs, verbatim.
 func TestReadmeShowsTheExample(t *testing.T) {
-	golden.ReadmeShows(t, "../../README.md", "example_test.go", "ExampleJoin")
+	golden.ReadmeShows(t, "../../docs/examples.md", "example_test.go", "ExampleJoin")
 }
