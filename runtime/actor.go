@@ -53,10 +53,16 @@ func (a *Actor[M]) Post(m M) bool { return a.box.Put(m) }
 // result back as a message. Call it only from the actor's own goroutine
 // (inside handle).
 func (a *Actor[M]) Go(call func(ctx context.Context) M) {
+	a.Run(func(ctx context.Context) { a.Post(call(ctx)) })
+}
+
+// Run runs f off the actor, under the actor's context; Done waits for it.
+// Call it only from the actor's own goroutine (inside handle).
+func (a *Actor[M]) Run(f func(ctx context.Context)) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		a.Post(call(a.ctx))
+		f(a.ctx)
 	}()
 }
 

@@ -80,8 +80,9 @@ type Spec[In any, C Command] struct {
 	// none).
 	Telemetry *Telemetry
 
-	// Exec starts cmd's requests off the actor, with s.Go (and s.Post from
-	// a goroutine it started so, with its ctx) or s.After; op makes one
+	// Exec starts cmd's requests off the actor, with s.Go or s.GoInOrder
+	// (and s.Post from a goroutine it started so, with its ctx) or
+	// s.After; op makes one
 	// request in a CLIENT span under the span of the input that made cmd.
 	// The inputs they post are cmd's: the shell handles them under that
 	// span, with nothing for the recipe to match.
@@ -152,6 +153,7 @@ type Shell[In any, C Command] struct {
 	curSpan   context.Context              // the span of the input being handled
 	curCall   uint64                       // the call whose span curSpan is (0: none)
 	execCmd   uint64                       // the command Spec.Exec is making (0: none): Go and After tag their inputs with it
+	lastTurn  <-chan struct{}              // closed once the last command made with GoInOrder posted (nil: none made)
 	timers    map[uint64]*time.Timer       // After's timers that have not fired, by number: Stop stops them
 	lastTimer uint64                       // the last timer's number
 	grantAt   map[uint64]time.Time         // per granted term: when it was granted
@@ -254,11 +256,33 @@ func (s *Shell[In, C]) Do(ctx context.Context, mk func(req uint64) In) (Answer, 
 // input it returns (none when ok is false). Call it from Spec.Exec: the
 // inputs of f, returned or posted with f's ctx (Post), are the command's,
 // handled under the span it was made under.
-func (s *Shell[In, C]) Go(f func(ctx context.Context) (in In, ok bool)) {
-	id := s.execCmd
-	s.actor.Go(func(ctx context.Context) message[In] {
-		in, ok := f(context.WithValue(ctx, cmdKey{}, id))
-		return message[In]{in: in, has: ok, cmd: id}
+func (s *Shell[In, C]) Go(f func(ctx context.Context) (in In, ok bool)) { s.start(f, nil) }
+
+// GoInOrder is Go for a command whose reply must reach the machine in the
+// order the commands were made, among those made with GoInOrder: f starts
+// once the one made before it has posted its first input (returned it, or
+// posted it with Post). With Go, each command's requests run on their own
+// goroutine, in the scheduler's order, so a reply the server sent first
+// may reach the machine second (a listing made before our delete, after
+// the delete's reply). The price is that those commands are not sent
+// together: use it for the few whose order the machine relies on.
+func (s *Shell[In, C]) GoInOrder(f func(ctx context.Context) (in In, ok bool)) {
+	t := &turn{prev: s.lastTurn, mine: make(chan struct{})}
+	s.lastTurn = t.mine
+	s.start(f, t)
+}
+
+// start runs f for the command Spec.Exec is making, in its turn (nil:
+// none), and posts what it returns.
+func (s *Shell[In, C]) start(f func(ctx context.Context) (in In, ok bool), t *turn) {
+	ref := cmdRef{id: s.execCmd, turn: t}
+	s.actor.Run(func(ctx context.Context) {
+		defer t.pass()
+		if !t.await(ctx) {
+			return // the actor is stopping
+		}
+		in, ok := f(context.WithValue(ctx, cmdKey{}, ref))
+		s.actor.Post(message[In]{in: in, has: ok, cmd: ref.id})
 	})
 }
 
@@ -266,8 +290,45 @@ func (s *Shell[In, C]) Go(f func(ctx context.Context) (in In, ok bool)) {
 // that another input of the same command follows (a watch's event after
 // its request's reply), so the command's span is kept for it.
 func (s *Shell[In, C]) Post(ctx context.Context, in In, more bool) {
-	id, _ := ctx.Value(cmdKey{}).(uint64)
-	s.actor.Post(message[In]{in: in, has: true, more: more, cmd: id})
+	ref, _ := ctx.Value(cmdKey{}).(cmdRef)
+	s.actor.Post(message[In]{in: in, has: true, more: more, cmd: ref.id})
+	ref.turn.pass()
+}
+
+// cmdRef is what a goroutine started by Go knows of its command: its id,
+// and its turn (GoInOrder's; nil for Go's).
+type cmdRef struct {
+	id   uint64
+	turn *turn
+}
+
+// turn is a command's place among those made with GoInOrder: it starts
+// once prev is closed (nil: at once), and closes mine once its first
+// input is posted, or it ends.
+type turn struct {
+	prev <-chan struct{}
+	mine chan struct{}
+	once sync.Once
+}
+
+// await waits for t's turn; false: ctx ended first.
+func (t *turn) await(ctx context.Context) bool {
+	if t == nil || t.prev == nil {
+		return true
+	}
+	select {
+	case <-t.prev:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// pass lets the next command in order start.
+func (t *turn) pass() {
+	if t != nil {
+		t.once.Do(func() { close(t.mine) })
+	}
 }
 
 // After posts in after d, as the last input of the command Spec.Exec is
@@ -279,7 +340,7 @@ func (s *Shell[In, C]) After(d time.Duration, in In) {
 	s.timers[n] = time.AfterFunc(d, func() { s.actor.Post(message[In]{in: in, has: true, cmd: id, timer: n}) })
 }
 
-// cmdKey keys the command id in the ctx of a goroutine started by Go.
+// cmdKey keys the cmdRef in the ctx of a goroutine started by Go.
 type cmdKey struct{}
 
 // Stop stops the actor (requests in flight are cancelled, their answers

@@ -92,9 +92,14 @@ func forwardEach(ctx context.Context, sh *runtime.Shell[Input, command], cmd uin
 func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runtime.Op) {
 	conn := in.conn
 	// answer makes the one request, f, of a command whose reply is its
-	// error alone (done What), expecting the errors expect.
+	// error alone (done What), expecting the errors expect; a delete's
+	// in order with the listings (GoInOrder, see stale).
 	answer := func(what, name, node string, f func(ctx context.Context) error, expect ...error) {
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		run := sh.Go
+		if what == deleted {
+			run = sh.GoInOrder
+		}
+		run(func(ctx context.Context) (Input, bool) {
 			return done{What: what, Cmd: cmd.ID(), Err: ask(runtime.Expect(ctx, expect...), op, name, node, f)}, true
 		})
 	}
@@ -128,7 +133,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 			return done{What: dirEnsured, Cmd: c.Cmd, Err: runtime.EnsurePath(ctx, conn, op, c.Dir, zk.ModeContainer)}, true
 		})
 	case readDir:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.GoInOrder(func(ctx context.Context) (Input, bool) { // in order with deletes: see stale
 			r := dirRead{Cmd: c.Cmd}
 			var ownW <-chan zk.WatchEvent
 			var ownErr, childErr error
@@ -158,7 +163,7 @@ func (in *Instance) exec(sh *runtime.Shell[Input, command], cmd command, op runt
 			})
 		})
 	case listDir:
-		sh.Go(func(ctx context.Context) (Input, bool) {
+		sh.GoInOrder(func(ctx context.Context) (Input, bool) { // in order with deletes: see stale
 			r := dirListed{Cmd: c.Cmd}
 			if !c.Relist {
 				// The hunt for a create whose reply was lost: that create

@@ -148,12 +148,6 @@ type machine struct {
 	lastCmd  uint64
 	inflight map[uint64]*request // commands sent or stalled, by id
 	stalled  []uint64            // commands waiting for a connection, in order
-	// deletedAt: our nodes deleted, by path, with the last command sent
-	// when the delete's reply came. A listing sent up to then may still
-	// show them: each request runs on its own goroutine, and the delete's
-	// reply can reach us before that of a listing the server answered
-	// first (see stale).
-	deletedAt map[string]uint64
 
 	termN     uint64
 	term      *term
@@ -273,7 +267,6 @@ func newMachine(cfg Config) (*machine, error) {
 		session:   cfg.SessionID,
 		connected: cfg.SessionID != 0,
 		inflight:  make(map[uint64]*request),
-		deletedAt: make(map[string]uint64),
 		granted:   make(map[uint64]bool),
 	}, nil
 }
@@ -627,7 +620,7 @@ func (m *machine) dirRead(in dirRead) {
 		return
 	}
 	t.token = in.Own.Czxid
-	below := slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.stale(in.Cmd))
+	below := slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.stale)
 	t.below = m.cfg.Predicate.blockers(below, t.node)
 	// Contenders made after ours may have listed before we did, seen us
 	// waiting, and watch for our promotion (Leases).
@@ -822,8 +815,7 @@ func (m *machine) deleted(in done) {
 	case errors.Is(in.Err, zk.ErrClosed):
 		m.finishDelete(r, nil)
 	default:
-		if in.Err == nil || errors.Is(in.Err, zk.ErrNoNode) {
-			m.deletedAt[r.cmd.(deleteNode).Path] = m.lastCmd
+		if errors.Is(in.Err, zk.ErrNoNode) {
 			in.Err = nil
 		}
 		m.finishDelete(r, in.Err)
@@ -944,7 +936,7 @@ func (m *machine) relisted(t *term, in dirListed) {
 		t.node = ""
 		m.fail(t, m.vanished(t, in.Session))
 	default:
-		below := slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.stale(in.Cmd))
+		below := slices.DeleteFunc(lower(in.Children, m.cfg.Markers, zk.Base(t.node), t.seq, m.cfg.Dir), m.stale)
 		t.below = m.cfg.Predicate.blockers(below, t.node)
 		m.advance(t)
 	}
@@ -1140,28 +1132,18 @@ func (m *machine) deleteNode(path string, release bool, releasers []uint64, stop
 	m.send(&request{cmd: deleteNode{cmdID: cmdID{m.nextCmd()}, Path: path, Release: release}, releasers: releasers, stopTerm: stopTerm})
 }
 
-// stale returns whether a node in the listing command cmd made is one of
-// ours (an earlier term's) that is going or gone: no one waits behind it.
-// Its delete is under way (it and our create may reach the server in
-// either order), or its reply came after the listing was sent. Entries
-// of deletedAt that no later listing can show are dropped.
-func (m *machine) stale(cmd uint64) func(path string) bool {
-	for path, at := range m.deletedAt {
-		if at < cmd {
-			delete(m.deletedAt, path)
-		}
-	}
-	return func(path string) bool {
-		if _, ok := m.deletedAt[path]; ok {
+// stale reports whether path, a node a listing showed, is one of ours
+// (an earlier term's) that is going: no one waits behind it. Its delete
+// is under way (it and our create may reach the server in either order).
+// A listing and a delete answer in the order they were made (GoInOrder),
+// so a delete answered before a listing's reply was applied before it.
+func (m *machine) stale(path string) bool {
+	for _, r := range m.inflight {
+		if d, ok := r.cmd.(deleteNode); (ok && d.Path == path) || (r.deferred && r.term.node == path) {
 			return true
 		}
-		for _, r := range m.inflight {
-			if d, ok := r.cmd.(deleteNode); (ok && d.Path == path) || (r.deferred && r.term.node == path) {
-				return true
-			}
-		}
-		return false
 	}
+	return false
 }
 
 func (m *machine) finishDelete(r *request, err error) {

@@ -437,23 +437,25 @@ func TestTranscriptTryAcquireBehindHolder(t *testing.T) {
 	tr.check("try_behind_holder")
 }
 
-// An earlier term's node, deleted, in a listing whose reply comes after
-// the delete's (each request has its own goroutine, and the server
-// answered the listing first): it is no one's to wait behind. A second
-// TryAcquire once the holder is gone holds.
-func TestTranscriptOwnDeletedNodeInALateListing(t *testing.T) {
+// An earlier term's node in a listing while its delete is in flight: no
+// one's to wait behind. (The shell answers a listing and a delete in the
+// order they were made, but a delete whose reply was lost is sent again,
+// after the listing made meanwhile.) A second TryAcquire once the holder
+// is gone holds.
+func TestTranscriptOwnNodeInAListingWhileItsDeleteIsSentAgain(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1, Try: true})
 	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000001"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000001", "lock-0000000000"}, Own: own(0x50), OwnExists: true})
 	tr.step(Acquire{Req: 2, Try: true})
 	tr.step(created{Cmd: 4, Path: "/app/lock/_c_uuid2-lock-0000000002"})
-	tr.step(done{What: deleted, Cmd: 3})
+	tr.step(done{What: deleted, Cmd: 3, Err: zk.ErrConnectionLoss})
 	out := tr.step(dirRead{Cmd: 5, Children: []string{"_c_uuid1-lock-0000000001", "_c_uuid2-lock-0000000002"}, Own: own(0x52), OwnExists: true})
 	if len(out.Replies) != 1 || !out.Replies[0].Granted {
 		t.Fatalf("want granted, got %v", out.Replies)
 	}
-	tr.check("own_deleted_node_in_a_late_listing")
+	tr.step(done{What: deleted, Cmd: 3})
+	tr.check("own_node_in_a_listing_while_its_delete_is_sent_again")
 }
 
 func TestTranscriptShutdownWhileHolding(t *testing.T) {

@@ -28,7 +28,7 @@ func TestEveryTransitionInATranscript(t *testing.T) {
 		},
 		TestTranscriptVotedYesAndCommitted, TestTranscriptNoVoteDecidesAbort, TestTranscriptNoVoteAfterADecision,
 		TestTranscriptCoordinatorGone, TestTranscriptRestartFindsVote, TestTranscriptConnectionLostDuringVote,
-		TestTranscriptSessionLostAndClose, TestTranscriptStaleListingAfterDelete, TestTranscriptCloseWhileRegistering,
+		TestTranscriptSessionLostAndClose, TestTranscriptListingBeforeOurDelete, TestTranscriptCloseWhileRegistering,
 		TestTranscriptCloseWhileDisconnected, TestTranscriptSessionLostWhileIdle, TestTranscriptCoordinatorCommits,
 		TestTranscriptCoordinatorWatchesEndThenTimesOut, TestTranscriptCoordinatorReadsTheDecision,
 		TestTranscriptCoordinatorAbandoned, TestTranscriptCoordinatorJanitor, TestTranscriptCoordinatorClose,

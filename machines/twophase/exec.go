@@ -22,7 +22,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 	conn, ps, do := p.conn, p.p, expecting(op)
 	switch c := cmd.(type) {
 	case listInbox:
-		sh.Go(func(ctx context.Context) (input, bool) {
+		sh.GoInOrder(func(ctx context.Context) (input, bool) { // in order: see inboxListed
 			r := listed{What: "inbox", ref: c.ref}
 			inbox := ps.inbox(p.id)
 			var w <-chan zk.WatchEvent
@@ -170,7 +170,7 @@ func (p *Participant) exec(sh *runtime.Shell[input, command], cmd command, op ru
 			return r, err
 		})
 	case deleteEntry:
-		sh.Go(func(ctx context.Context) (input, bool) {
+		sh.GoInOrder(func(ctx context.Context) (input, bool) { // in order: see inboxListed
 			r := done{What: "entry deleted", ref: c.ref}
 			r.Err = do(ctx, "delete", func(ctx context.Context) error {
 				err := conn.Delete(ctx, ps.inboxEntry(p.id, c.Tx), zk.AnyVersion)

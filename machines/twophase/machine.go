@@ -81,10 +81,6 @@ type machine struct {
 	busy       uint64   // the handler command in flight (0: none)
 	inboxCmd   uint64   // the inbox listing in flight, or its watch
 	inboxArmed bool
-	// done: transactions whose inbox entry we deleted, and the last
-	// command made before: a listing made before the delete may still
-	// show the entry.
-	done       map[string]uint64
 	regCmd     uint64 // the registration in flight, or its watch
 	registered bool
 	sleepCmd   uint64 // the resync timer
@@ -278,7 +274,6 @@ func (m *machine) answered(o *out, i done) {
 	case "entry deleted":
 		if t := m.tx(o, i.Tx, i.Cmd, i.Err); t != nil {
 			delete(m.txs, t.id)
-			m.done[t.id] = m.nextCmd
 		}
 	case "deregistered":
 		if i.Cmd == m.deregCmd {
@@ -296,7 +291,7 @@ func (m *machine) serve(o *out, req uint64) {
 		m.reply(o, req, nil, ErrServing)
 		return
 	}
-	m.serving, m.txs, m.done, m.failed = req, make(map[string]*ptx), make(map[string]uint64), false
+	m.serving, m.txs, m.failed = req, make(map[string]*ptx), false
 	m.b = backoff{}
 	// The inbox first: once we are registered, Proposes naming us find
 	// it. Registering follows its listing.
@@ -441,17 +436,15 @@ func (m *machine) inboxListed(o *out, i listed) {
 	if m.regCmd == 0 {
 		m.register(o)
 	}
+	// A listing and our deletes of entries answer in the order they were
+	// made (GoInOrder): an entry deleted before this reply is not in it.
 	for _, id := range i.Kids {
-		if at, ok := m.done[id]; ok && i.Cmd <= at {
-			continue // deleted by us after this listing was made
-		}
 		if _, ok := m.txs[id]; !ok {
 			t := &ptx{id: id}
 			m.txs[id] = t
 			m.advance(o, t)
 		}
 	}
-	clear(m.done) // listings made from now on are made after those deletes
 }
 
 // tx is the transaction id whose command cmd is answered with err, or

@@ -299,23 +299,32 @@ func TestTranscriptSessionLostAndClose(t *testing.T) {
 	tr.Check("session_lost_and_close")
 }
 
-// A listing of the inbox made before our delete of tx1's entry, answered
-// after it, still shows tx1: it is not taken for a new transaction (its
-// handler is not called twice); tx2, new, is loaded.
-func TestTranscriptStaleListingAfterDelete(t *testing.T) {
+// A listing of the inbox made before our delete of tx1's entry still
+// shows tx1; the shell answers it before the delete (GoInOrder), while tx1
+// is still ours: it is not taken for a new transaction (its handler is
+// not called twice). Once the delete is through, a new entry, tx2, is
+// loaded.
+func TestTranscriptListingBeforeOurDelete(t *testing.T) {
 	tr := newTranscript(t)
 	ld := tr.serving()
 	out := tr.step(loaded{ref: ref{ld, "tx1"}, Decided: true, Outcome: Outcome{Committed: true}})
-	out = tr.step(handled{ref: ref{commands[handle](out)[0].Cmd, "tx1"}})
-	del := commands[deleteEntry](out)[0]
+	hd := commands[handle](out)[0]
 	out = tr.step(fired{What: "inbox", ref: ref{Cmd: 1}, Type: zk.EventNodeChildrenChanged})
 	li := commands[listInbox](out)[0]
-	tr.step(done{What: "entry deleted", ref: ref{del.Cmd, "tx1"}})
-	out = tr.step(listed{What: "inbox", ref: ref{Cmd: li.Cmd}, Kids: []string{"tx1", "tx2"}})
-	if l := commands[load](out); len(l) != 1 || l[0].Tx != "tx2" {
-		t.Fatalf("loads %v, want tx2 only", l)
+	out = tr.step(handled{ref: ref{hd.Cmd, "tx1"}})
+	del := commands[deleteEntry](out)[0]
+	out = tr.step(listed{What: "inbox", ref: ref{Cmd: li.Cmd}, Kids: []string{"tx1"}})
+	if l := commands[load](out); len(l) != 0 {
+		t.Fatalf("loads %v, want none", l)
 	}
-	tr.Check("stale_listing_after_delete")
+	tr.step(done{What: "entry deleted", ref: ref{del.Cmd, "tx1"}})
+	out = tr.step(fired{What: "inbox", ref: ref{Cmd: li.Cmd}, Type: zk.EventNodeChildrenChanged})
+	li = commands[listInbox](out)[0]
+	out = tr.step(listed{What: "inbox", ref: ref{Cmd: li.Cmd}, Kids: []string{"tx2"}})
+	if l := commands[load](out); len(l) != 1 || l[0].Tx != "tx2" {
+		t.Fatalf("loads %v, want tx2", l)
+	}
+	tr.Check("listing_before_our_delete")
 }
 
 // Close while the registration is in flight: the deregistration waits for
