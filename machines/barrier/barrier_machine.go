@@ -60,20 +60,19 @@ func (m *barrierMachine) Step(in input) out {
 	var o out
 	switch i := in.(type) {
 	case call:
-		switch i.Op {
-		case opCancel:
-			for cmd, c := range m.calls {
-				if c.Req == i.Req {
-					delete(m.calls, cmd)
-				}
+		m.request(&o, i)
+	case runtime.Cancel:
+		for cmd, c := range m.calls {
+			if c.Req == i.Req {
+				delete(m.calls, cmd)
 			}
-			m.parked = slices.DeleteFunc(m.parked, func(c call) bool { return c.Req == i.Req })
-		case opShutdown, opHandover: // a handover is never needed: nothing to delete
-			m.stop(&o)
-			reply(&o, i.Req, nil, nil)
-		default:
-			m.request(&o, i)
 		}
+		m.parked = slices.DeleteFunc(m.parked, func(c call) bool { return c.Req == i.Req })
+	case runtime.Handover: // never needed: nothing to delete
+		return m.Step(runtime.Shutdown(i))
+	case runtime.Shutdown:
+		m.stop(&o)
+		reply(&o, i.Req, nil, nil)
 	case barrierReply:
 		c, ok := m.calls[i.Cmd]
 		switch {
@@ -100,7 +99,7 @@ func (m *barrierMachine) Step(in input) out {
 		default: // its data was set, or the watch ended with the session
 			m.again(&o, c)
 		}
-	case sessionChange:
+	case runtime.SessionChange:
 		switch i.State {
 		case zk.StateSuspended:
 			m.down = true

@@ -10,10 +10,8 @@ import (
 // one of its commands, a watch firing, a session change.
 type input = fmt.Stringer
 
-// call is a handle's call (enter, leave; set, remove, wait), or the
-// Shell's word about call Req (cancel: its caller stopped waiting;
-// shutdown; handover: the reply's value is what is left to delete,
-// runtime.Leftovers).
+// call is a handle's call (enter, leave; set, remove, wait). The Shell's
+// word about a call (runtime.Cancel, Shutdown, Handover) is its own input.
 type call struct {
 	Op  op
 	Req uint64
@@ -23,26 +21,17 @@ type call struct {
 type op string
 
 const (
-	opEnter    op = "enter"
-	opLeave    op = "leave"
-	opSet      op = "set"    // create the barrier node and its missing parents
-	opRemove   op = "remove" // delete the barrier node
-	opWait     op = "wait"   // watch the barrier node for its deletion
-	opCancel   op = "cancel"
-	opShutdown op = "shutdown" // fail the calls waiting, delete our node, end the machine
-	opHandover op = "handover" // end a machine whose shutdown could not finish
+	opEnter  op = "enter"
+	opLeave  op = "leave"
+	opSet    op = "set"    // create the barrier node and its missing parents
+	opRemove op = "remove" // delete the barrier node
+	opWait   op = "wait"   // watch the barrier node for its deletion
 )
 
 // enterRefused: the answer to an Enter that let us in came as its
 // caller's ctx ended, and no caller took it (runtime.Spec.Refused): we
 // get out, as for an Enter withdrawn before it was answered.
 type enterRefused struct{}
-
-// sessionChange is a change of the connection's session state.
-type sessionChange struct {
-	State     zk.SessionState
-	SessionID int64
-}
 
 // probed is the reply to probe: the path's data (the member count it
 // records), whether ready exists (a watch is left on it either way) and
@@ -131,9 +120,6 @@ type readyDeleted struct {
 
 func (i call) String() string       { return fmt.Sprintf("%s req=%d", i.Op, i.Req) }
 func (enterRefused) String() string { return "enter refused" }
-func (i sessionChange) String() string {
-	return fmt.Sprintf("session %s %#x", i.State, i.SessionID)
-}
 func (i probed) String() string {
 	s := fmt.Sprintf("probed cmd=%d data=%q ready=%t czxid=%d children=%v", i.Cmd, i.PathData, i.ReadyExists, i.ReadyCzxid, i.Children)
 	if len(i.Inside) > 0 {

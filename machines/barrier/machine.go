@@ -153,26 +153,26 @@ func (m *machine) Step(in input) out {
 			m.enter(&o, i.Req)
 		case opLeave:
 			m.leave(&o, i.Req)
-		case opCancel:
-			if i.Req == m.req && m.req != 0 {
-				m.req = 0
-				m.getOut(&o)
-			}
-		case opShutdown:
-			m.shutdown(&o, i.Req)
-		case opHandover:
-			m.finish(&o)
-			var l runtime.Leftovers
-			if m.member && !m.deleted && !m.connGone {
-				l = runtime.Leftovers{Session: m.session, Nodes: []string{zk.Join(m.cfg.Path, m.name)}}
-			}
-			reply(&o, i.Req, l, nil)
 		}
+	case runtime.Cancel:
+		if i.Req == m.req && m.req != 0 {
+			m.req = 0
+			m.getOut(&o)
+		}
+	case runtime.Shutdown:
+		m.shutdown(&o, i.Req)
+	case runtime.Handover:
+		m.finish(&o)
+		var l runtime.Leftovers
+		if m.member && !m.deleted && !m.connGone {
+			l = runtime.Leftovers{Session: m.session, Nodes: []string{zk.Join(m.cfg.Path, m.name)}}
+		}
+		reply(&o, i.Req, l, nil)
 	case enterRefused:
 		if m.phase == inside && m.req == 0 {
 			m.getOut(&o)
 		}
-	case sessionChange:
+	case runtime.SessionChange:
 		m.sessionChange(&o, i)
 	case probed:
 		m.probed(&o, i)
@@ -546,7 +546,7 @@ func (m *machine) answer(o *out, v any, err error) {
 	m.req = 0
 }
 
-func (m *machine) sessionChange(o *out, i sessionChange) {
+func (m *machine) sessionChange(o *out, i runtime.SessionChange) {
 	switch i.State {
 	case zk.StateSuspended:
 		m.event(o, events.Suspended, nil)

@@ -121,12 +121,12 @@ func TestTranscriptSessionLostWhileEntering(t *testing.T) {
 	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"b-1"}})
 	tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"b-1", "me-1"}})
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	out := tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
+	out := tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
 	if r, ok := replied(out, 1); !ok || !errors.Is(r.Err, ErrSessionLost) {
 		t.Fatalf("Enter = %+v, want ErrSessionLost", r)
 	}
-	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(runtime.SessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	tr.step(readyEvent{Cmd: 1, Type: zk.EventNotWatching}) // the old watch ends: ignored
 	tr.step(call{Op: opEnter, Req: 2})
 	tr.Check("session_lost_while_entering")
@@ -140,8 +140,8 @@ func TestTranscriptJoinAfterSessionLost(t *testing.T) {
 	tr := newTranscript(t, 3)
 	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"b-1"}})
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
-	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	out := tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"b-1", "me-1"}})
 	if len(out.Commands) != 1 || out.Commands[0].Op != opDeleteMember || out.Commands[0].Name != "me-1" {
 		t.Fatalf("commands %v, want me-1 deleted", out.Commands)
@@ -290,8 +290,8 @@ func TestTranscriptNodeGoneBeforeLeave(t *testing.T) {
 	if r, ok := replied(out, 2); !ok || !errors.Is(r.Err, ErrSessionLost) || len(out.Commands) != 0 {
 		t.Fatalf("Leave = %+v, commands %v; want ErrSessionLost, nothing sent", r, out.Commands)
 	}
-	out = tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
-	out2 := tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	out = tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
+	out2 := tr.step(runtime.SessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	if n := len(out.Events) + len(out2.Events); n != 0 {
 		t.Fatalf("%d more events after the Leave said the session was lost", n)
 	}
@@ -412,7 +412,7 @@ func TestTranscriptWithdrawnEnterGetsOut(t *testing.T) {
 	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"b-1"}})
 	tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"b-1", "me-1"}})
-	out := tr.step(call{Op: opCancel, Req: 1})
+	out := tr.step(runtime.Cancel{Req: 1})
 	del, ok := only(out, opDeleteMember)
 	if !ok || del.Name != "me-1" || len(out.Replies) != 0 || tr.m.State() != events.StateStart {
 		t.Fatalf("withdrawn Enter: %+v, state %s; want me-1 deleted, no reply, outside", out, tr.m.State())
@@ -428,7 +428,7 @@ func TestTranscriptEnterWithdrawnDuringItsCreate(t *testing.T) {
 	tr := newTranscript(t, 3)
 	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("3"), Children: []string{"b-1"}})
-	if out := tr.step(call{Op: opCancel, Req: 1}); len(out.Commands) != 0 {
+	if out := tr.step(runtime.Cancel{Req: 1}); len(out.Commands) != 0 {
 		t.Fatalf("withdrawn during the create: %+v, want nothing sent before its reply", out)
 	}
 	out := tr.step(joined{Cmd: 2, Name: "me-1", Children: []string{"b-1", "me-1"}})
@@ -445,19 +445,19 @@ func TestTranscriptSessionLostInside(t *testing.T) {
 	tr.step(call{Op: opEnter, Req: 1})
 	tr.step(probed{Cmd: 1, PathData: []byte("2"), Children: []string{"x-1"}})
 	tr.step(joined{Cmd: 2, Name: "me-1", ReadyCreated: true})
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
 	if r, ok := replied(tr.step(call{Op: opLeave, Req: 2}), 2); !ok || !errors.Is(r.Err, ErrSessionLost) {
 		t.Fatalf("Leave = %+v, want ErrSessionLost", r)
 	}
 	// Before our node is made, the session's end, or the connection's,
 	// fails Enter and puts us outside, not FAILED: we were no member.
-	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(runtime.SessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	tr.step(call{Op: opEnter, Req: 3})
-	if r, ok := replied(tr.step(sessionChange{State: zk.StateLost, SessionID: sess + 1}), 3); !ok || !errors.Is(r.Err, ErrSessionLost) {
+	if r, ok := replied(tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess + 1}), 3); !ok || !errors.Is(r.Err, ErrSessionLost) {
 		t.Fatalf("Enter = %+v, want ErrSessionLost", r)
 	}
 	tr.step(call{Op: opEnter, Req: 4})
-	if r, ok := replied(tr.step(sessionChange{State: zk.StateClosed}), 4); !ok || !errors.Is(r.Err, ErrClosed) {
+	if r, ok := replied(tr.step(runtime.SessionChange{State: zk.StateClosed}), 4); !ok || !errors.Is(r.Err, ErrClosed) {
 		t.Fatalf("Enter = %+v, want ErrClosed", r)
 	}
 	tr.Check("session_lost_inside")
@@ -481,12 +481,12 @@ func TestTranscriptCloseInEveryState(t *testing.T) {
 			tr.step(joined{Cmd: 2, Name: "me-1", ReadyCreated: members == 2, Children: []string{"me-1", "x-1"}})
 		}
 		if s == events.StateFailed {
-			tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+			tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
 		}
 		if tr.m.State() != s {
 			t.Fatalf("state %s, want %s", tr.m.State(), s)
 		}
-		if out := tr.step(call{Op: opShutdown, Req: 9}); !out.Done {
+		if out := tr.step(runtime.Shutdown{Req: 9}); !out.Done {
 			tr.step(memberDeleted{Cmd: 3, Name: "me-1"})
 		}
 		if tr.m.State() != events.StateStop {
@@ -546,15 +546,15 @@ func TestTranscriptBarrierCalls(t *testing.T) {
 func TestTranscriptBarrierWaitThroughFaults(t *testing.T) {
 	tr, step := newBarrierTranscript(t)
 	step(call{Op: opWait, Req: 1})
-	step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
 	step(barrierReply{Cmd: 1, Err: zk.ErrConnectionLoss})
-	step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	step(runtime.SessionChange{State: zk.StateReconnected, SessionID: sess})
 	step(barrierReply{Cmd: 2, Exists: true})
-	step(sessionChange{State: zk.StateLost, SessionID: sess})
+	step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
 	step(barrierEvent{Cmd: 2, Type: zk.EventNotWatching})
-	step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	step(runtime.SessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	step(call{Op: opWait, Req: 2})
-	step(call{Op: opCancel, Req: 2})
+	step(runtime.Cancel{Req: 2})
 	step(barrierReply{Cmd: 4, Exists: true})
 	step(barrierEvent{Cmd: 4, Type: zk.EventNodeDeleted})
 	step(barrierReply{Cmd: 3, Exists: false})
@@ -569,17 +569,17 @@ func TestTranscriptBarrierClose(t *testing.T) {
 	step(call{Op: opWait, Req: 1})
 	step(barrierReply{Cmd: 1, Exists: true})
 	step(call{Op: opSet, Req: 2})
-	step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
 	step(call{Op: opWait, Req: 3})
 	step(barrierReply{Cmd: 3, Err: zk.ErrConnectionLoss})
-	if out := step(call{Op: opShutdown, Req: 4}); len(out.Replies) != 4 || !out.Done {
+	if out := step(runtime.Shutdown{Req: 4}); len(out.Replies) != 4 || !out.Done {
 		t.Fatalf("shutdown: %+v", out)
 	}
 	other, step := newBarrierTranscript(t)
 	step(call{Op: opSet, Req: 1})
 	step(barrierReply{Cmd: 1, Err: zk.ErrClosed})
 	step(call{Op: opWait, Req: 2})
-	step(sessionChange{State: zk.StateClosed})
+	step(runtime.SessionChange{State: zk.StateClosed})
 	tr.Append("\n# the connection closed\n" + other.String())
 	tr.Check("barrier_close")
 }
