@@ -13,18 +13,6 @@ type input = fmt.Stringer
 // initCall waits for the first full load (Initialized).
 type initCall struct{ Req uint64 }
 
-// cancelReq withdraws call Req: its caller stopped waiting.
-type cancelReq struct{ Req uint64 }
-
-// shutdown ends the machine (Close): there is nothing to delete.
-type shutdown struct{ Req uint64 }
-
-// sessionChange is a change of the connection's session state.
-type sessionChange struct {
-	State     zk.SessionState
-	SessionID int64
-}
-
 // dataRead is the reply to readData: the node's data and Stat (a data
 // watch was left on it), or ErrNoNode (no watch).
 type dataRead struct {
@@ -58,12 +46,7 @@ type fired struct {
 	Type zk.EventType
 }
 
-func (i initCall) String() string  { return fmt.Sprintf("initialized req=%d", i.Req) }
-func (i cancelReq) String() string { return fmt.Sprintf("cancel req=%d", i.Req) }
-func (i shutdown) String() string  { return fmt.Sprintf("shutdown req=%d", i.Req) }
-func (i sessionChange) String() string {
-	return fmt.Sprintf("session %s %#x", i.State, i.SessionID)
-}
+func (i initCall) String() string { return fmt.Sprintf("initialized req=%d", i.Req) }
 func (i dataRead) String() string {
 	if i.Err != nil {
 		return fmt.Sprintf("data cmd=%d err=%v", i.Cmd, i.Err)

@@ -158,6 +158,9 @@ func (m *machine) Step(in input) out {
 		return o
 	}
 	m.tick++
+	if h, ok := in.(runtime.Handover); ok {
+		in = runtime.Shutdown(h) // never needed: nothing to delete
+	}
 	switch i := in.(type) {
 	case initCall:
 		if m.initialized {
@@ -165,13 +168,13 @@ func (m *machine) Step(in input) out {
 		} else {
 			m.waiters = append(m.waiters, i.Req)
 		}
-	case cancelReq:
+	case runtime.Cancel:
 		m.waiters = slices.DeleteFunc(m.waiters, func(r uint64) bool { return r == i.Req })
-	case shutdown:
+	case runtime.Shutdown: // Close: there is nothing to delete
 		m.stop(&o)
 		o.Replies = append(o.Replies, runtime.Reply{Req: i.Req})
 		return o
-	case sessionChange:
+	case runtime.SessionChange:
 		m.session(&o, i)
 	case dataRead:
 		m.dataRead(&o, i)
@@ -198,7 +201,7 @@ func (m *machine) Step(in input) out {
 	return o
 }
 
-func (m *machine) session(o *out, i sessionChange) {
+func (m *machine) session(o *out, i runtime.SessionChange) {
 	switch i.State {
 	case zk.StateSuspended:
 		m.down = true
