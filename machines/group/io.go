@@ -22,22 +22,6 @@ type setCall struct {
 // leaveCall deletes our node and ends the member (Leave).
 type leaveCall struct{ Req uint64 }
 
-// cancelReq withdraws call Req: its caller stopped waiting.
-type cancelReq struct{ Req uint64 }
-
-// shutdown deletes our node and ends the member (Close).
-type shutdown struct{ Req uint64 }
-
-// handover gives up on the delete a shutdown waits for: its reply's
-// Value is the runtime.Leftovers for the connection's janitor.
-type handover struct{ Req uint64 }
-
-// sessionChange is a change of the connection's session state.
-type sessionChange struct {
-	State     zk.SessionState
-	SessionID int64
-}
-
 // created is the reply to create: made (Err nil), or there already
 // (zk.ErrNodeExists) with the node's owner, data and version as read.
 type created struct {
@@ -80,12 +64,6 @@ type fired struct {
 func (i joinCall) String() string  { return fmt.Sprintf("join req=%d", i.Req) }
 func (i setCall) String() string   { return fmt.Sprintf("set req=%d %q", i.Req, i.Data) }
 func (i leaveCall) String() string { return fmt.Sprintf("leave req=%d", i.Req) }
-func (i cancelReq) String() string { return fmt.Sprintf("cancel req=%d", i.Req) }
-func (i shutdown) String() string  { return fmt.Sprintf("shutdown req=%d", i.Req) }
-func (i handover) String() string  { return fmt.Sprintf("handover req=%d", i.Req) }
-func (i sessionChange) String() string {
-	return fmt.Sprintf("session %s %#x", i.State, i.SessionID)
-}
 func (i created) String() string {
 	if i.Err != nil {
 		return fmt.Sprintf("created cmd=%d err=%v owner=%#x %q v%d", i.Cmd, i.Err, i.Owner, i.Data, i.Version)

@@ -135,14 +135,14 @@ func (m *machine) Step(in input) out {
 		m.waiters = append(m.waiters, waiter{req: i.Req, gen: m.gen})
 	case leaveCall:
 		m.leave(&o, i.Req)
-	case shutdown:
+	case runtime.Shutdown: // Close: our node is deleted, as by a Leave
 		m.leave(&o, i.Req)
-	case cancelReq:
+	case runtime.Cancel:
 		if m.joinReq == i.Req {
 			m.joinReq = 0
 		}
 		m.waiters = slices.DeleteFunc(m.waiters, func(w waiter) bool { return w.req == i.Req })
-	case handover:
+	case runtime.Handover:
 		var l runtime.Leftovers
 		if m.present || m.createCmd != 0 || m.delCmd != 0 {
 			l = runtime.Leftovers{Session: m.session, Nodes: []string{m.node}}
@@ -150,7 +150,7 @@ func (m *machine) Step(in input) out {
 		o.Replies = append(o.Replies, runtime.Reply{Req: i.Req, Value: l})
 		m.finish(&o)
 		return o
-	case sessionChange:
+	case runtime.SessionChange:
 		m.sessionChange(&o, i)
 	case created:
 		m.created(&o, i)
@@ -183,7 +183,7 @@ func (m *machine) leave(o *out, req uint64) {
 	}
 }
 
-func (m *machine) sessionChange(o *out, i sessionChange) {
+func (m *machine) sessionChange(o *out, i runtime.SessionChange) {
 	switch i.State {
 	case zk.StateSuspended:
 		m.down = true
