@@ -119,7 +119,7 @@ func (m *coordMachine) Step(in input) out {
 		}
 	case abandonCall:
 		m.abandon(&o, i.Req, i.Tx)
-	case shutdown:
+	case runtime.Shutdown:
 		m.closing = i.Req
 		for _, id := range slices.Sorted(maps.Keys(m.txs)) {
 			if t := m.txs[id]; t.st <= ctDecide {
@@ -128,7 +128,7 @@ func (m *coordMachine) Step(in input) out {
 				m.abandon(&o, 0, id)
 			}
 		}
-	case handover:
+	case runtime.Handover:
 		var l runtime.Leftovers
 		for _, id := range slices.Sorted(maps.Keys(m.txs)) {
 			if m.txs[id].st <= ctDecide {
@@ -142,7 +142,7 @@ func (m *coordMachine) Step(in input) out {
 			l.Session = m.session
 		}
 		m.reply(&o, i.Req, l, nil)
-	case sessionChange:
+	case runtime.SessionChange:
 		switch i.State {
 		case zk.StateLost:
 			m.session = 0

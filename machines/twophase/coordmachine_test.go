@@ -152,7 +152,7 @@ func TestTranscriptCoordinatorJanitor(t *testing.T) {
 func TestTranscriptCoordinatorClose(t *testing.T) {
 	tr := newCoordTranscript(t)
 	tr.proposed()
-	out := tr.step(shutdown{Req: 3})
+	out := tr.step(runtime.Shutdown{Req: 3})
 	if len(out.Replies) != 1 || out.Replies[0].Req != 2 || !errors.Is(out.Replies[0].Err, ErrClosed) {
 		t.Fatalf("replies %+v, want the collect's ErrClosed", out.Replies)
 	}
@@ -173,8 +173,8 @@ func TestTranscriptCoordinatorClose(t *testing.T) {
 func TestTranscriptCoordinatorHandOver(t *testing.T) {
 	tr := newCoordTranscript(t)
 	tr.proposed()
-	tr.step(shutdown{Req: 3})
-	out := tr.step(handover{Req: 4})
+	tr.step(runtime.Shutdown{Req: 3})
+	out := tr.step(runtime.Handover{Req: 4})
 	if l, _ := out.Replies[0].Value.(runtime.Leftovers); l.Session != sess || len(l.Nodes) != 1 || l.Nodes[0] != "/app/2pc/tx/tx1/coordinator" {
 		t.Fatalf("handed over %+v", out.Replies)
 	}
@@ -187,7 +187,7 @@ func TestTranscriptCoordinatorCloseWhileCreating(t *testing.T) {
 	tr := newCoordTranscript(t)
 	tr.step(swept{ref: ref{Cmd: 1}})
 	out := tr.step(proposeCall{Req: 1, Tx: "tx1", Participants: []string{"a"}})
-	tr.step(shutdown{Req: 2})
+	tr.step(runtime.Shutdown{Req: 2})
 	out = tr.step(done{What: "created", ref: ref{commands[create](out)[0].Cmd, "tx1"}, Err: zk.ErrConnectionLoss})
 	if !out.Done || len(out.Commands) != 0 {
 		t.Fatalf("done %t, commands %v", out.Done, out.Commands)

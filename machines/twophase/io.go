@@ -25,20 +25,6 @@ type unserve struct{ Req uint64 }
 // flight and our registration node deleted.
 type awaitStopped struct{ Req uint64 }
 
-// shutdown stops serving and ends the machine once it has stopped.
-type shutdown struct{ Req uint64 }
-
-// handover gives up on the deregistration a shutdown waits for (the
-// connection is down): its reply's Value is the registration node, for
-// the connection's janitor.
-type handover struct{ Req uint64 }
-
-// sessionChange is a change of the connection's session state.
-type sessionChange struct {
-	State     zk.SessionState
-	SessionID int64
-}
-
 // listed is the reply to listInbox (What: "inbox") and to watchVotes
 // ("votes"): the children's names (a child watch is left).
 type listed struct {
@@ -157,11 +143,6 @@ type woke struct {
 func (i serveCall) String() string    { return fmt.Sprintf("serve req=%d", i.Req) }
 func (i unserve) String() string      { return fmt.Sprintf("unserve req=%d", i.Req) }
 func (i awaitStopped) String() string { return fmt.Sprintf("await stopped req=%d", i.Req) }
-func (i shutdown) String() string     { return fmt.Sprintf("shutdown req=%d", i.Req) }
-func (i handover) String() string     { return fmt.Sprintf("handover req=%d", i.Req) }
-func (i sessionChange) String() string {
-	return fmt.Sprintf("session %s %#x", i.State, i.SessionID)
-}
 func (i listed) String() string {
 	return fmt.Sprintf("%s listed cmd=%d%s kids=%v err=%v", i.What, i.Cmd, opt(i.Tx), i.Kids, i.Err)
 }

@@ -162,7 +162,7 @@ func (m *machine) Step(in input) out {
 		}
 	case awaitStopped:
 		m.waiting = append(m.waiting, i.Req)
-	case shutdown:
+	case runtime.Shutdown:
 		if m.closing != 0 {
 			m.reply(&o, i.Req, nil, ErrClosed)
 			break
@@ -172,13 +172,13 @@ func (m *machine) Step(in input) out {
 			m.reply(&o, m.serving, nil, ErrClosed)
 			m.stopServing(&o)
 		}
-	case handover:
+	case runtime.Handover:
 		var l runtime.Leftovers
 		if m.deregCmd != 0 || m.deregLeft {
 			l = runtime.Leftovers{Session: m.session, Nodes: []string{m.p.participant(m.cfg.ID)}}
 		}
 		o.Replies = append(o.Replies, runtime.Reply{Req: i.Req, Value: l})
-	case sessionChange:
+	case runtime.SessionChange:
 		m.sessionChange(&o, i)
 	case listed:
 		m.inboxListed(&o, i)
@@ -345,7 +345,7 @@ func (m *machine) settle() {
 	m.fsm.Fire(tr)
 }
 
-func (m *machine) sessionChange(o *out, i sessionChange) {
+func (m *machine) sessionChange(o *out, i runtime.SessionChange) {
 	switch i.State {
 	case zk.StateLost:
 		m.lose()

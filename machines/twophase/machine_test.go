@@ -247,13 +247,13 @@ func TestTranscriptConnectionLostDuringVote(t *testing.T) {
 	out := tr.step(loaded{ref: ref{ld, "tx1"}, DecWatched: true})
 	out = tr.step(prepared{ref: ref{commands[prepare](out)[0].Cmd, "tx1"}, Yes: true})
 	v := commands[vote](out)[0]
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
 	out = tr.step(voteWritten{ref: ref{v.Cmd, "tx1"}, Yes: true, Err: zk.ErrConnectionLoss})
 	if len(commands[sleep](out)) != 1 || len(commands[vote](out)) != 0 {
 		t.Fatalf("commands %v, want a sleep", out.Commands)
 	}
 	sl := commands[sleep](out)[0]
-	out = tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	out = tr.step(runtime.SessionChange{State: zk.StateReconnected, SessionID: sess})
 	v2 := commands[vote](out)
 	if len(v2) != 1 {
 		t.Fatalf("commands %v, want the vote again", out.Commands)
@@ -277,15 +277,15 @@ func TestTranscriptSessionLostAndClose(t *testing.T) {
 	ld := tr.serving()
 	out := tr.step(loaded{ref: ref{ld, "tx1"}, DecWatched: true})
 	prep := commands[prepare](out)[0]
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
 	tr.wantState(events.StateFailed)
-	out = tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	out = tr.step(runtime.SessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	li := commands[listInbox](out)[0]
 	out = tr.step(listed{What: "inbox", ref: ref{Cmd: li.Cmd}, Kids: []string{"tx1"}})
 	tr.wantState(events.StateFailed)
 	tr.step(done{What: "registered", ref: ref{Cmd: commands[register](out)[0].Cmd}})
 	tr.wantState(events.StateDetermine)
-	out = tr.step(shutdown{Req: 2})
+	out = tr.step(runtime.Shutdown{Req: 2})
 	if len(out.Replies) != 1 || out.Replies[0].Req != 1 || !errors.Is(out.Replies[0].Err, ErrClosed) {
 		t.Fatalf("Serve not answered ErrClosed: %+v", out.Replies)
 	}
@@ -336,7 +336,7 @@ func TestTranscriptCloseWhileRegistering(t *testing.T) {
 	tr.step(serveCall{Req: 1})
 	out := tr.step(listed{What: "inbox", ref: ref{Cmd: 1}})
 	reg := commands[register](out)[0]
-	out = tr.step(shutdown{Req: 2})
+	out = tr.step(runtime.Shutdown{Req: 2})
 	if len(commands[deregister](out)) != 0 {
 		t.Fatal("deregistered while the registration is in flight")
 	}
@@ -362,15 +362,15 @@ func TestTranscriptCloseWhileDisconnected(t *testing.T) {
 	tr.step(serveCall{Req: 1})
 	out := tr.step(listed{What: "inbox", ref: ref{Cmd: 1}})
 	tr.step(done{What: "registered", ref: ref{Cmd: commands[register](out)[0].Cmd}})
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	out = tr.step(shutdown{Req: 2})
+	tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
+	out = tr.step(runtime.Shutdown{Req: 2})
 	out = tr.step(done{What: "deregistered", ref: ref{Cmd: commands[deregister](out)[0].Cmd}, Err: zk.ErrConnectionLoss})
 	if out.Done {
 		t.Fatal("done with the registration node left")
 	}
-	out = tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	out = tr.step(runtime.SessionChange{State: zk.StateReconnected, SessionID: sess})
 	tr.step(done{What: "deregistered", ref: ref{Cmd: commands[deregister](out)[0].Cmd}, Err: zk.ErrConnectionLoss})
-	out = tr.step(handover{Req: 3})
+	out = tr.step(runtime.Handover{Req: 3})
 	if l, _ := out.Replies[0].Value.(runtime.Leftovers); l.Session != sess || len(l.Nodes) != 1 || l.Nodes[0] != "/app/2pc/participants/me" {
 		t.Fatalf("handed over %+v", out.Replies)
 	}
@@ -385,13 +385,13 @@ func TestTranscriptSessionLostWhileIdle(t *testing.T) {
 	out := tr.step(listed{What: "inbox", ref: ref{Cmd: 1}})
 	tr.step(done{What: "registered", ref: ref{Cmd: commands[register](out)[0].Cmd}})
 	tr.wantState(events.StateReady)
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
 	tr.wantState(events.StateFailed)
-	out = tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	out = tr.step(runtime.SessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	out = tr.step(listed{What: "inbox", ref: ref{Cmd: commands[listInbox](out)[0].Cmd}})
 	tr.step(done{What: "registered", ref: ref{Cmd: commands[register](out)[0].Cmd}})
 	tr.wantState(events.StateReady)
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess + 1})
+	tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess + 1})
 	out = tr.step(unserve{Req: 1})
 	tr.wantState(events.StateStart)
 	tr.step(done{What: "deregistered", ref: ref{Cmd: commands[deregister](out)[0].Cmd}})
