@@ -107,15 +107,15 @@ func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 	in.shell = runtime.Run[Input, command](conn, m, runtime.Spec[Input, command]{
 		Recipe: opts.Recipe, Path: cfg.Dir, Instance: opts.ID, Telemetry: in.tel,
 		Exec:    in.exec,
-		Session: func(ev zk.SessionEvent) Input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
+		Session: func(ev zk.SessionEvent) Input { return runtime.SessionChange{State: ev.State, SessionID: ev.SessionID} },
 		Withdraw: func(call Input, req uint64) (Input, bool) {
 			_, acquire := call.(Acquire) // a grant that raced the caller's giving up is handed back
-			return cancelReq{Req: req}, acquire
+			return runtime.Cancel{Req: req}, acquire
 		},
 		ErrorType:      cfg.Errors.errorType,
 		Closed:         cfg.Errors.Closed,
-		Shutdown:       func(req uint64) Input { return shutdown{Req: req} },
-		HandOver:       func(req uint64) Input { return handover{Req: req} },
+		Shutdown:       func(req uint64) Input { return runtime.Shutdown{Req: req} },
+		HandOver:       func(req uint64) Input { return runtime.Handover{Req: req} },
 		CloseTimeout:   opts.CloseTimeout,
 		CleanupPending: cfg.Errors.CleanupPending,
 	})

@@ -27,10 +27,6 @@ type Acquire struct {
 	Beside string
 }
 
-// cancelReq withdraws request Req: its caller stopped waiting. A grant already
-// given to it is handed back.
-type cancelReq struct{ Req uint64 }
-
 // Release hands back one hold (re-entrant holds count), or with All every
 // hold at once. NoMark: the last one deletes our node plainly, without the
 // release mark, so the waiter behind lists the directory again (a
@@ -42,21 +38,6 @@ type Release struct {
 	All    bool
 	NoMark bool
 	Term   uint64
-}
-
-// shutdown ends the machine: waiters fail with ErrClosed, our node is
-// deleted, and the machine is Done once nothing it created is left.
-type shutdown struct{ Req uint64 }
-
-// handover ends a machine whose shutdown could not finish (the connection
-// is down): the reply's Leftovers are the nodes it still had to delete,
-// for the connection's janitor (runtime.HandOver), and the machine is Done.
-type handover struct{ Req uint64 }
-
-// sessionChange is a change of the connection's session state.
-type sessionChange struct {
-	State     zk.SessionState
-	SessionID int64
 }
 
 // created is the reply to createNode.
@@ -152,14 +133,8 @@ func (i Acquire) String() string {
 	return fmt.Sprintf("%sAcquire req=%d", opt(i.Try, "Try"), i.Req) +
 		opt(i.Marker != "", " marker=%s", i.Marker) + opt(i.Beside != "", " beside=%s", i.Beside)
 }
-func (i cancelReq) String() string { return fmt.Sprintf("Cancel req=%d", i.Req) }
 func (i Release) String() string {
 	return fmt.Sprintf("Release req=%d%s%s", i.Req, opt(i.All, " all"), opt(i.NoMark, " nomark"))
-}
-func (i shutdown) String() string { return fmt.Sprintf("Shutdown req=%d", i.Req) }
-func (i handover) String() string { return fmt.Sprintf("Handover req=%d", i.Req) }
-func (i sessionChange) String() string {
-	return fmt.Sprintf("Session %s session=%#x", i.State, i.SessionID)
 }
 func (i created) String() string {
 	return fmt.Sprintf("Created cmd=%d path=%s%s", i.Cmd, i.Path, errText(i.Err))

@@ -294,15 +294,15 @@ func (m *machine) Step(in Input) runtime.Output[command] {
 	switch in := in.(type) {
 	case Acquire:
 		m.acquire(in)
-	case cancelReq:
+	case runtime.Cancel:
 		m.cancel(in.Req)
 	case Release:
 		m.release(in)
-	case shutdown:
+	case runtime.Shutdown:
 		m.shutdown(in.Req)
-	case handover:
+	case runtime.Handover:
 		m.handover(in.Req)
-	case sessionChange:
+	case runtime.SessionChange:
 		m.sessionChanged(in)
 	case created:
 		m.created(in)
@@ -384,6 +384,8 @@ func (m *machine) checkAcquire(in Acquire) error {
 	return nil
 }
 
+// cancel withdraws call req (runtime.Cancel): a grant already given to it
+// is handed back.
 func (m *machine) cancel(req uint64) {
 	if i := slices.IndexFunc(m.acquirers, func(a acquirer) bool { return a.req == req }); i >= 0 {
 		m.acquirers = slices.Delete(m.acquirers, i, i+1)
@@ -424,6 +426,8 @@ func (m *machine) releaseOne(releasers []uint64) {
 	m.stop(m.term, releasers, m.cfg.Errors.Released)
 }
 
+// shutdown ends the machine: waiters fail with ErrClosed, our node is
+// deleted, and the machine is Done once nothing it created is left.
 func (m *machine) shutdown(req uint64) {
 	m.closing = true
 	m.shutdownReq = append(m.shutdownReq, req)
@@ -486,7 +490,7 @@ func (m *machine) handover(req uint64) {
 
 // ---- session
 
-func (m *machine) sessionChanged(in sessionChange) {
+func (m *machine) sessionChanged(in runtime.SessionChange) {
 	switch in.State {
 	case zk.StateSuspended:
 		m.connected = false

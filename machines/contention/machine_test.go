@@ -288,8 +288,8 @@ func TestTranscriptHoldMarkLateAnnounce(t *testing.T) {
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-latch-0000000000"}, Own: own(0x50), OwnExists: true})
 	// SUSPENDED ends the term (SuspendedIsLost): our node is deleted once
 	// connected again, and after it our hold mark.
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateReconnected, SessionID: sess})
 	tr.step(done{What: announced, Cmd: 3, Err: zk.ErrConnectionLoss})
 	tr.step(done{What: deleted, Cmd: 4})
 	tr.step(done{What: deleted, Cmd: 5, Err: zk.ErrNoNode})
@@ -300,9 +300,9 @@ func TestTranscriptHoldMarkLateAnnounce(t *testing.T) {
 func TestTranscriptGhostAdopted(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
 	tr.step(created{Cmd: 1, Err: zk.ErrConnectionLoss})
-	tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateReconnected, SessionID: sess})
 	tr.step(dirListed{Cmd: 2, Children: []string{"_c_zz-lock-0000000000", "_c_uuid1-lock-0000000001"}})
 	tr.step(dirRead{Cmd: 3, Children: []string{"_c_zz-lock-0000000000", "_c_uuid1-lock-0000000001"}, Own: own(0x60), OwnExists: true})
 	tr.check("ghost_adopted")
@@ -342,14 +342,14 @@ func TestTranscriptNoGrantWhileSuspended(t *testing.T) {
 		tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
 		tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_b-lock-0000000002"}, Own: own(0x50), OwnExists: true})
 		tr.step(watching{Cmd: 3, Exists: true})
-		tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+		tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
 		return tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNodeCreated, Path: "/app/lock/_c_b-lock-0000000002.released"}})
 	}
 	tr := newTranscript(t, true)
 	if out := cutOffWhenNext(tr); len(out.Replies) != 0 {
 		t.Fatalf("granted while suspended: %+v", out)
 	}
-	out := tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	out := tr.step(runtime.SessionChange{State: zk.StateReconnected, SessionID: sess})
 	if len(out.Replies) != 1 || !out.Replies[0].Granted {
 		t.Fatalf("want the grant on RECONNECTED, got %+v", out)
 	}
@@ -357,7 +357,7 @@ func TestTranscriptNoGrantWhileSuspended(t *testing.T) {
 	// The session ends instead: no grant at all.
 	lost := newTranscript(t, true)
 	cutOffWhenNext(lost)
-	out = lost.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	out = lost.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
 	for _, r := range out.Replies {
 		if r.Granted {
 			t.Fatalf("granted after the session ended: %+v", out)
@@ -373,10 +373,10 @@ func TestTranscriptExpiryWhileWaiting(t *testing.T) {
 	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000001"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000001", "_c_a-lock-0000000000"}, Own: own(0x50), OwnExists: true})
 	tr.step(watching{Cmd: 3, Exists: true})
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
 	tr.step(fired{What: watchFired, Cmd: 3, Event: zk.WatchEvent{Type: zk.EventNotWatching, Err: zk.ErrSessionExpired}})
-	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(runtime.SessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	tr.step(done{What: deleted, Cmd: 4, Err: zk.ErrNoNode})
 	tr.check("expiry_while_waiting")
 }
@@ -388,11 +388,11 @@ func TestTranscriptSuspendedWhileHolding(t *testing.T) {
 			tr.step(Acquire{Req: 1})
 			tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
 			tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: own(0x50), OwnExists: true})
-			out := tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+			out := tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
 			if ended := len(out.TermEnded) == 1; ended != lose {
 				t.Fatalf("term ended on SUSPENDED: %t, want %t", ended, lose)
 			}
-			tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+			tr.step(runtime.SessionChange{State: zk.StateReconnected, SessionID: sess})
 			tr.check(fmt.Sprintf("suspended_while_holding_lose_%t", lose))
 		})
 	}
@@ -401,7 +401,7 @@ func TestTranscriptSuspendedWhileHolding(t *testing.T) {
 func TestTranscriptCancelDuringCreate(t *testing.T) {
 	tr := newTranscript(t, true)
 	tr.step(Acquire{Req: 1})
-	out := tr.step(cancelReq{Req: 1})
+	out := tr.step(runtime.Cancel{Req: 1})
 	// The term ends before its create answered: its STOP events name the
 	// protected prefix, which finds the node the create may still make.
 	if len(out.Events) != 2 || out.Events[0].Node != "/app/lock/_c_uuid1-lock-" || out.Events[1].Node != "/app/lock/_c_uuid1-lock-" {
@@ -418,7 +418,7 @@ func TestTranscriptCancelRacesGrant(t *testing.T) {
 	tr.step(Acquire{Req: 1})
 	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: own(0x50), OwnExists: true})
-	out := tr.step(cancelReq{Req: 1})
+	out := tr.step(runtime.Cancel{Req: 1})
 	if len(out.Commands) != 1 {
 		t.Fatalf("want the node deleted, got %v", out.Commands)
 	}
@@ -464,7 +464,7 @@ func TestTranscriptShutdownWhileHolding(t *testing.T) {
 	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000000"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000000"}, Own: own(0x50), OwnExists: true})
 	tr.step(Acquire{Req: 2})
-	tr.step(shutdown{Req: 3})
+	tr.step(runtime.Shutdown{Req: 3})
 	out := tr.step(done{What: deleted, Cmd: 3})
 	if !out.Done {
 		t.Fatal("want Done after the node is deleted")
@@ -582,9 +582,9 @@ func TestTranscriptHandoverWhileDisconnected(t *testing.T) {
 	tr.step(Acquire{Req: 1})
 	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000007"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000007"}, Own: own(0x42), OwnExists: true})
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	tr.step(shutdown{Req: 2})
-	out := tr.step(handover{Req: 3})
+	tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(runtime.Shutdown{Req: 2})
+	out := tr.step(runtime.Handover{Req: 3})
 	var l runtime.Leftovers
 	for _, r := range out.Replies {
 		if r.Req == 3 {
@@ -634,9 +634,9 @@ func TestTranscriptHandoverHoldMark(t *testing.T) {
 			if tc.announced {
 				tr.step(done{What: announced, Cmd: 3})
 			}
-			tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-			tr.step(shutdown{Req: 2})
-			l := handedOver(t, tr.step(handover{Req: 3}), 3)
+			tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
+			tr.step(runtime.Shutdown{Req: 2})
+			l := handedOver(t, tr.step(runtime.Handover{Req: 3}), 3)
 			want := []string{"/app/election.held/_c_uuid1-latch-0000000000", "/app/election/_c_uuid1-latch-0000000000"}
 			if l.Session != sess || !slices.Equal(l.Nodes, want) || len(l.Prefixes) != 0 {
 				t.Fatalf("want %v handed over on session %#x, got %+v", want, sess, l)
@@ -662,12 +662,12 @@ func TestTranscriptHandoverCreateInFlight(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newTranscript(t, true)
 			tr.step(Acquire{Req: 1})
-			tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+			tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
 			if tc.reply {
 				tr.step(created{Cmd: 1, Err: zk.ErrConnectionLoss})
 			}
-			tr.step(shutdown{Req: 2})
-			l := handedOver(t, tr.step(handover{Req: 3}), 3)
+			tr.step(runtime.Shutdown{Req: 2})
+			l := handedOver(t, tr.step(runtime.Handover{Req: 3}), 3)
 			if l.Session != sess || len(l.Nodes) != 0 || !slices.Equal(l.Prefixes, []string{"/app/lock/_c_uuid1-lock-"}) {
 				t.Fatalf("want the create's prefix handed over on session %#x, got %+v", sess, l)
 			}
@@ -675,10 +675,10 @@ func TestTranscriptHandoverCreateInFlight(t *testing.T) {
 		})
 	}
 	tr := newTranscript(t, true)
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
 	tr.step(Acquire{Req: 1}) // its create is held back: never sent
-	tr.step(shutdown{Req: 2})
-	if l := handedOver(t, tr.step(handover{Req: 3}), 3); len(l.Nodes)+len(l.Prefixes) != 0 {
+	tr.step(runtime.Shutdown{Req: 2})
+	if l := handedOver(t, tr.step(runtime.Handover{Req: 3}), 3); len(l.Nodes)+len(l.Prefixes) != 0 {
 		t.Fatalf("a create never sent was handed over: %+v", l)
 	}
 }
@@ -870,14 +870,14 @@ func TestTranscriptGaveUpWhileTheWatchRequestWasOut(t *testing.T) {
 	tr.step(Acquire{Req: 1})
 	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000002"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_a-lock-0000000001", "_c_uuid1-lock-0000000002"}, Own: own(0x50), OwnExists: true})
-	tr.step(cancelReq{Req: 1})
+	tr.step(runtime.Cancel{Req: 1})
 	tr.step(watching{Cmd: 3, Exists: false})
 	tr.step(done{What: deleted, Cmd: 4})
 	tr.step(Acquire{Req: 2})
 	tr.step(created{Cmd: 5, Path: "/app/lock/_c_uuid2-lock-0000000006"})
 	tr.step(dirRead{Cmd: 6, Children: []string{"_c_b-lock-0000000003", "_c_uuid2-lock-0000000006"}, Own: own(0x52), OwnExists: true})
-	tr.step(shutdown{Req: 3})
-	out := tr.step(handover{Req: 4})
+	tr.step(runtime.Shutdown{Req: 3})
+	out := tr.step(runtime.Handover{Req: 4})
 	if len(out.Replies) == 0 || !slices.Equal(out.Replies[0].Leftovers.Nodes, []string{"/app/lock/_c_uuid2-lock-0000000006"}) {
 		t.Fatalf("want our node handed over, got %+v", out)
 	}
@@ -888,7 +888,7 @@ func TestTranscriptGaveUpWhileTheWatchRequestWasOut(t *testing.T) {
 // stops; a handle whose term failed offers again on its next Acquire.
 func TestTranscriptShutdownAtStart(t *testing.T) {
 	tr := newTranscript(t, true)
-	tr.step(shutdown{Req: 1})
+	tr.step(runtime.Shutdown{Req: 1})
 	tr.check("shutdown_at_start")
 }
 
@@ -897,13 +897,13 @@ func TestTranscriptWaiterCancelledThenLost(t *testing.T) {
 	tr.step(Acquire{Req: 1})
 	tr.step(created{Cmd: 1, Path: "/app/lock/_c_uuid1-lock-0000000003"})
 	tr.step(dirRead{Cmd: 2, Children: []string{"_c_uuid1-lock-0000000003", "_c_a-lock-0000000001"}, Own: own(0x50), OwnExists: true})
-	tr.step(cancelReq{Req: 1})
+	tr.step(runtime.Cancel{Req: 1})
 	tr.step(watching{Cmd: 3, Exists: true}) // our node goes once it is in (see deleteTermNode)
 	tr.step(done{What: deleted, Cmd: 4})
 	tr.step(Acquire{Req: 2})
 	tr.step(created{Cmd: 5, Path: "/app/lock/_c_uuid2-lock-0000000005"})
 	tr.step(dirRead{Cmd: 6, Children: []string{"_c_uuid2-lock-0000000005", "_c_a-lock-0000000001"}, Own: own(0x52), OwnExists: true})
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
 	tr.step(Acquire{Req: 3})
 	tr.check("waiter_cancelled_then_lost")
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
+	"github.com/zkrecipes/zkrecipes/runtime"
 )
 
 // newRevocableTranscript is a transcript of a revocable lock's machine,
@@ -74,11 +75,11 @@ func TestTranscriptRevokeRequestedBeforeTheGrant(t *testing.T) {
 // the release a late reply is stale.
 func TestTranscriptRevokeAcrossAConnectionLoss(t *testing.T) {
 	tr := newRevocableTranscript(t, false)
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
 	if out := tr.step(dataRead{Cmd: 3, Err: zk.ErrConnectionLoss}); len(out.Commands) != 0 {
 		t.Fatalf("a read while disconnected waits for the connection: %v", out.Commands)
 	}
-	out := tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	out := tr.step(runtime.SessionChange{State: zk.StateReconnected, SessionID: sess})
 	if c, ok := only[readData](out); !ok || c.Cmd != 3 {
 		t.Fatalf("the read is made again on RECONNECTED: %v", out.Commands)
 	}
