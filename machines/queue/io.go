@@ -1,10 +1,8 @@
 package queue
 
-import "github.com/zkrecipes/zkrecipes/adapters/zk"
-
 // input is everything that can happen to a consumer's machine: a call, a
 // reply to one of its commands, a watch firing, a session change: the
-// types below, which Step switches on.
+// types below and the runtime's standard inputs, which Step switches on.
 type input = any
 
 // takeKind is what a take call wants.
@@ -59,27 +57,10 @@ type ackCall struct {
 	Back bool
 }
 
-// cancelReq withdraws call Req: its caller stopped waiting.
-type cancelReq struct{ Req uint64 }
-
 // refused is an answer that no caller took (runtime.Spec.Refused): its
 // caller stopped waiting as it came. The item or claim it gave is the
 // machine's again.
 type refused struct{ Taken taken }
-
-// shutdown fails the waiting calls, gives back our claims and ends the
-// machine once nothing it still owes is in flight.
-type shutdown struct{ Req uint64 }
-
-// handover ends a machine whose shutdown could not finish: the reply's
-// value is the claims left to delete (runtime.Leftovers).
-type handover struct{ Req uint64 }
-
-// sessionChange is a change of the connection's session state.
-type sessionChange struct {
-	State     zk.SessionState
-	SessionID int64
-}
 
 // listed is the reply to listItems. Watched: a watch was left (on the
 // children, or on the path's creation when it does not exist yet).

@@ -209,15 +209,15 @@ func (m *machine) Step(in input) out {
 		o.Commands = append(o.Commands, countItems{Cmd: m.cmd(), lenCall: i})
 	case ackCall:
 		m.ack(&o, i)
-	case cancelReq:
+	case runtime.Cancel:
 		m.cancel(i.Req)
 	case refused:
 		m.refused(&o, i.Taken)
-	case shutdown:
+	case runtime.Shutdown:
 		m.shutdown(&o, i.Req)
-	case handover:
+	case runtime.Handover:
 		m.handover(&o, i.Req)
-	case sessionChange:
+	case runtime.SessionChange:
 		m.sessionChange(&o, i)
 	case listed:
 		m.listedItems(&o, i)
@@ -755,7 +755,7 @@ func (m *machine) cancel(req uint64) {
 	}
 }
 
-func (m *machine) sessionChange(o *out, i sessionChange) {
+func (m *machine) sessionChange(o *out, i runtime.SessionChange) {
 	switch i.State {
 	case zk.StateSuspended:
 		m.connected = false
@@ -843,6 +843,8 @@ func (m *machine) dropTaker(t *taker) {
 	}
 }
 
+// shutdown fails the waiting calls, gives back our claims and ends the
+// machine once nothing it still owes is in flight.
 func (m *machine) shutdown(o *out, req uint64) {
 	if m.closing != 0 {
 		m.reply(o, req, nil, nil)

@@ -78,8 +78,13 @@ type shownCommand struct{ command }
 func (c shownCommand) String() string { return show(c.command) }
 
 // show is an input or command as a transcript shows it: its type and its
-// fields that are set, data as text and sessions in hex.
+// fields that are set, data as text and sessions in hex; the shell's
+// standard inputs in their own form.
 func show(v any) string {
+	switch v.(type) {
+	case runtime.SessionChange, runtime.Cancel, runtime.Shutdown, runtime.Handover:
+		return fmt.Sprint(v)
+	}
 	rv := reflect.ValueOf(v)
 	b := []string{rv.Type().Name()}
 	for i := range rv.NumField() {
@@ -206,10 +211,10 @@ func TestTranscriptClaimLost(t *testing.T) {
 	tr := newTranscript(t)
 	claim := tr.claimInFlight("qn-0000000001")
 	tr.step(claimed{Cmd: claim.Cmd, Name: "qn-0000000001", Session: sess, Version: 1})
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	tr.step(sessionChange{State: zk.StateLost})
+	tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateLost})
 	tr.step(childrenChanged{Cmd: 1})
-	tr.step(sessionChange{State: zk.StateConnected, SessionID: 0x200})
+	tr.step(runtime.SessionChange{State: zk.StateConnected, SessionID: 0x200})
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess})
 	tr.step(listed{Cmd: last[listItems](tr, ""), Children: []string{"qn-0000000001"}, Watched: true})
 	out := tr.step(takeCall{Req: 3, Kind: kindClaim})
@@ -274,9 +279,9 @@ func TestTranscriptPriorityArrivesDuringTake(t *testing.T) {
 func TestTranscriptClaimReplyBetweenSessions(t *testing.T) {
 	tr := newTranscript(t)
 	claim := tr.claimInFlight("qn-0000000001")
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
 	tr.step(claimed{Cmd: claim.Cmd, Name: "qn-0000000001", Session: sess + 1, Version: 1})
-	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(runtime.SessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	out := tr.step(checked{Cmd: last[checkItem](tr, "qn-0000000001"), Name: "qn-0000000001", Session: sess + 1, ItemExists: true, ClaimOwner: sess + 1, Version: 1})
 	r, ok := replied(out, 1)
 	if !ok || r.Err != nil || r.Value.(taken).Session != sess+1 {
@@ -419,13 +424,13 @@ func TestTranscriptJointClaimLostToAnother(t *testing.T) {
 func TestTranscriptNoJointClaimWhileClosing(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimHead()
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	tr.step(shutdown{Req: 2})
+	tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(runtime.Shutdown{Req: 2})
 	out := tr.step(ackCall{Req: 3, Name: "qn-0000000001", Session: sess, Next: true})
 	if ends := commands[endClaim](out); len(ends) != 1 || ends[0].Next != "" || ends[0].Nack || ends[0].Version != 1 {
 		t.Fatalf("commands %v, want the ack alone", out.Commands)
 	}
-	tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateReconnected, SessionID: sess})
 	tr.step(acked{Cmd: last[endClaim](tr, "qn-0000000001"), Name: "qn-0000000001"})
 	tr.Check("no_joint_claim_while_closing")
 }
@@ -441,8 +446,8 @@ func TestTranscriptStaleCheckDuringANewClaim(t *testing.T) {
 	const item = "qn-0000000001"
 	claim := tr.claimInFlight(item)
 	first := commands[checkItem](tr.step(claimed{Cmd: claim.Cmd, Name: item, Err: zk.ErrConnectionLoss}))[0]
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
-	second := commands[checkItem](tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess}))[0]
+	tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
+	second := commands[checkItem](tr.step(runtime.SessionChange{State: zk.StateReconnected, SessionID: sess}))[0]
 	out := tr.step(checked{Cmd: first.Cmd, Name: item, Session: sess, ItemExists: true})
 	claim = commands[claimItem](out)[0]
 	if out := tr.step(checked{Cmd: second.Cmd, Name: item, Session: sess, ItemExists: true, ClaimOwner: sess, Version: 1}); len(out.Replies) != 0 {
@@ -465,8 +470,8 @@ func TestTranscriptNoClaimWhileItsAckIsInFlight(t *testing.T) {
 	tr.claimHead()
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Next: true})
 	end := last[endClaim](tr, "qn-0000000001")
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
-	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	tr.step(listed{Cmd: last[listItems](tr, ""), Children: []string{"qn-0000000001", "qn-0000000002"}, Watched: true})
 	out := tr.step(takeCall{Req: 3, Kind: kindClaim})
 	for _, c := range commands[claimItem](out) {
@@ -495,11 +500,11 @@ func TestTranscriptRefusedTakePutsTheItemBack(t *testing.T) {
 	if len(put) != 1 || put[0].Name != "qn-0000000001" || string(put[0].Data) != "a" {
 		t.Fatalf("refused take: %v, want qn-0000000001 put back with its data", out.Commands)
 	}
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
 	if out := tr.step(restored{Cmd: put[0].Cmd, Name: "qn-0000000001", Err: zk.ErrConnectionLoss}); len(out.Commands) != 0 || len(out.Events) != 0 {
 		t.Fatalf("put-back failed with the connection: %+v, want it held until the connection is back", out)
 	}
-	out = tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
+	out = tr.step(runtime.SessionChange{State: zk.StateReconnected, SessionID: sess})
 	if put := commands[restoreItem](out); len(put) != 1 || put[0].Name != "qn-0000000001" {
 		t.Fatalf("reconnected: %v, want the put-back sent again", out.Commands)
 	}
@@ -581,8 +586,8 @@ func TestTranscriptAckCheckedOnTheNextSessionFirst(t *testing.T) {
 	if out := tr.step(checked{Cmd: last[checkItem](tr, "qn-0000000001"), Name: "qn-0000000001", Session: sess + 1}); len(out.Replies) != 0 {
 		t.Fatalf("a check made on a session the machine does not know yet answered %+v", out.Replies)
 	}
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
-	out := tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
+	out := tr.step(runtime.SessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	check := commands[checkItem](out)
 	if len(check) != 1 {
 		t.Fatalf("CONNECTED: %v, want the item checked again", out.Commands)
@@ -610,8 +615,8 @@ func TestTranscriptClaimMadeOnTheNextSessionFirst(t *testing.T) {
 		t.Fatalf("a claim made on a session the machine does not know yet was delivered: %+v", out.Replies)
 	}
 	first := commands[checkItem](out)
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
-	out = tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
+	out = tr.step(runtime.SessionChange{State: zk.StateConnected, SessionID: sess + 1})
 	again := commands[checkItem](out)
 	if len(first) != 1 || len(again) != 1 {
 		t.Fatalf("checks %v, then at CONNECTED %v: want one each", first, again)
@@ -630,14 +635,14 @@ func TestTranscriptClaimMadeOnTheNextSessionFirst(t *testing.T) {
 // any, and during one: FAILED each time; closed then.
 func TestTranscriptSessionsLostBeforeAListing(t *testing.T) {
 	tr := newTranscript(t)
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess})
-	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 1})
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess + 1})
-	tr.step(sessionChange{State: zk.StateConnected, SessionID: sess + 2})
+	tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateConnected, SessionID: sess + 1})
+	tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess + 1})
+	tr.step(runtime.SessionChange{State: zk.StateConnected, SessionID: sess + 2})
 	tr.step(takeCall{Req: 1, Kind: kindTake})
-	tr.step(sessionChange{State: zk.StateLost, SessionID: sess + 2})
+	tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess + 2})
 	tr.step(listed{Cmd: last[listItems](tr, ""), Err: zk.ErrSessionExpired})
-	tr.step(shutdown{Req: 2})
+	tr.step(runtime.Shutdown{Req: 2})
 	tr.Check("sessions_lost_before_a_listing")
 }
 
@@ -646,17 +651,17 @@ func TestTranscriptSessionsLostBeforeAListing(t *testing.T) {
 func TestTranscriptListingSentAgain(t *testing.T) {
 	tr := newTranscript(t)
 	tr.step(takeCall{Req: 1, Kind: kindTake})
-	tr.step(sessionChange{State: zk.StateSuspended, SessionID: sess})
+	tr.step(runtime.SessionChange{State: zk.StateSuspended, SessionID: sess})
 	tr.step(listed{Cmd: last[listItems](tr, ""), Err: zk.ErrConnectionLoss})
-	tr.step(sessionChange{State: zk.StateReconnected, SessionID: sess})
-	tr.step(shutdown{Req: 2})
+	tr.step(runtime.SessionChange{State: zk.StateReconnected, SessionID: sess})
+	tr.step(runtime.Shutdown{Req: 2})
 	tr.Check("listing_sent_again")
 }
 
 // Closed before anything was read.
 func TestTranscriptClosedBeforeATake(t *testing.T) {
 	tr := newTranscript(t)
-	tr.step(shutdown{Req: 1})
+	tr.step(runtime.Shutdown{Req: 1})
 	tr.Check("closed_before_a_take")
 }
 

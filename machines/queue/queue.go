@@ -219,10 +219,10 @@ func newQueue(conn zk.Conn, path string, o options, checked bool) (*Queue, error
 	q.shell = runtime.Run[input, command](conn, m, runtime.Spec[input, command]{
 		Recipe: "queue", Path: path, Instance: o.id, Telemetry: q.tel,
 		Exec:    q.exec,
-		Session: func(ev zk.SessionEvent) input { return sessionChange{State: ev.State, SessionID: ev.SessionID} },
+		Session: func(ev zk.SessionEvent) input { return runtime.SessionChange{State: ev.State, SessionID: ev.SessionID} },
 		Withdraw: func(call input, req uint64) (input, bool) {
 			_, take := call.(takeCall)
-			return cancelReq{Req: req}, take
+			return runtime.Cancel{Req: req}, take
 		},
 		Refused: func(call input, r runtime.Reply) (input, bool) {
 			t, ok := r.Value.(taken)
@@ -233,8 +233,8 @@ func newQueue(conn zk.Conn, path string, o options, checked bool) (*Queue, error
 		},
 		ErrorType:      errorType,
 		Closed:         ErrClosed,
-		Shutdown:       func(req uint64) input { return shutdown{Req: req} },
-		HandOver:       func(req uint64) input { return handover{Req: req} },
+		Shutdown:       func(req uint64) input { return runtime.Shutdown{Req: req} },
+		HandOver:       func(req uint64) input { return runtime.Handover{Req: req} },
 		CloseTimeout:   o.closeTimeout,
 		CleanupPending: ErrCleanupPending,
 	})
