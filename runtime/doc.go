@@ -13,14 +13,14 @@
 //
 // Shell runs any recipe's pure machine in an Actor: the recipe gives it
 // the machine (Start and Step, returning events, commands, replies and
-// ended terms), an Exec that makes one command's ZooKeeper requests, and
-// the inputs for session changes and withdrawn calls. The shell does the
-// rest: request ids and calls (Do), a CLIENT span per request under the
-// span of the call that caused it while that call is in progress (after
-// it, a root span linked to it; see Telemetry), grants and session changes
-// as events on the spans in progress, holds' durations, the lifecycle
-// events on a Bus with the
-// trace of the call that began the term, the session fan-out, and a Loss
+// ended terms) and an Exec that makes one command's ZooKeeper requests.
+// The shell does the rest: the standard inputs (SessionChange, Cancel,
+// Shutdown, Handover), which it makes and posts itself, request ids and
+// calls (Do), a CLIENT span per request under the span of the call that
+// caused it while that call is in progress (after it, a root span linked
+// to it; see Telemetry), grants and session changes as events on the
+// spans in progress, holds' durations, the lifecycle events on a Bus with
+// the trace of the call that began the term, the session fan-out, and a Loss
 // per granted term, closed with its cause. Close is every handle's Close:
 // the machine's shutdown within a timeout, then the hand-over of what it
 // still owes to the janitor; the first call's result on every later call.

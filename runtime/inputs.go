@@ -2,13 +2,15 @@ package runtime
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
 
-// The standard inputs: a session change, a withdrawn call, a shutdown and
-// its hand-over, the same for every machine. A machine's Step switches on
-// them as on its own inputs; transcripts show each by its String.
+// The standard inputs: the Shell makes them itself and posts them to
+// every machine it runs, whose input type must admit them (Run panics
+// otherwise). A machine's Step switches on them as on its own inputs;
+// transcripts show each by its String.
 
 // SessionChange is a change of the connection's session state.
 type SessionChange struct {
@@ -34,3 +36,14 @@ func (i SessionChange) String() string { return fmt.Sprintf("session %s %#x", i.
 func (i Cancel) String() string        { return fmt.Sprintf("cancel req=%d", i.Req) }
 func (i Shutdown) String() string      { return fmt.Sprintf("shutdown req=%d", i.Req) }
 func (i Handover) String() string      { return fmt.Sprintf("handover req=%d", i.Req) }
+
+// admitsStandardInputs panics unless In holds every standard input: a
+// machine that could not be given one would miss a session change or a
+// shutdown.
+func admitsStandardInputs[In any](recipe string) {
+	for _, x := range []any{SessionChange{}, Cancel{}, Shutdown{}, Handover{}} {
+		if _, ok := x.(In); !ok {
+			panic(fmt.Sprintf("runtime: %s's input type %v does not admit the shell's %T", recipe, reflect.TypeFor[In](), x))
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/testkit/sim"
 )
@@ -15,7 +14,7 @@ import (
 // its own step (deal) or once a command made for it comes back (later);
 // ping answers at once. A ticket no caller took comes back as returned.
 
-type dealerIn interface{ dealer() }
+type dealerIn = any
 
 type deal struct{ req uint64 }
 type later struct{ req uint64 }
@@ -23,13 +22,6 @@ type dealt struct{ cmd, req uint64 }
 type ping struct{ req uint64 }
 type returned struct{ ticket int }
 type end struct{}
-
-func (deal) dealer()     {}
-func (later) dealer()    {}
-func (dealt) dealer()    {}
-func (ping) dealer()     {}
-func (returned) dealer() {}
-func (end) dealer()      {}
 
 type dealCmd struct{ id, req uint64 }
 
@@ -105,8 +97,7 @@ func runDealerWithdrawing(t *testing.T, m *dealerMachine, gate <-chan struct{}, 
 				}
 			})
 		},
-		Session:  func(zk.SessionEvent) dealerIn { return ping{} },
-		Withdraw: func(dealerIn, uint64) (dealerIn, bool) { return ping{}, withdraw },
+		Withdraw: func(dealerIn) bool { return withdraw },
 		Refused: func(_ dealerIn, r Reply) (dealerIn, bool) {
 			n, ok := r.Value.(int)
 			return returned{ticket: n}, ok

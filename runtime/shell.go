@@ -87,11 +87,9 @@ type Spec[In any, C Command] struct {
 	// The inputs they post are cmd's: the shell handles them under that
 	// span, with nothing for the recipe to match.
 	Exec func(s *Shell[In, C], cmd C, op Op)
-	// Session is the input for a change of the connection's session.
-	Session func(zk.SessionEvent) In
-	// Withdraw is the input that withdraws a call whose caller stopped
-	// waiting (nil, or ok false: the call needs none).
-	Withdraw func(call In, req uint64) (withdraw In, ok bool)
+	// Withdraw says whether a call whose caller stopped waiting is
+	// withdrawn, with a Cancel (nil, or false: the call needs none).
+	Withdraw func(call In) bool
 	// Refused is the input for an answer that no caller took (nil, or
 	// ok false: none): the machine answered call after its caller had
 	// stopped waiting, or just as it did. What the answer gave (an item
@@ -104,14 +102,7 @@ type Spec[In any, C Command] struct {
 	// Closed is what calls get once the shell has stopped.
 	Closed error
 
-	// Shutdown is the input that asks the machine to let go of what it
-	// holds and finish; its reply comes when the deletes are done.
-	Shutdown func(req uint64) In
-	// HandOver is the input that gives up on the deletes a shutdown still
-	// waits for (the connection is down): its reply's Value is the
-	// Leftovers, for the connection's janitor (any other Value: none).
-	HandOver func(req uint64) In
-	// CloseTimeout bounds Close's wait for the shutdown.
+	// CloseTimeout bounds Close's wait for the Shutdown.
 	CloseTimeout time.Duration
 	// CleanupPending is what Close returns when it handed leftovers to
 	// the janitor.
@@ -126,11 +117,12 @@ type Spec[In any, C Command] struct {
 type Op func(ctx context.Context, name string, f func(ctx context.Context) error)
 
 // Shell runs a pure machine in an actor on a connection: calls (Do) and
-// session changes become inputs; each step's commands are executed off the
-// actor (Spec.Exec) and their replies come back as inputs; its events are
-// published on a Bus with the trace of the call that started the term; a
-// grant's Loss closes with the cause when the machine ends the term. Its
-// methods are safe for concurrent use.
+// the standard inputs (SessionChange, Cancel, Shutdown, Handover) are its
+// inputs; each step's commands are executed off the actor (Spec.Exec) and
+// their replies come back as inputs; its events are published on a Bus
+// with the trace of the call that started the term; a grant's Loss closes
+// with the cause when the machine ends the term. Its methods are safe for
+// concurrent use.
 type Shell[In any, C Command] struct {
 	spec        Spec[In, C]
 	m           Machine[In, C]
@@ -186,8 +178,10 @@ type call[In any] struct {
 	gone  bool        // its caller stopped waiting (actor-owned)
 }
 
-// Run starts m on conn. The Shell owns m from now on.
+// Run starts m on conn. The Shell owns m from now on. It panics when In
+// does not admit the standard inputs.
 func Run[In any, C Command](conn zk.Conn, m Machine[In, C], spec Spec[In, C]) *Shell[In, C] {
+	admitsStandardInputs[In](spec.Recipe)
 	s := &Shell[In, C]{
 		spec: spec, m: m, conn: conn, bus: events.NewBus(),
 		calls: make(map[uint64]*call[In]), losses: make(map[uint64]*Loss), revokes: make(map[uint64]*Signal),
@@ -197,7 +191,7 @@ func Run[In any, C Command](conn zk.Conn, m Machine[In, C], spec Spec[In, C]) *S
 	s.state.Store(m.State())
 	s.actor = Spawn(s.handle)
 	s.unsubscribe = WatchSession(s.actor, conn, func(ev zk.SessionEvent) message[In] {
-		return message[In]{in: spec.Session(ev), has: true, session: ev.SessionID}
+		return message[In]{in: any(SessionChange{State: ev.State, SessionID: ev.SessionID}).(In), has: true, session: ev.SessionID}
 	})
 	s.actor.Post(message[In]{start: true})
 	return s
@@ -213,8 +207,8 @@ func (s *Shell[In, C]) Subscribe(opts ...events.SubscribeOption) *events.Subscri
 
 // Do sends the input made by mk (given a fresh request id) and waits for
 // its answer. When ctx ends first it returns ctx.Err() and tells the actor
-// that the call's caller is gone, with the call's Withdraw input, if it
-// has one; an answer the call gets from then on, or got just before
+// that the call's caller is gone, with a Cancel if Spec.Withdraw says the
+// call needs one; an answer the call gets from then on, or got just before
 // without being read, goes to the machine as Spec.Refused says. An answer
 // already there when ctx ends is returned.
 func (s *Shell[In, C]) Do(ctx context.Context, mk func(req uint64) In) (Answer, error) {
@@ -235,12 +229,8 @@ func (s *Shell[In, C]) Do(ctx context.Context, mk func(req uint64) In) (Answer, 
 			return a, a.Err
 		default:
 		}
-		var w In
-		var ok bool
-		if s.spec.Withdraw != nil {
-			w, ok = s.spec.Withdraw(c.in, c.req)
-		}
-		s.actor.Post(message[In]{in: w, has: ok, gone: c})
+		ok := s.spec.Withdraw != nil && s.spec.Withdraw(c.in)
+		s.actor.Post(message[In]{in: any(Cancel{Req: c.req}).(In), has: ok, gone: c})
 		return Answer{}, ctx.Err()
 	case <-s.actor.Done():
 		select {
@@ -356,17 +346,17 @@ func (s *Shell[In, C]) Stop() {
 	s.bus.Close()
 }
 
-// Close shuts the machine down (Spec.Shutdown), waiting at most
+// Close shuts the machine down (Shutdown), waiting at most
 // Spec.CloseTimeout, and stops the actor. When the wait times out (the
 // connection is down), what the machine still has to delete goes to the
-// connection's janitor (Spec.HandOver, HandOver), which deletes it when
+// connection's janitor (Handover, HandOver), which deletes it when
 // the same session is back, and Close returns Spec.CleanupPending. A
 // closed connection is no error: its session's end removed our nodes.
 // Every later call returns the first one's result.
 func (s *Shell[In, C]) Close() error {
 	s.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.spec.CloseTimeout)
-		_, err := s.Do(ctx, s.spec.Shutdown)
+		_, err := s.Do(ctx, func(req uint64) In { return any(Shutdown{Req: req}).(In) })
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = s.handOver()
@@ -384,7 +374,7 @@ func (s *Shell[In, C]) Close() error {
 // janitor: nil if the janitor finished at once (the session is over),
 // Spec.CleanupPending otherwise.
 func (s *Shell[In, C]) handOver() error {
-	a, err := s.Do(context.Background(), s.spec.HandOver)
+	a, err := s.Do(context.Background(), func(req uint64) In { return any(Handover{Req: req}).(In) })
 	if err != nil {
 		return err // the actor stopped meanwhile: nothing is left to hand over
 	}
@@ -412,7 +402,7 @@ func (s *Shell[In, C]) handle(_ context.Context, msg message[In]) bool {
 	case msg.start:
 		out = s.m.Start()
 	case !msg.has:
-		return s.stepRefused() // a goroutine that gave up, or a caller with no Withdraw
+		return s.stepRefused() // a goroutine that gave up, or a caller whose call needs no Cancel
 	default:
 		s.curSpan, s.curCall, s.curSession = context.Background(), 0, msg.session
 		if msg.call != nil {
@@ -639,8 +629,8 @@ func (s *Shell[In, C]) spanEvent(e events.Event) {
 
 // callGone: c's caller stopped waiting. An answer the machine gave c
 // before, which the caller did not read, is refused now. A call still
-// waiting is forgotten when it has a Withdraw input (withdrawn, it gets
-// no answer); without one, the machine answers it later, and that answer
+// waiting is forgotten when it is withdrawn with a Cancel (it gets no
+// answer); without one, the machine answers it later, and that answer
 // is refused (apply).
 func (s *Shell[In, C]) callGone(c *call[In], withdrawn bool) {
 	if _, waiting := s.calls[c.req]; waiting {

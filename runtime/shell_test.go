@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,9 +15,11 @@ import (
 
 // probe is the smallest recipe there is, to show what the Shell asks of
 // one: a pure machine that answers "does this node exist?" with one
-// exists request, and grants a term while the answer is yes.
+// exists request, and grants a term while the answer is yes. Its input
+// type admits the standard inputs (SessionChange, ...), which the shell
+// posts.
 
-type probeIn interface{ probe() }
+type probeIn = any
 
 type ask struct {
 	req  uint64
@@ -26,7 +30,6 @@ type checked struct {
 	exists bool
 	err    error
 }
-type sessionChanged struct{ state zk.SessionState }
 
 // endThenCheck ends granted term and, in the same step, checks path (a
 // request that could delete the term's node).
@@ -34,11 +37,6 @@ type endThenCheck struct {
 	term uint64
 	path string
 }
-
-func (endThenCheck) probe()   {}
-func (ask) probe()            {}
-func (checked) probe()        {}
-func (sessionChanged) probe() {}
 
 type check struct {
 	id   uint64
@@ -79,11 +77,11 @@ func (m *probeMachine) Step(in probeIn) Output[check] {
 		m.term++
 		out.Ended = append(out.Ended, TermEnd{Term: in.term, Cause: errProbeClosed})
 		out.Commands = append(out.Commands, check{id: m.term, path: in.path})
-	case sessionChanged:
-		if in.state == zk.StateLost {
+	case SessionChange:
+		if in.State == zk.StateLost {
 			out.Events = append(out.Events, events.Event{Type: events.Lost, State: m.state})
 		}
-		if in.state == zk.StateClosed {
+		if in.State == zk.StateClosed {
 			for t := range m.waiting {
 				out.Ended = append(out.Ended, TermEnd{Term: t, Cause: zk.ErrClosed})
 			}
@@ -115,8 +113,6 @@ func runProbeSeeing(conn zk.Conn, seen func(check)) *Shell[probeIn, check] {
 				return checked{cmd: c.id, exists: ok, err: err}, true
 			})
 		},
-		Session:   func(ev zk.SessionEvent) probeIn { return sessionChanged{ev.State} },
-		Withdraw:  func(probeIn, uint64) (probeIn, bool) { return nil, false },
 		ErrorType: func(error) string { return "_OTHER" },
 		Closed:    errProbeClosed,
 	})
@@ -220,8 +216,7 @@ func TestShellReportsAMachineBugOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	sh := Run[probeIn, check](conn, buggyProbe{&probeMachine{state: events.StateStart, waiting: map[uint64]uint64{}}, f},
-		Spec[probeIn, check]{Recipe: "probe", Path: "/", Instance: "p1", Closed: errProbeClosed,
-			Session: func(ev zk.SessionEvent) probeIn { return sessionChanged{ev.State} }})
+		Spec[probeIn, check]{Recipe: "probe", Path: "/", Instance: "p1", Closed: errProbeClosed})
 	defer sh.Stop()
 	sub := sh.Subscribe()
 	for range 2 {
@@ -251,7 +246,6 @@ func TestAfterPostsTheCommandsInputAndStopStopsIt(t *testing.T) {
 	delay := time.Millisecond
 	sh := Run[probeIn, check](conn, &probeMachine{state: events.StateStart, waiting: map[uint64]uint64{}}, Spec[probeIn, check]{
 		Recipe: "probe", Path: "/", Instance: "p1", Closed: errProbeClosed,
-		Session: func(ev zk.SessionEvent) probeIn { return sessionChanged{ev.State} },
 		Exec: func(s *Shell[probeIn, check], c check, _ Op) {
 			s.After(delay, checked{cmd: c.id, exists: true})
 		},
@@ -299,4 +293,24 @@ func TestLostNamesTheSessionThatEnded(t *testing.T) {
 		}
 		return
 	}
+}
+
+// narrowMachine's input type cannot hold the standard inputs: Run refuses
+// it at once, rather than the machine missing its session changes.
+type narrowIn interface{ narrow() }
+type narrowMachine struct{}
+
+func (narrowMachine) State() events.State         { return events.StateStart }
+func (narrowMachine) Start() Output[check]        { return Output[check]{} }
+func (narrowMachine) Step(narrowIn) Output[check] { return Output[check]{} }
+
+func TestRunRefusesAnInputTypeWithoutTheStandardInputs(t *testing.T) {
+	conn := sim.New().Connect()
+	defer conn.Close()
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "narrow's input type runtime.narrowIn does not admit the shell's runtime.SessionChange") {
+			t.Fatalf("Run panicked with %v, want the inputs it cannot give", r)
+		}
+	}()
+	Run[narrowIn, check](conn, narrowMachine{}, Spec[narrowIn, check]{Recipe: "narrow"})
 }

@@ -133,13 +133,10 @@ func (h *handle) run(conn zk.Conn, path string, o options, m runtime.Machine[inp
 		Scope: ScopeName, Version: Version, Recipe: "barrier", Path: path, Instance: o.id})
 	h.shell = runtime.Run(conn, m, runtime.Spec[input, command]{
 		Recipe: "barrier", Path: path, Instance: o.id, Telemetry: h.tel, Exec: h.exec,
-		Session:  func(ev zk.SessionEvent) input { return runtime.SessionChange{State: ev.State, SessionID: ev.SessionID} },
-		Withdraw: func(_ input, req uint64) (input, bool) { return runtime.Cancel{Req: req}, true },
+		Withdraw: func(input) bool { return true },
 		Refused: func(c input, r runtime.Reply) (input, bool) {
 			return enterRefused{}, c.(call).Op == opEnter && r.Err == nil
 		},
-		Shutdown:  func(req uint64) input { return runtime.Shutdown{Req: req} },
-		HandOver:  func(req uint64) input { return runtime.Handover{Req: req} },
 		ErrorType: errorType, Closed: ErrClosed, CloseTimeout: o.closeTimeout, CleanupPending: ErrCleanupPending,
 	})
 }

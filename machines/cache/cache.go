@@ -188,10 +188,7 @@ func (h *handle) start(conn zk.Conn, path string, opts []Option, depthOK bool, c
 	h.shell = runtime.Run(conn, m, runtime.Spec[input, command]{
 		Recipe: "cache", Path: path, Instance: o.id, Telemetry: h.tel,
 		Exec:      h.exec,
-		Session:   func(ev zk.SessionEvent) input { return runtime.SessionChange{State: ev.State, SessionID: ev.SessionID} },
-		Withdraw:  func(_ input, req uint64) (input, bool) { return runtime.Cancel{Req: req}, true },
-		Shutdown:  func(req uint64) input { return runtime.Shutdown{Req: req} },
-		HandOver:  func(req uint64) input { return runtime.Handover{Req: req} },
+		Withdraw:  func(input) bool { return true },
 		ErrorType: errorType, Closed: ErrClosed, CloseTimeout: o.closeTimeout,
 	})
 	return nil

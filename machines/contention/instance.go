@@ -106,16 +106,13 @@ func Open(conn zk.Conn, cfg Config, opts Options) (*Instance, error) {
 	})
 	in.shell = runtime.Run[Input, command](conn, m, runtime.Spec[Input, command]{
 		Recipe: opts.Recipe, Path: cfg.Dir, Instance: opts.ID, Telemetry: in.tel,
-		Exec:    in.exec,
-		Session: func(ev zk.SessionEvent) Input { return runtime.SessionChange{State: ev.State, SessionID: ev.SessionID} },
-		Withdraw: func(call Input, req uint64) (Input, bool) {
+		Exec: in.exec,
+		Withdraw: func(call Input) bool {
 			_, acquire := call.(Acquire) // a grant that raced the caller's giving up is handed back
-			return runtime.Cancel{Req: req}, acquire
+			return acquire
 		},
 		ErrorType:      cfg.Errors.errorType,
 		Closed:         cfg.Errors.Closed,
-		Shutdown:       func(req uint64) Input { return runtime.Shutdown{Req: req} },
-		HandOver:       func(req uint64) Input { return runtime.Handover{Req: req} },
 		CloseTimeout:   opts.CloseTimeout,
 		CleanupPending: cfg.Errors.CleanupPending,
 	})

@@ -50,9 +50,8 @@ func (e *Election) startFollower() *runtime.Shell[followInput, followCmd] {
 		}
 		e.follower = runtime.Run[followInput, followCmd](e.conn, &follower{waiting: map[uint64]waiter{}, cursors: map[uint64]int{}}, runtime.Spec[followInput, followCmd]{
 			Recipe: "election", Path: e.path, Instance: e.cfg.ID, Telemetry: e.inst.Telemetry(),
-			Exec:      e.execFollow,
-			Session:   func(zk.SessionEvent) followInput { return nothing{} },
-			Withdraw:  func(followInput, uint64) (followInput, bool) { return nil, false }, // a stream's end says streamGone
+			Exec: e.execFollow,
+			// No call is withdrawn (Withdraw nil): a stream's end says streamGone.
 			ErrorType: e.inst.ErrorType,
 			Closed:    ErrClosed,
 		})
@@ -129,8 +128,9 @@ func (e *Election) execFollow(sh *runtime.Shell[followInput, followCmd], cmd fol
 	})
 }
 
-// The follower's inputs.
-type followInput interface{ isFollowInput() }
+// The follower's inputs: the types below, and the runtime's standard
+// inputs.
+type followInput = any
 
 type openStream struct { // Observe: a new stream
 	req uint64
@@ -147,14 +147,6 @@ type leaderRead struct {                // the reply to a read
 	err    error
 }
 type readAgain struct{ cmd uint64 } // the read's watch fired, or its pause is over
-type nothing struct{}               // a session change: reads wait for the connection by themselves
-
-func (openStream) isFollowInput() {}
-func (nextChange) isFollowInput() {}
-func (streamGone) isFollowInput() {}
-func (leaderRead) isFollowInput() {}
-func (readAgain) isFollowInput()  {}
-func (nothing) isFollowInput()    {}
 
 // followCmd reads the leader with a watch; with pause, it waits that long
 // before the next read; with serve, it runs that stream, whose id is the
@@ -261,6 +253,7 @@ func (f *follower) Step(in followInput) runtime.Output[followCmd] {
 		if len(f.cursors) > 0 { // else stop following until a stream comes
 			f.read(&out, 0)
 		}
+	case runtime.SessionChange: // reads wait for the connection by themselves
 	}
 	// Answer every waiting call whose change is there.
 	for req, w := range f.waiting {

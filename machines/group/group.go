@@ -169,13 +169,8 @@ func Join(ctx context.Context, conn zk.Conn, path, id string, data []byte, opts 
 		Scope: ScopeName, Version: Version, Recipe: "group", Path: path, Instance: id})
 	mb.shell = runtime.Run(conn, m, runtime.Spec[input, command]{
 		Recipe: "group", Path: path, Instance: id, Telemetry: mb.tel,
-		Exec:    mb.exec,
-		Session: func(ev zk.SessionEvent) input { return runtime.SessionChange{State: ev.State, SessionID: ev.SessionID} },
-		Withdraw: func(call input, req uint64) (input, bool) {
-			return runtime.Cancel{Req: req}, true
-		},
-		Shutdown:  func(req uint64) input { return runtime.Shutdown{Req: req} },
-		HandOver:  func(req uint64) input { return runtime.Handover{Req: req} },
+		Exec:      mb.exec,
+		Withdraw:  func(input) bool { return true },
 		ErrorType: errorType, Closed: ErrClosed, CloseTimeout: o.closeTimeout, CleanupPending: ErrCleanupPending,
 	})
 	if _, err := mb.do(ctx, "join", func(req uint64) input { return joinCall{Req: req} }); err != nil {

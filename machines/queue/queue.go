@@ -218,11 +218,10 @@ func newQueue(conn zk.Conn, path string, o options, checked bool) (*Queue, error
 	}
 	q.shell = runtime.Run[input, command](conn, m, runtime.Spec[input, command]{
 		Recipe: "queue", Path: path, Instance: o.id, Telemetry: q.tel,
-		Exec:    q.exec,
-		Session: func(ev zk.SessionEvent) input { return runtime.SessionChange{State: ev.State, SessionID: ev.SessionID} },
-		Withdraw: func(call input, req uint64) (input, bool) {
+		Exec: q.exec,
+		Withdraw: func(call input) bool {
 			_, take := call.(takeCall)
-			return runtime.Cancel{Req: req}, take
+			return take
 		},
 		Refused: func(call input, r runtime.Reply) (input, bool) {
 			t, ok := r.Value.(taken)
@@ -233,8 +232,6 @@ func newQueue(conn zk.Conn, path string, o options, checked bool) (*Queue, error
 		},
 		ErrorType:      errorType,
 		Closed:         ErrClosed,
-		Shutdown:       func(req uint64) input { return runtime.Shutdown{Req: req} },
-		HandOver:       func(req uint64) input { return runtime.Handover{Req: req} },
 		CloseTimeout:   o.closeTimeout,
 		CleanupPending: ErrCleanupPending,
 	})

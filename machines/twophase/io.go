@@ -17,10 +17,6 @@ type input interface{ String() string }
 // Close (ErrClosed).
 type serveCall struct{ Req uint64 }
 
-// unserve ends serving: the serve call Req was withdrawn (Serve's ctx
-// ended).
-type unserve struct{ Req uint64 }
-
 // awaitStopped is answered once serving has stopped: no handler call in
 // flight and our registration node deleted.
 type awaitStopped struct{ Req uint64 }
@@ -141,7 +137,6 @@ type woke struct {
 }
 
 func (i serveCall) String() string    { return fmt.Sprintf("serve req=%d", i.Req) }
-func (i unserve) String() string      { return fmt.Sprintf("unserve req=%d", i.Req) }
 func (i awaitStopped) String() string { return fmt.Sprintf("await stopped req=%d", i.Req) }
 func (i listed) String() string {
 	return fmt.Sprintf("%s listed cmd=%d%s kids=%v err=%v", i.What, i.Cmd, opt(i.Tx), i.Kids, i.Err)

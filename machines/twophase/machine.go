@@ -156,7 +156,7 @@ func (m *machine) Step(in input) out {
 	switch i := in.(type) {
 	case serveCall:
 		m.serve(&o, i.Req)
-	case unserve:
+	case runtime.Cancel: // the serve call Req was withdrawn (Serve's ctx ended)
 		if i.Req == m.serving && m.serving != 0 {
 			m.stopServing(&o)
 		}

@@ -127,7 +127,7 @@ func TestTranscriptVotedYesAndCommitted(t *testing.T) {
 	del := commands[deleteEntry](out)[0]
 	tr.step(done{What: "entry deleted", ref: ref{del.Cmd, "tx1"}})
 	tr.wantState(events.StateReady)
-	out = tr.step(unserve{Req: 1})
+	out = tr.step(runtime.Cancel{Req: 1})
 	dr := commands[deregister](out)[0]
 	tr.step(awaitStopped{Req: 2})
 	out = tr.step(done{What: "deregistered", ref: ref{Cmd: dr.Cmd}})
@@ -392,7 +392,7 @@ func TestTranscriptSessionLostWhileIdle(t *testing.T) {
 	tr.step(done{What: "registered", ref: ref{Cmd: commands[register](out)[0].Cmd}})
 	tr.wantState(events.StateReady)
 	tr.step(runtime.SessionChange{State: zk.StateLost, SessionID: sess + 1})
-	out = tr.step(unserve{Req: 1})
+	out = tr.step(runtime.Cancel{Req: 1})
 	tr.wantState(events.StateStart)
 	tr.step(done{What: "deregistered", ref: ref{Cmd: commands[deregister](out)[0].Cmd}})
 	tr.Check("session_lost_while_idle")

@@ -68,11 +68,9 @@ func NewParticipant(conn zk.Conn, root, id string, h Handler, opts ...Option) (*
 	sp := spec(conn, root, id, o)
 	p := &Participant{conn: conn, p: paths{root}, id: id, h: h, spans: make(map[string]trace.Span), tel: sp.Telemetry}
 	sp.Exec = p.exec
-	sp.Withdraw = func(call input, req uint64) (input, bool) {
-		if _, ok := call.(serveCall); ok {
-			return unserve{Req: req}, true
-		}
-		return nil, false
+	sp.Withdraw = func(call input) bool {
+		_, serve := call.(serveCall) // a withdrawn Serve ends serving
+		return serve
 	}
 	p.shell = runtime.Run(conn, m, sp)
 	return p, nil
@@ -171,11 +169,8 @@ func spec(conn zk.Conn, root, id string, o options) runtime.Spec[input, command]
 	return runtime.Spec[input, command]{Recipe: "twophase", Path: root, Instance: id,
 		Telemetry: runtime.NewTelemetry(conn, runtime.TelemetryConfig{TracerProvider: o.tracerProvider, MeterProvider: o.meterProvider,
 			Scope: ScopeName, Version: Version, Recipe: "twophase", Path: root, Instance: id}),
-		Session:        func(ev zk.SessionEvent) input { return runtime.SessionChange{State: ev.State, SessionID: ev.SessionID} },
 		ErrorType:      errorType,
 		Closed:         ErrClosed,
-		Shutdown:       func(req uint64) input { return runtime.Shutdown{Req: req} },
-		HandOver:       func(req uint64) input { return runtime.Handover{Req: req} },
 		CloseTimeout:   o.closeTimeout,
 		CleanupPending: ErrCleanupPending,
 	}
