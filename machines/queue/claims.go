@@ -37,12 +37,14 @@ func (m *machine) claimedOurs(o *out, e *entry, version int32) {
 	m.reply(o, t.req, taken{Name: e.name, Data: e.data, Session: m.session}, nil)
 }
 
-// claimSeen notes what our watch on another consumer's claim on item
+// claimSeen notes what our watch cmd on another consumer's claim on item
 // name found: whether it is set, and whether the claim is gone (the item
 // comes again, unless it was acked: then a listing says it is gone).
-func (m *machine) claimSeen(name string, watching, gone bool) {
-	if e := m.entries[name]; e != nil {
-		e.watching = watching
+func (m *machine) claimSeen(cmd uint64, name string, watching, gone bool) {
+	if e := m.entries[name]; e != nil && e.watch == cmd {
+		if !watching {
+			e.watch = 0
+		}
 		if gone {
 			e.others, e.again, m.exceptHint = false, true, true
 		}
@@ -56,9 +58,9 @@ func (m *machine) claimLost(name string) error {
 // othersClaim notes that another consumer holds e's claim, and watches it.
 func (m *machine) othersClaim(o *out, e *entry) {
 	e.others = true
-	if !e.watching {
-		e.watching = true
-		o.Commands = append(o.Commands, watchClaim{Cmd: m.cmd(), Name: e.name})
+	if e.watch == 0 {
+		e.watch = m.cmd()
+		o.Commands = append(o.Commands, watchClaim{Cmd: e.watch, Name: e.name})
 	}
 }
 
@@ -67,9 +69,14 @@ func (m *machine) othersClaim(o *out, e *entry) {
 func (m *machine) uncertain(o *out, e *entry) {
 	m.uncert[e.name] = true
 	if m.connected {
-		m.owed++
-		o.Commands = append(o.Commands, checkItem{Cmd: m.cmd(), Name: e.name})
+		m.sendCheck(o, e.name)
 	}
+}
+
+// sendCheck asks what became of our write on item name (see uncertain).
+func (m *machine) sendCheck(o *out, name string) {
+	m.owed++
+	o.Commands = append(o.Commands, checkItem{Cmd: m.cmd(), Name: name})
 }
 
 func (m *machine) checked(o *out, i checked) {
@@ -80,7 +87,7 @@ func (m *machine) checked(o *out, i checked) {
 		return
 	}
 	if !m.uncert[i.Name] {
-		return // an earlier check settled it
+		return // an earlier check settled it (every check in flight asks the same)
 	}
 	if i.Err != nil {
 		m.uncertain(o, e) // checked again once connected
@@ -117,7 +124,7 @@ func (m *machine) checked(o *out, i checked) {
 		}
 		return
 	}
-	if e.busy {
+	if e.write != 0 {
 		return // a write of ours went out after the one checked: its reply decides
 	}
 	e.retried = false
@@ -171,11 +178,11 @@ func (m *machine) joinNext(o *out, i ackCall) bool {
 		return false
 	}
 	m.takers = append(m.takers, t)
-	e.taker, t.entry, e.busy = t, e, true
-	m.acks[i.Name] = ackOp{req: i.Req, nack: i.Nack}
+	e.taker, t.entry, e.write = t, e, m.cmd()
+	m.acks[i.Name] = ackOp{cmd: e.write, req: i.Req, nack: i.Nack}
 	m.joints[i.Req] = &joint{}
 	m.owed += 2 // answered as acked and claimed
-	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: i.Name, Nack: i.Nack, Version: m.claims[i.Name].version,
+	o.Commands = append(o.Commands, endClaim{Cmd: e.write, Name: i.Name, Nack: i.Nack, Version: m.claims[i.Name].version,
 		Next: e.name, Data: m.cfg.ClaimData, NextData: e.data, NextVersion: e.version})
 	return true
 }
@@ -189,15 +196,16 @@ func (m *machine) onOurSession(session int64) bool {
 // endClaim acks or nacks our claim on item name, as a says, at the
 // version our claim left: a newer claim's item does not match.
 func (m *machine) endClaim(o *out, name string, a ackOp) {
+	a.cmd = m.cmd()
 	m.acks[name] = a
 	m.owed++
-	o.Commands = append(o.Commands, endClaim{Cmd: m.cmd(), Name: name, Nack: a.nack, Version: m.claims[name].version})
+	o.Commands = append(o.Commands, endClaim{Cmd: a.cmd, Name: name, Nack: a.nack, Version: m.claims[name].version})
 }
 
 func (m *machine) acked(o *out, i acked) {
 	m.owed--
 	a, ok := m.acks[i.Name]
-	if !ok {
+	if !ok || a.cmd != i.Cmd {
 		return
 	}
 	e := m.entries[i.Name]

@@ -28,7 +28,7 @@ func TestEveryTransitionInATranscript(t *testing.T) {
 			return fired[fmt.Sprintf("%s %s", from, tr.Trigger)]
 		},
 		TestTranscriptTakeReadsAhead, TestTranscriptClaimLost, TestTranscriptRedelivery,
-		TestTranscriptPriorityArrivesDuringTake, TestTranscriptClaimReplyBetweenSessions, TestTranscriptQueueNodeRecreated,
+		TestTranscriptPriorityArrivesDuringTake, TestTranscriptClaimReplyBetweenSessions, TestTranscriptQueueNodeRecreated, TestTranscriptReadOfAnOldItemOfTheSameName,
 		TestTranscriptAckClaimsNextInOneMulti, TestTranscriptJointClaimLostToAnother,
 		TestTranscriptNoJointClaimWhileClosing, TestTranscriptStaleCheckDuringANewClaim,
 		TestTranscriptNoClaimWhileItsAckIsInFlight, TestTranscriptRefusedTakePutsTheItemBack,

@@ -85,16 +85,18 @@ type machine struct {
 // entry is one cached item.
 type entry struct {
 	itemName
-	data     []byte
-	hasData  bool
-	reading  bool
-	version  int32  // the item's data version as read, or as our claim left it (see claimItem)
-	taker    *taker // the call it is being taken or claimed for
-	busy     bool   // our remove or claim of it is in flight
-	mine     bool   // we hold its claim (an Item is out)
-	others   bool   // another consumer holds its claim
-	watching bool   // our watch on that claim is set
-	again    bool   // its claim went away: the next delivery is a redelivery
+	data    []byte
+	hasData bool
+	version int32  // the item's data version as read, or as our claim left it (see claimItem)
+	taker   *taker // the call it is being taken or claimed for
+	mine    bool   // we hold its claim (an Item is out)
+	others  bool   // another consumer holds its claim
+	// The commands in flight on it (0: none): our read of its data, our
+	// remove or claim, our watch on another consumer's claim. A reply is
+	// taken only from the command in flight: one for an entry made again
+	// since is not its.
+	read, write, watch uint64
+	again              bool // its claim went away: the next delivery is a redelivery
 	// ours: it went to no one and is back at its place (put back for a
 	// withdrawn take, given back unclaimed, our write not applied, a take
 	// cancelled before its write): ours to take again wherever our mark
@@ -115,9 +117,10 @@ type claim struct {
 	version int32
 }
 
-// ackOp is an endClaim in flight: for the call req (0: the machine's own,
-// giving back a claim no one waits for).
+// ackOp is an endClaim in flight, command cmd: for the call req (0: the
+// machine's own, giving back a claim no one waits for).
 type ackOp struct {
+	cmd  uint64
 	req  uint64
 	nack bool
 	back bool // the give-back of a claim no call took: no NACKED, no redelivery
@@ -226,13 +229,13 @@ func (m *machine) Step(in input) out {
 	case dataRead:
 		m.dataRead(&o, i)
 	case removed:
-		m.wrote(&o, i.Name, i.Err, false, 0, 0)
+		m.wrote(&o, i.Cmd, i.Name, i.Err, false, 0, 0)
 	case claimed:
-		m.wrote(&o, i.Name, i.Err, true, i.Session, i.Version)
+		m.wrote(&o, i.Cmd, i.Name, i.Err, true, i.Session, i.Version)
 	case claimWatched:
-		m.claimSeen(i.Name, i.Err == nil && i.Exists, i.Err == nil && !i.Exists)
+		m.claimSeen(i.Cmd, i.Name, i.Err == nil && i.Exists, i.Err == nil && !i.Exists)
 	case claimGone:
-		m.claimSeen(i.Name, false, i.Deleted)
+		m.claimSeen(i.Cmd, i.Name, false, i.Deleted)
 	case acked:
 		m.acked(&o, i)
 	case checked:
@@ -293,7 +296,7 @@ func (m *machine) pump(o *out) {
 			if e.hasData {
 				m.answer(o, t, taken{Name: e.name, Data: e.data}, nil)
 			} else {
-				m.read(o, e)
+				m.readData(o, e)
 			}
 		default:
 			e.taker, t.entry = t, e
@@ -443,12 +446,12 @@ func (m *machine) won(e *entry) {
 // server, and in batches only one take in readBatch pays that.
 func (m *machine) readAhead(o *out) {
 	next := m.candidate(nil)
-	if next == nil || next.hasData || next.reading {
+	if next == nil || next.hasData || next.read != 0 {
 		return
 	}
 	for i, n := m.search(next.prio, next.seq), 0; i < len(m.order) && n < readBatch; i++ {
 		if e := m.order[i]; e == next || m.free(e) && !m.behind(e) {
-			m.read(o, e)
+			m.readData(o, e)
 			n++
 		}
 	}
@@ -458,17 +461,17 @@ func (m *machine) readAhead(o *out) {
 // data first, then the delete or the claim (see claimItem).
 func (m *machine) advance(o *out, e *entry) {
 	switch {
-	case e.busy || m.uncert[e.name]:
+	case e.write != 0 || m.uncert[e.name]:
 	case !e.hasData:
-		m.read(o, e)
+		m.readData(o, e)
 	case e.taker.kind == kindClaim:
-		e.busy = true
+		e.write = m.cmd()
 		m.owed++
-		o.Commands = append(o.Commands, claimItem{Cmd: m.cmd(), Name: e.name, Data: m.cfg.ClaimData, Item: e.data, Version: e.version})
+		o.Commands = append(o.Commands, claimItem{Cmd: e.write, Name: e.name, Data: m.cfg.ClaimData, Item: e.data, Version: e.version})
 	default:
-		e.busy = true
+		e.write = m.cmd()
 		m.owed++
-		o.Commands = append(o.Commands, removeItem{Cmd: m.cmd(), Name: e.name})
+		o.Commands = append(o.Commands, removeItem{Cmd: e.write, Name: e.name})
 	}
 }
 
@@ -480,12 +483,12 @@ func (m *machine) unbind(e *entry) {
 	}
 }
 
-func (m *machine) read(o *out, e *entry) {
-	if e.hasData || e.reading {
+func (m *machine) readData(o *out, e *entry) {
+	if e.hasData || e.read != 0 {
 		return
 	}
-	e.reading = true
-	o.Commands = append(o.Commands, readItem{Cmd: m.cmd(), Name: e.name})
+	e.read = m.cmd()
+	o.Commands = append(o.Commands, readItem{Cmd: e.read, Name: e.name})
 }
 
 // fresh: a listing made after a sync, and issued after t came, completed:
@@ -503,7 +506,7 @@ func (m *machine) list(o *out, synced bool) {
 // to it, or our ack or nack of it is in flight.
 func (m *machine) kept(e *entry) bool {
 	_, ending := m.acks[e.name]
-	return e.taker != nil || e.mine || e.busy || ending || m.uncert[e.name]
+	return e.taker != nil || e.mine || e.write != 0 || ending || m.uncert[e.name]
 }
 
 func (m *machine) listedItems(o *out, i listed) {
@@ -581,15 +584,15 @@ func (m *machine) markGone(e *entry) {
 
 func (m *machine) dataRead(o *out, i dataRead) {
 	e := m.entries[i.Name]
-	if e == nil {
+	if e == nil || e.read != i.Cmd {
 		return
 	}
-	e.reading = false
+	e.read = 0
 	switch {
 	case i.Err == nil:
 		e.data, e.hasData, e.version = i.Data, true, i.Version
 	case errors.Is(i.Err, zk.ErrNoNode):
-		if e.busy || e.mine || m.uncert[e.name] {
+		if e.write != 0 || e.mine || m.uncert[e.name] {
 			return // our own remove, claim or ack took it; its reply says the rest
 		}
 		m.unbind(e)
@@ -598,15 +601,15 @@ func (m *machine) dataRead(o *out, i dataRead) {
 }
 
 // wrote handles the answer to our delete of item name, or (claim) our
-// claim of it, made on session (0: it changed meanwhile) and leaving the
-// item at version.
-func (m *machine) wrote(o *out, name string, err error, claim bool, session int64, version int32) {
+// claim of it, made by command cmd on session (0: it changed meanwhile)
+// and leaving the item at version.
+func (m *machine) wrote(o *out, cmd uint64, name string, err error, claim bool, session int64, version int32) {
 	m.owed--
 	e := m.entries[name]
-	if e == nil {
+	if e == nil || e.write != cmd {
 		return
 	}
-	e.busy = false
+	e.write = 0
 	// What a write made again meets when the first, landed since, made it:
 	// the item gone (a delete), our claim there (a claim). What another
 	// consumer's claim makes it meet: a child (a delete), a claim.
@@ -741,7 +744,7 @@ func (m *machine) cancel(req uint64) {
 			continue
 		}
 		if e := t.entry; e != nil {
-			if e.busy || m.uncert[e.name] || e.mine {
+			if e.write != 0 || m.uncert[e.name] || e.mine {
 				t.withdrawn = true
 				return
 			}
@@ -766,7 +769,7 @@ func (m *machine) sessionChange(o *out, i runtime.SessionChange) {
 		m.resend(o)
 		m.giveBackClaims(o)
 		for _, e := range m.order {
-			if !e.dead && e.others && !e.watching {
+			if !e.dead && e.others && e.watch == 0 {
 				m.othersClaim(o, e)
 			}
 		}
@@ -793,8 +796,7 @@ func (m *machine) sessionChange(o *out, i runtime.SessionChange) {
 // whose replies were lost, and sends again the put-backs it failed.
 func (m *machine) resend(o *out) {
 	for _, name := range slices.Sorted(maps.Keys(m.uncert)) {
-		m.owed++
-		o.Commands = append(o.Commands, checkItem{Cmd: m.cmd(), Name: name})
+		m.sendCheck(o, name)
 	}
 	later := m.restoreLater
 	m.restoreLater = nil
@@ -816,7 +818,7 @@ func (m *machine) sessionLost(o *out) {
 		if e.mine || e.others {
 			e.again, m.exceptHint = true, true // it comes again, claimed by no one
 		}
-		e.mine, e.others, e.watching = false, false, false
+		e.mine, e.others, e.watch = false, false, 0
 	}
 	clear(m.claims)
 	m.watchArmed, m.stale = false, true

@@ -360,6 +360,32 @@ func TestTranscriptQueueNodeRecreated(t *testing.T) {
 	tr.Check("queue_node_recreated")
 }
 
+// A read of an item's data answers only the read in flight on that item.
+// Here a take waits for a listing after a sync (its head has a priority)
+// while the head's data is read ahead; the listing shows the queue's node
+// made again, with an item of the same name. The old read's reply must
+// not give the new item its data (a claim would write that data into it,
+// and deliver it); the new item's own read does.
+func TestTranscriptReadOfAnOldItemOfTheSameName(t *testing.T) {
+	tr := newTranscript(t)
+	const item = "qn-0000000001-0000000000"
+	tr.step(takeCall{Req: 1, Kind: kindClaim})
+	out := tr.step(listed{Cmd: 1, Children: []string{item}, Watched: true, Dir: 0x10})
+	old, synced := last[readItem](tr, item), commands[listItems](out)
+	if len(synced) != 1 || !synced[0].Sync {
+		t.Fatalf("commands %v, want a listing after a sync", out.Commands)
+	}
+	tr.step(listed{Cmd: synced[0].Cmd, Children: []string{item}, Dir: 0x20})
+	if out := tr.step(dataRead{Cmd: old, Name: item, Data: []byte("old")}); len(commands[claimItem](out)) != 0 {
+		t.Fatalf("claims %v with the old item's data", commands[claimItem](out))
+	}
+	out = tr.step(dataRead{Cmd: last[readItem](tr, item), Name: item, Data: []byte("new")})
+	if c := commands[claimItem](out); len(c) != 1 || string(c[0].Item) != "new" {
+		t.Fatalf("claims %v, want the new item with its own data", c)
+	}
+	tr.Check("read_of_an_old_item_of_the_same_name")
+}
+
 // commands are out's commands of type C, in order.
 func commands[C any](o out) []C {
 	var cs []C
