@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/adapters/zk"
 	"github.com/zkrecipes/zkrecipes/events"
 	"github.com/zkrecipes/zkrecipes/testkit/sim"
 )
@@ -40,8 +39,6 @@ func TestGoInOrderStartsACommandAfterThePreviousOnePosted(t *testing.T) {
 				return checked{cmd: c.id}, true
 			})
 		},
-		Session:   func(ev zk.SessionEvent) probeIn { return sessionChanged{ev.State} },
-		Withdraw:  func(probeIn, uint64) (probeIn, bool) { return nil, false },
 		ErrorType: func(error) string { return "_OTHER" },
 		Closed:    errProbeClosed,
 	})

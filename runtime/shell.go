@@ -82,10 +82,9 @@ type Spec[In any, C Command] struct {
 
 	// Exec starts cmd's requests off the actor, with s.Go or s.GoInOrder
 	// (and s.Post from a goroutine it started so, with its ctx) or
-	// s.After; op makes one
-	// request in a CLIENT span under the span of the input that made cmd.
-	// The inputs they post are cmd's: the shell handles them under that
-	// span, with nothing for the recipe to match.
+	// s.After; op makes one request in a CLIENT span under the span of
+	// the input that made cmd. The inputs they post are cmd's: the shell
+	// handles them under that span, with nothing for the recipe to match.
 	Exec func(s *Shell[In, C], cmd C, op Op)
 	// Withdraw says whether a call whose caller stopped waiting is
 	// withdrawn, with a Cancel (nil, or false: the call needs none).
