@@ -16,7 +16,6 @@ import (
 // delivers it. A version above 1 means a claim before ours: the item
 // comes again (unless it went to no one).
 func (m *machine) claimedOurs(o *out, e *entry, version int32) {
-	m.won(e)
 	if version > 1 && !e.ours {
 		e.again = true
 	}
@@ -46,7 +45,7 @@ func (m *machine) claimSeen(cmd uint64, name string, watching, gone bool) {
 			e.watch = 0
 		}
 		if gone {
-			e.others, e.again, m.exceptHint = false, true, true
+			e.others, e.again = false, true
 		}
 	}
 }
@@ -119,7 +118,7 @@ func (m *machine) checked(o *out, i checked) {
 		default:
 			// The claim went with its session: the item comes again.
 			delete(m.claims, e.name)
-			e.mine, e.again, m.exceptHint = false, true, true
+			e.mine, e.again = false, true
 			m.reply(o, a.req, nil, m.claimLost(e.name))
 		}
 		return
@@ -144,7 +143,7 @@ func (m *machine) checked(o *out, i checked) {
 		m.unbind(e)
 		m.othersClaim(o, e)
 	default:
-		e.retried, e.ours, m.exceptHint = true, true, true
+		e.retried = true
 		e.hasData = e.hasData && i.Version == e.version // a claim's set needs the version it read
 		m.unbind(e)                                     // not applied: try again
 	}
@@ -173,7 +172,7 @@ func (m *machine) joinNext(o *out, i ackCall) bool {
 	if m.closing != 0 || m.givingBack() || !m.connected {
 		return false
 	}
-	e := m.candidate(t)
+	e := m.candidate()
 	if e == nil || e.prio > 0 || !e.hasData {
 		return false
 	}
@@ -223,7 +222,7 @@ func (m *machine) acked(o *out, i acked) {
 		delete(m.acks, i.Name)
 		delete(m.claims, i.Name)
 		if e != nil {
-			e.mine, e.again, m.exceptHint = false, true, true
+			e.mine, e.again = false, true
 		}
 		m.reply(o, a.req, nil, m.claimLost(i.Name))
 	case errors.Is(i.Err, zk.ErrNoAuth): // refused: nothing was applied, our claim stays
@@ -252,7 +251,6 @@ func (m *machine) claimEnded(o *out, name string, e *entry, a ackOp) {
 	switch {
 	case e != nil && a.nack:
 		e.mine, e.again, e.ours, e.retried = false, e.again || !a.back, e.ours || a.back, false
-		m.exceptHint = true
 	case e != nil:
 		m.markGone(e)
 	default:

@@ -36,7 +36,7 @@ func TestEveryTransitionInATranscript(t *testing.T) {
 		TestTranscriptAckSentAgainFindsItsFirstLanded, TestTranscriptAckCheckedOnTheNextSessionFirst,
 		TestTranscriptClaimMadeOnTheNextSessionFirst, TestTranscriptSessionsLostBeforeAListing,
 		TestTranscriptListingSentAgain, TestTranscriptClosedBeforeATake, TestTranscriptStaleAckFailsOnTheServer,
-		TestTranscriptNackedItemAtTheMarkTakenFirst)
+		TestTranscriptNackedItemTakenFirst)
 }
 
 // ZooKeeper's errors are named by runtime.ZKErrorType, the queue's by

@@ -67,8 +67,6 @@ type machine struct {
 	listed     bool              // a listing completed: the cache means something
 	watchArmed bool              // our child watch is set
 	stale      bool              // the children changed since the last listing
-	marks      map[int64]uint32  // per priority, the last item we took or claimed (see candidate)
-	exceptHint bool              // an exempt item may be before our mark (see scanFrom)
 
 	takers       []*taker          // calls waiting for an item, in arrival order
 	claims       map[string]claim  // our claims, by item
@@ -97,11 +95,8 @@ type entry struct {
 	// since is not its.
 	read, write, watch uint64
 	again              bool // its claim went away: the next delivery is a redelivery
-	// ours: it went to no one and is back at its place (put back for a
-	// withdrawn take, given back unclaimed, our write not applied, a take
-	// cancelled before its write): ours to take again wherever our mark
-	// is. A listing that shows an item for the first time behind our mark
-	// marks it so too: another consumer put it back.
+	// ours: we gave its claim back unclaimed (see ackOp.back): the next
+	// claim finds a claim before it, and is no redelivery.
 	ours bool
 	dead bool // gone from the queue (and from entries)
 	// retried: our delete, claim or ack of it is made again after a lost
@@ -168,7 +163,7 @@ func newMachine(cfg config) (*machine, error) {
 	}
 	return &machine{
 		cfg: cfg, fsm: f, session: cfg.SessionID, connected: cfg.SessionID != 0,
-		entries: make(map[string]*entry), gone: make(map[string]uint64), marks: make(map[int64]uint32),
+		entries: make(map[string]*entry), gone: make(map[string]uint64),
 		claims: make(map[string]claim), acks: make(map[string]ackOp), uncert: make(map[string]bool), joints: make(map[uint64]*joint),
 		restore: make(map[string][]byte),
 	}, nil
@@ -276,7 +271,7 @@ func (m *machine) pump(o *out) {
 		if givingBack {
 			continue
 		}
-		e := m.candidate(t)
+		e := m.candidate()
 		switch {
 		case e == nil && (!m.listed || m.stale || m.listing):
 			needList = needList || !m.listing
@@ -315,46 +310,31 @@ func (m *machine) pump(o *out) {
 	}
 }
 
-// The consumer rule. Each consumer walks its sorted cache forward from
-// its mark in the item's priority (the last item it took or claimed) and
-// takes or claims the first item not known to be taken: not gone, not
-// claimed by another consumer, with no write of ours in flight on it.
-// When it loses the race (its delete or claim finds the item gone or
-// claimed) it moves on to the next; a claim it meets is watched, and when
-// that claim goes (acked: the item is gone; nacked or gone with its
-// session: the item is there again) the item is exempt, taken wherever it
-// is (a redelivery). So a consumer never goes back: each takes the items
-// of a priority in the queue's order, and each producer's in the order
-// offered, with several consumers as with one. Every item after a
-// consumer's mark is tried by it until it is taken, and an item it passed
-// was taken, claimed (watched), or being written by it (then ours again if
-// not taken): none is left behind every consumer. The exempt items are
-// those that came again and those that went to no one (see entry.ours);
-// they come first. An item is never passed over for one of a larger
-// priority number: when only items behind the mark are left in the lowest
-// priority, the oldest of them is the candidate (it is being taken by
-// another consumer, whose race decides). A poll with only items behind its
-// mark takes the oldest (an empty answer would be false); a take waits for
-// the watch.
+// The consumer rule. A consumer takes or claims the oldest item of its
+// sorted cache not known to be taken: not gone, not claimed by another
+// consumer, with no write of ours in flight on it. When it loses the race
+// (its delete or claim finds the item gone or claimed) it moves on to the
+// next; a claim it meets is watched, and when that claim goes (acked: the
+// item is gone; nacked or gone with its session: the item is there again)
+// the item is free again, and the oldest (a redelivery). Sequence numbers
+// grow, so an item becomes free again behind the items a consumer took
+// only when it came again or went to no one (put back for a withdrawn
+// take, given back unclaimed, our write not applied): the exceptions the
+// package doc names. So each consumer takes the items of a priority in
+// the queue's order otherwise, with several consumers as with one, and
+// every item is tried by every consumer until it is taken: none is left
+// behind. A lower priority number always comes first.
 //
-// candidate is the item t gets next by that rule (nil: none cached). With
-// t nil, the item the next take would get (for reading ahead).
-func (m *machine) candidate(t *taker) *entry {
-	first := m.firstFree()
-	if first == nil || t != nil && t.kind == kindPeek {
-		return first
-	}
-	for i := m.scanFrom(first); i < len(m.order); i++ {
-		switch e := m.order[i]; {
-		case !m.free(e):
-		case e.prio != first.prio:
-			return first // never pass over an item of a lower priority
-		case !m.behind(e):
+// candidate is the item a take gets next by that rule (nil: none cached).
+func (m *machine) candidate() *entry {
+	for i := m.head; i < len(m.order); i++ {
+		e := m.order[i]
+		if e.dead && i == m.head {
+			m.head++
+		}
+		if m.free(e) {
 			return e
 		}
-	}
-	if t != nil && t.kind == kindPoll {
-		return first
 	}
 	return nil
 }
@@ -376,44 +356,6 @@ func (m *machine) free(e *entry) bool {
 	return true
 }
 
-// firstFree is the oldest item that may be given to a take (see free);
-// nil if none is cached.
-func (m *machine) firstFree() *entry {
-	for i := m.head; i < len(m.order); i++ {
-		e := m.order[i]
-		if e.dead && i == m.head {
-			m.head++
-		}
-		if m.free(e) {
-			return e
-		}
-	}
-	return nil
-}
-
-// scanFrom is where the walk for first's priority starts in order: at our
-// mark, or before it at an exempt item (exceptHint says one may be there).
-func (m *machine) scanFrom(first *entry) int {
-	mark, ok := m.marks[first.prio]
-	if !ok {
-		return m.head
-	}
-	from := max(m.head, m.search(first.prio, mark))
-	if m.exceptHint {
-		// Cleared only when no exempt item is left before the mark: one
-		// being taken now may be free again later.
-		m.exceptHint = false
-		for i := m.head; i < from; i++ {
-			if e := m.order[i]; !e.dead && e.exempt() {
-				if m.exceptHint = true; m.free(e) {
-					return i
-				}
-			}
-		}
-	}
-	return from
-}
-
 // search is the index of the first entry of order at or after the item
 // of priority prio and sequence seq.
 func (m *machine) search(prio int64, seq uint32) int {
@@ -422,35 +364,16 @@ func (m *machine) search(prio int64, seq uint32) int {
 	return i
 }
 
-// exempt: e is taken out of the queue's order wherever it is: it came
-// again, or it went to no one.
-func (e *entry) exempt() bool { return e.again || e.ours }
-
-// behind: taking e would go back, before our mark in its priority.
-func (m *machine) behind(e *entry) bool {
-	mark, ok := m.marks[e.prio]
-	return ok && !e.exempt() && e.seq < mark
-}
-
-// won notes an item we took or claimed: our mark moves up to it, unless
-// it came again (out of the queue's order wherever it is). An exempt item
-// it moves past is then before it: the hint says where to look.
-func (m *machine) won(e *entry) {
-	if mark, ok := m.marks[e.prio]; !e.again && (!ok || e.seq > mark) {
-		m.marks[e.prio], m.exceptHint = e.seq, true
-	}
-}
-
 // readAhead reads the data of the next readBatch items a take would get,
 // once the next one has none: a read beside a delete delays it on the
 // server, and in batches only one take in readBatch pays that.
 func (m *machine) readAhead(o *out) {
-	next := m.candidate(nil)
+	next := m.candidate()
 	if next == nil || next.hasData || next.read != 0 {
 		return
 	}
 	for i, n := m.search(next.prio, next.seq), 0; i < len(m.order) && n < readBatch; i++ {
-		if e := m.order[i]; e == next || m.free(e) && !m.behind(e) {
+		if e := m.order[i]; m.free(e) {
 			m.readData(o, e)
 			n++
 		}
@@ -529,7 +452,6 @@ func (m *machine) listedItems(o *out, i listed) {
 	recreated := i.Dir != 0 && m.dir != 0 && i.Dir != m.dir
 	if recreated {
 		clear(m.gone)
-		clear(m.marks)
 	}
 	m.dir = cmp.Or(i.Dir, m.dir)
 	present := make(map[string]bool, len(i.Children))
@@ -546,13 +468,7 @@ func (m *machine) listedItems(o *out, i listed) {
 		if _, gone := m.gone[c]; !ok || gone || m.entries[c] != nil {
 			continue
 		}
-		e := &entry{itemName: n}
-		if m.behind(e) {
-			// Sequence numbers grow: an item first seen behind our mark
-			// was taken and put back at its place (see restoreItem).
-			e.ours, m.exceptHint = true, true
-		}
-		m.entries[c] = e
+		m.entries[c] = &entry{itemName: n}
 	}
 	for name, at := range m.gone {
 		if at < m.lists { // this listing went out after we learnt it
@@ -626,7 +542,6 @@ func (m *machine) wrote(o *out, cmd uint64, name string, err error, claim bool, 
 	case err == nil && claim:
 		m.claimedOurs(o, e, version)
 	case err == nil:
-		m.won(e)
 		e.retried = false
 		m.deliverTaken(o, e, nil)
 	case errors.Is(err, ours) && e.retried:
@@ -645,7 +560,6 @@ func (m *machine) wrote(o *out, cmd uint64, name string, err error, claim bool, 
 		// fails, as another try, on e or the next item, would be refused.
 		t := e.taker
 		m.unbind(e)
-		e.ours, m.exceptHint = true, true
 		if t != nil && errors.Is(err, zk.ErrNoAuth) {
 			m.answer(o, t, nil, err)
 		}
@@ -687,8 +601,8 @@ func (m *machine) restored(o *out, i restored) {
 		delete(m.restore, i.Name)
 		delete(m.gone, i.Name)
 		if n, ok := parseItem(i.Name); ok && m.entries[i.Name] == nil {
-			e := &entry{itemName: n, data: data, hasData: true, ours: true}
-			m.entries[i.Name], m.exceptHint = e, true
+			e := &entry{itemName: n, data: data, hasData: true}
+			m.entries[i.Name] = e
 			at := m.search(n.prio, n.seq)
 			m.order = slices.Insert(m.order, at, e)
 			m.head = min(m.head, at)
@@ -749,9 +663,6 @@ func (m *machine) cancel(req uint64) {
 				return
 			}
 			m.unbind(e)
-			if e.exempt() || m.behind(e) { // a later item of ours may be taken meanwhile
-				e.ours, m.exceptHint = true, true
-			}
 		}
 		m.dropTaker(t)
 		return
@@ -816,7 +727,7 @@ func (m *machine) sessionLost(o *out) {
 	m.event(o, events.Lost, "", ErrSessionLost)
 	for _, e := range m.order {
 		if e.mine || e.others {
-			e.again, m.exceptHint = true, true // it comes again, claimed by no one
+			e.again = true // it comes again, claimed by no one
 		}
 		e.mine, e.others, e.watch = false, false, 0
 	}

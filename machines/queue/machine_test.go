@@ -709,11 +709,11 @@ func TestTranscriptStaleAckFailsOnTheServer(t *testing.T) {
 	tr.Check("stale_ack_fails_on_the_server")
 }
 
-// A nacked item at our mark is left behind it when the mark moves on (a
-// claim chosen before the nack landed): it is still taken first, as a
-// redelivery. (Found by TestConsume on the real server: the nacked item
-// was passed over for good, and the queue did not drain.)
-func TestTranscriptNackedItemAtTheMarkTakenFirst(t *testing.T) {
+// A nacked item, older than the item claimed with its nack, is taken
+// first, as a redelivery. (Found by TestConsume on the real server, when
+// a consumer never went back before its last item: the nacked item was
+// passed over for good, and the queue did not drain.)
+func TestTranscriptNackedItemTakenFirst(t *testing.T) {
 	tr := newTranscript(t)
 	tr.claimHead("qn-0000000003")
 	tr.step(ackCall{Req: 2, Name: "qn-0000000001", Session: sess, Nack: true, Next: true})
@@ -724,5 +724,5 @@ func TestTranscriptNackedItemAtTheMarkTakenFirst(t *testing.T) {
 	if c := commands[claimItem](out); len(c) != 1 || c[0].Name != "qn-0000000001" {
 		t.Fatalf("TakeItem after the nack: %v, want qn-0000000001 (the nacked item) claimed first", out.Commands)
 	}
-	tr.Check("nacked_item_at_the_mark_taken_first")
+	tr.Check("nacked_item_taken_first")
 }
