@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/zkrecipes/zkrecipes/adapters/zk"
@@ -1276,9 +1275,7 @@ func (m *machine) reply(r Reply) {
 // ---- names and order
 
 // parseSeq returns the sequence number of a contender node name: one of
-// markers followed by ZooKeeper's suffix, %010d of an int32. That is ten
-// characters, or eleven for a sign and ten digits: from −2^31 to −10^9,
-// the sequences right after the wrap.
+// markers followed by ZooKeeper's suffix (see zk.ParseSequence).
 func parseSeq(name string, markers []string) (int32, bool) {
 	_, s, ok := splitSeq(name, markers)
 	return s, ok
@@ -1288,35 +1285,26 @@ func parseSeq(name string, markers []string) (int32, bool) {
 // digits, or eleven characters once the counter wrapped) and its value.
 func splitSeq(name string, markers []string) (string, int32, bool) {
 	for _, n := range []int{11, 10} {
-		if len(name) < n || (n == 11 && (name[len(name)-11] != '-' || name[len(name)-10] == '0')) {
+		if len(name) < n {
 			continue
 		}
 		prefix, suffix := name[:len(name)-n], name[len(name)-n:]
 		if !slices.ContainsFunc(markers, func(m string) bool { return strings.HasSuffix(prefix, m) }) {
 			continue
 		}
-		// As ZooKeeper writes it (%010d): digits, after a minus only when
-		// negative (ParseInt alone would take "+000000001" or "-000000000").
-		if strings.Trim(strings.TrimPrefix(suffix, "-"), "0123456789") != "" {
-			continue
-		}
-		if s, err := strconv.ParseInt(suffix, 10, 32); err == nil && (s < 0) == (suffix[0] == '-') {
-			return suffix, int32(s), true
+		if s, ok := zk.ParseSequence(suffix); ok {
+			return suffix, s, true
 		}
 	}
 	return "", 0, false
 }
-
-// seqBefore reports whether sequence a comes before b, as 32-bit serial
-// numbers: right across the wrap from 2147483647 to -2147483648.
-func seqBefore(a, b int32) bool { return int32(uint32(b)-uint32(a)) > 0 }
 
 // lower returns the full paths of the contender nodes before ours, oldest
 // first.
 func lower(children, markers []string, ours string, seq int32, dir string) []string {
 	var below []string
 	for _, name := range Contenders(children, markers) {
-		if s, _ := parseSeq(name, markers); name != ours && seqBefore(s, seq) {
+		if s, _ := parseSeq(name, markers); name != ours && zk.CompareSequence(s, seq) < 0 {
 			below = append(below, zk.Join(dir, name))
 		}
 	}
@@ -1337,7 +1325,7 @@ func Contenders(children, markers []string) []string {
 			nodes = append(nodes, node{c, s})
 		}
 	}
-	sort.Slice(nodes, func(i, j int) bool { return seqBefore(nodes[i].seq, nodes[j].seq) })
+	sort.Slice(nodes, func(i, j int) bool { return zk.CompareSequence(nodes[i].seq, nodes[j].seq) < 0 })
 	names := make([]string, len(nodes))
 	for i, n := range nodes {
 		names[i] = n.name

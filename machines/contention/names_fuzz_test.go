@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
 
 // FuzzNodeNames: the sequence parser never panics; a name it accepts ends
@@ -66,7 +68,7 @@ func FuzzHolding(f *testing.F) {
 			if i > 0 {
 				a, _ := parseSeq(queue[i-1], markers)
 				b, _ := parseSeq(c, markers)
-				if seqBefore(b, a) && !seqBefore(a, b) {
+				if zk.CompareSequence(a, b) > 0 {
 					t.Fatalf("Contenders out of order: %q before %q", queue[i-1], c)
 				}
 			}

@@ -3,9 +3,10 @@ package queue
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
+
+	"github.com/zkrecipes/zkrecipes/adapters/zk"
 )
 
 // Prefix starts every item's name: the prefix of ZooKeeper's recipe queue
@@ -55,27 +56,11 @@ func parseItem(name string) (itemName, bool) {
 		}
 		prio, rest = p, rest[11:]
 	}
-	seq, ok := sequence(rest)
+	seq, ok := zk.ParseSequence(rest)
 	if !ok {
 		return itemName{}, false
 	}
-	return itemName{name: name, prio: prio, seq: seq}, true
-}
-
-// sequence reads a sequence suffix as ZooKeeper writes it: ten digits up
-// to 2147483647, or a negative number after the wrap.
-func sequence(s string) (uint32, bool) {
-	if len(s) == 10 {
-		if n, ok := digits(s); ok && n <= math.MaxInt32 {
-			return uint32(n), true
-		}
-	}
-	if (len(s) == 10 || len(s) == 11) && s[0] == '-' {
-		if n, ok := digits(s[1:]); ok && -n >= math.MinInt32 && n > 0 && fmt.Sprintf("%010d", -n) == s {
-			return uint32(int32(-n)), true
-		}
-	}
-	return 0, false
+	return itemName{name: name, prio: prio, seq: uint32(seq)}, true
 }
 
 // digits parses a run of ASCII digits (ParseUint takes no sign), ten at
@@ -91,5 +76,5 @@ func compareItems(a, b itemName) int {
 	if c := cmp.Compare(a.prio, b.prio); c != 0 {
 		return c
 	}
-	return cmp.Compare(int32(a.seq-b.seq), 0)
+	return zk.CompareSequence(int32(a.seq), int32(b.seq))
 }
